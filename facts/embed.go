@@ -1,0 +1,122 @@
+package facts
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+func quietLogger() *zap.Logger { return zap.NewNop() }
+
+// EmbedConfig configures the single-member etcd that `ccattler server` runs
+// in-process when no --etcd is given.
+type EmbedConfig struct {
+	DataDir     string        // where etcd keeps its data; survives restarts
+	ClientURL   string        // e.g. http://127.0.0.1:2379
+	PeerURL     string        // e.g. http://127.0.0.1:2380
+	Name        string        // member name
+	MaxTxnOps   uint          // raised from etcd's 128 so that plans commit in large batches
+	MaxRequest  uint          // bytes; raised from etcd's 1.5 MiB for the same reason
+	StartWithin time.Duration // how long to wait for the member to be ready
+	LogLevel    string        // etcd's own log level; "" keeps it silent
+	// SnapshotCount and auto compaction are left at etcd's defaults except
+	// where a test sets AutoCompaction.
+	AutoCompactionRetention string
+}
+
+// NewEmbedConfig returns the defaults of `ccattler server`.
+func NewEmbedConfig() EmbedConfig {
+	return EmbedConfig{
+		DataDir:     "ccattler-data",
+		ClientURL:   "http://127.0.0.1:2379",
+		PeerURL:     "http://127.0.0.1:2380",
+		Name:        "ccattler",
+		MaxTxnOps:   16384,
+		MaxRequest:  32 << 20,
+		StartWithin: 60 * time.Second,
+	}
+}
+
+// Validate names the first bad field.
+func (c EmbedConfig) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("embedded etcd: --data-dir is empty")
+	}
+	for name, u := range map[string]string{"--listen-client": c.ClientURL, "--listen-peer": c.PeerURL} {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("embedded etcd: %s %q: expected a URL such as http://127.0.0.1:2379", name, u)
+		}
+	}
+	if c.MaxTxnOps < 128 {
+		return fmt.Errorf("embedded etcd: max txn ops %d: expected at least 128", c.MaxTxnOps)
+	}
+	return nil
+}
+
+// Embedded is a running in-process etcd member.
+type Embedded struct {
+	etcd *embed.Etcd
+	cfg  EmbedConfig
+}
+
+// StartEmbedded starts a single-member etcd and waits until it serves.
+func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded etcd: data dir: %w", err)
+	}
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	cu, _ := url.Parse(cfg.ClientURL)
+	pu, _ := url.Parse(cfg.PeerURL)
+	ec.ListenClientUrls = []url.URL{*cu}
+	ec.AdvertiseClientUrls = []url.URL{*cu}
+	ec.ListenPeerUrls = []url.URL{*pu}
+	ec.AdvertisePeerUrls = []url.URL{*pu}
+	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	ec.MaxTxnOps = cfg.MaxTxnOps
+	ec.MaxRequestBytes = cfg.MaxRequest
+	if cfg.AutoCompactionRetention != "" {
+		ec.AutoCompactionMode = embed.CompactorModeRevision
+		ec.AutoCompactionRetention = cfg.AutoCompactionRetention
+	}
+	if cfg.LogLevel == "" {
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger())
+	} else {
+		ec.LogLevel = cfg.LogLevel
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd (data %s, client %s, peer %s): %w", cfg.DataDir, cfg.ClientURL, cfg.PeerURL, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	case <-time.After(cfg.StartWithin):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd did not become ready within %s", cfg.StartWithin)
+	}
+	return &Embedded{etcd: e, cfg: cfg}, nil
+}
+
+// Endpoints are the client URLs to dial.
+func (e *Embedded) Endpoints() []string { return []string{e.cfg.ClientURL} }
+
+// Err reports a fatal error of the running member.
+func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+
+// Close stops the member; its data stays in DataDir.
+func (e *Embedded) Close() { e.etcd.Close() }
+

@@ -1,0 +1,71 @@
+// Package etcdtest starts a real embedded etcd for tests: a single member on
+// free loopback ports with its data in a temporary directory.
+//
+//	e := etcdtest.Start(t)
+//	store := e.Store(t) // a *facts.Store under a fresh root, closed at cleanup
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// Etcd is a running embedded member owned by a test.
+type Etcd struct {
+	*facts.Embedded
+	Cfg facts.EmbedConfig
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start starts an embedded etcd that is closed when the test ends.
+func Start(t testing.TB) *Etcd {
+	t.Helper()
+	cfg := facts.NewEmbedConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	cfg.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	e := &Etcd{Cfg: cfg}
+	e.Restart(t)
+	t.Cleanup(func() { e.Embedded.Close() })
+	return e
+}
+
+// Restart starts the member again with the same data and ports (after Close).
+func (e *Etcd) Restart(t testing.TB) {
+	t.Helper()
+	var err error
+	for i := 0; i < 50; i++ { // the old listener may take a moment to release its port
+		e.Embedded, err = facts.StartEmbedded(e.Cfg)
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("start embedded etcd: %v", err)
+}
+
+// Store dials the member; the store is closed when the test ends.
+func (e *Etcd) Store(t testing.TB) *facts.Store {
+	t.Helper()
+	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: e.Endpoints(), Schema: facts.NewSchema()})
+	if err != nil {
+		t.Fatalf("dial embedded etcd: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

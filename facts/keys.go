@@ -1,0 +1,157 @@
+package facts
+
+import "strconv"
+
+// The built-in key forms of the key schema (seed/etcd-key-schema.txt), each
+// with the type of its values. Names are the template's literals joined by
+// dots; they are the segments under schema/.
+
+func f(v float64) *float64 { return &v }
+
+var (
+	vObject  = ValueType{Kind: KindObject}
+	vName    = ValueType{Kind: KindString, Format: "name"}
+	vString  = ValueType{Kind: KindString}
+	vCount   = ValueType{Kind: KindInt, Min: f(0)}
+	vCPU     = ValueType{Kind: KindCPU, Min: f(0)}
+	vMemory  = ValueType{Kind: KindMemory}
+	vInstSt  = ValueType{Kind: KindEnum, Enum: []string{"pending", "running", "failed", "stopped"}}
+	vNodeSt  = ValueType{Kind: KindEnum, Enum: []string{"alive", "unreachable", "draining"}}
+	vVolSt   = ValueType{Kind: KindEnum, Enum: []string{"attached", "detached", "error"}}
+	vHealth  = ValueType{Kind: KindEnum, Enum: []string{"healthy", "unhealthy", "unknown"}}
+	vMethod  = ValueType{Kind: KindEnum, Enum: []string{"GET", "HEAD", "TCP"}}
+	vAccess  = ValueType{Kind: KindEnum, Enum: []string{"single-node", "multi-node"}}
+	vEndpnt  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"ip": KindIP, "port": KindInt}}
+	vSchema  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"key": KindString, "type": KindString}}
+	vImage   = ValueType{Kind: KindString, Format: "image"}
+	vPath    = ValueType{Kind: KindString, Format: "path"}
+	vThresh  = ValueType{Kind: KindNumber, Min: f(0)}
+	vBool    = ValueType{Kind: KindBool}
+	vDur     = ValueType{Kind: KindDuration}
+	vTime    = ValueType{Kind: KindTime}
+	vIP      = ValueType{Kind: KindIP}
+	vAnyJSON = ValueType{Kind: KindJSON}
+)
+
+type builtin struct {
+	name, tmpl string
+	vt         ValueType
+	doc        string
+}
+
+var builtins = []builtin{
+	{"desired.service", "desired/service/{name}", vObject, "A service exists; its attributes are the keys below it."},
+	{"desired.service.image", "desired/service/{name}/image", vImage, "The container image of the service."},
+	{"desired.service.instances", "desired/service/{name}/instances", vCount, "The number of instances the user asked for."},
+	{"desired.service.expose", "desired/service/{name}/expose/{port}", vObject, "A port the service exposes."},
+	{"desired.service.resources.cpu", "desired/service/{name}/resources/cpu", vCPU, "Cpu requested per instance, in cores."},
+	{"desired.service.resources.memory", "desired/service/{name}/resources/memory", vMemory, "Memory requested per instance."},
+	{"desired.service.health.method", "desired/service/{name}/health/method", vMethod, "How the agent checks an instance's health."},
+	{"desired.service.health.path", "desired/service/{name}/health/path", vPath, "The HTTP path of the health check."},
+	{"desired.service.health.interval", "desired/service/{name}/health/interval", vDur, "Time between health checks."},
+	{"desired.service.autoscale.metric", "desired/service/{name}/autoscale/metric", vName, "The metric the autoscaler follows, e.g. cpu."},
+	{"desired.service.autoscale.threshold", "desired/service/{name}/autoscale/threshold", vThresh, "The per-instance target of the metric."},
+	{"desired.service.autoscale.min", "desired/service/{name}/autoscale/min", vCount, "The fewest instances the autoscaler may ask for."},
+	{"desired.service.autoscale.max", "desired/service/{name}/autoscale/max", vCount, "The most instances the autoscaler may ask for."},
+	{"desired.service.placement.architecture", "desired/service/{name}/placement/architecture", vName, "Instances run only on nodes of this architecture."},
+	{"desired.service.placement.zone", "desired/service/{name}/placement/zone", vName, "Instances run only on nodes in this zone."},
+	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vCount, "Instances a rollout may take below the target."},
+	{"desired.service.update.max_extra", "desired/service/{name}/update/max_extra", vCount, "Instances a rollout may add above the target."},
+	{"desired.volume", "desired/volume/{name}", vObject, "A volume exists; its attributes are the keys below it."},
+	{"desired.volume.size", "desired/volume/{name}/size", vMemory, "The size of the volume."},
+	{"desired.volume.persistent", "desired/volume/{name}/persistent", vBool, "Whether the volume's data outlives its instances."},
+	{"desired.volume.access_mode", "desired/volume/{name}/access_mode", vAccess, "Whether instances on one node or on many may use the volume."},
+
+	{"effective.service.instances", "effective/service/{name}/instances", vCount, "The target after user, autoscaler and policy intents are resolved."},
+
+	{"observed.node", "observed/node/{node-id}", vObject, "A node has registered."},
+	{"observed.node.state", "observed/node/{node-id}/state", vNodeSt, "Whether the node is alive, unreachable or draining."},
+	{"observed.node.capacity.cpu", "observed/node/{node-id}/capacity/cpu", vCPU, "Cpu cores the node offers."},
+	{"observed.node.capacity.memory", "observed/node/{node-id}/capacity/memory", vMemory, "Memory the node offers."},
+	{"observed.node.available.cpu", "observed/node/{node-id}/available/cpu", vCPU, "Cpu cores the agent reports free."},
+	{"observed.node.available.memory", "observed/node/{node-id}/available/memory", vMemory, "Memory the agent reports free."},
+	{"observed.node.architecture", "observed/node/{node-id}/architecture", vName, "The node's cpu architecture, e.g. amd64."},
+	{"observed.node.zone", "observed/node/{node-id}/zone", vName, "The node's zone."},
+	{"observed.instance", "observed/instance/{instance-id}", vObject, "An instance exists."},
+	{"observed.instance.service", "observed/instance/{instance-id}/service", vName, "The service the instance belongs to."},
+	{"observed.instance.node", "observed/instance/{instance-id}/node", vName, "The node running the instance, as its agent reports."},
+	{"observed.instance.state", "observed/instance/{instance-id}/state", vInstSt, "pending, running, failed or stopped."},
+	{"observed.instance.image", "observed/instance/{instance-id}/image", vImage, "The image the instance runs."},
+	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
+	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
+	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
+	{"observed.volume.attached_node", "observed/volume/{name}/attached_node", vName, "The node the volume is attached to."},
+	{"observed.volume.state", "observed/volume/{name}/state", vVolSt, "attached, detached or error."},
+
+	{"placement.instance", "placement/instance/{instance-id}", vName, "The node the scheduler chose for the instance."},
+	{"endpoint.service", "endpoint/service/{name}/{instance-id}", vEndpnt, "An address that serves the service."},
+	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vCount, "One writer's wish for a service's instance count."},
+	{"lease.node", "lease/node/{node-id}", vObject, "Held on a TTL lease by the node's agent while it is alive."},
+	{"event", "event/{event-id}", vObject, "A record of a rule firing or of something the system did."},
+	{"auth.rules", "auth/{principal}/rules", vAnyJSON, "The key prefixes a principal may read and write."},
+	{"schema", "schema/{fact-type}", vSchema, "A fact type registration."},
+}
+
+// Typed constructors, one per key form. Each returns the key relative to the root.
+
+func DesiredService(name string) string    { return "desired/service/" + name }
+func ServiceAttr(name, attr string) string { return "desired/service/" + name + "/" + attr }
+func ServiceImage(name string) string      { return ServiceAttr(name, "image") }
+func ServiceInstances(name string) string  { return ServiceAttr(name, "instances") }
+func ServiceExpose(name string, port int) string {
+	return ServiceAttr(name, "expose/"+strconv.Itoa(port))
+}
+func ServiceCPU(name string) string             { return ServiceAttr(name, "resources/cpu") }
+func ServiceMemory(name string) string          { return ServiceAttr(name, "resources/memory") }
+func ServiceHealthMethod(name string) string    { return ServiceAttr(name, "health/method") }
+func ServiceHealthPath(name string) string      { return ServiceAttr(name, "health/path") }
+func ServiceHealthInterval(name string) string  { return ServiceAttr(name, "health/interval") }
+func ServiceAutoscaleMetric(name string) string { return ServiceAttr(name, "autoscale/metric") }
+func ServiceAutoscaleThreshold(name string) string {
+	return ServiceAttr(name, "autoscale/threshold")
+}
+func ServiceAutoscaleMin(name string) string { return ServiceAttr(name, "autoscale/min") }
+func ServiceAutoscaleMax(name string) string { return ServiceAttr(name, "autoscale/max") }
+func ServicePlacementArchitecture(name string) string {
+	return ServiceAttr(name, "placement/architecture")
+}
+func ServicePlacementZone(name string) string { return ServiceAttr(name, "placement/zone") }
+func ServiceMaxUnavailable(name string) string {
+	return ServiceAttr(name, "update/max_unavailable")
+}
+func ServiceMaxExtra(name string) string { return ServiceAttr(name, "update/max_extra") }
+
+func DesiredVolume(name string) string      { return "desired/volume/" + name }
+func VolumeSize(name string) string         { return DesiredVolume(name) + "/size" }
+func VolumePersistent(name string) string   { return DesiredVolume(name) + "/persistent" }
+func VolumeAccessMode(name string) string   { return DesiredVolume(name) + "/access_mode" }
+func EffectiveInstances(name string) string { return "effective/service/" + name + "/instances" }
+func Node(id string) string                 { return "observed/node/" + id }
+func NodeAttr(id, attr string) string       { return "observed/node/" + id + "/" + attr }
+func NodeState(id string) string            { return NodeAttr(id, "state") }
+func NodeCapacityCPU(id string) string      { return NodeAttr(id, "capacity/cpu") }
+func NodeCapacityMemory(id string) string   { return NodeAttr(id, "capacity/memory") }
+func NodeAvailableCPU(id string) string     { return NodeAttr(id, "available/cpu") }
+func NodeAvailableMemory(id string) string  { return NodeAttr(id, "available/memory") }
+func NodeArchitecture(id string) string     { return NodeAttr(id, "architecture") }
+func NodeZone(id string) string             { return NodeAttr(id, "zone") }
+func Instance(id string) string             { return "observed/instance/" + id }
+func InstanceAttr(id, attr string) string   { return "observed/instance/" + id + "/" + attr }
+func InstanceService(id string) string      { return InstanceAttr(id, "service") }
+func InstanceNode(id string) string         { return InstanceAttr(id, "node") }
+func InstanceState(id string) string        { return InstanceAttr(id, "state") }
+func InstanceImage(id string) string        { return InstanceAttr(id, "image") }
+func InstanceIP(id string) string           { return InstanceAttr(id, "ip") }
+func InstanceHealth(id string) string       { return InstanceAttr(id, "health") }
+func InstanceStartedAt(id string) string    { return InstanceAttr(id, "started_at") }
+func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
+func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
+func Placement(id string) string            { return "placement/instance/" + id }
+func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }
+func Intent(layer, service string) string {
+	return "intent/" + layer + "/service/" + service + "/instances"
+}
+func Lease(node string) string          { return "lease/node/" + node }
+func Event(id string) string            { return "event/" + id }
+func AuthRules(principal string) string { return "auth/" + principal + "/rules" }
+func SchemaKey(factType string) string  { return "schema/" + factType }

@@ -1,0 +1,298 @@
+package facts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultRoot is the prefix every CCattler key lives under.
+const DefaultRoot = "/ccattler/"
+
+// ErrConflict is returned by Store.Commit when a compare failed: a fact the
+// transaction was guarded by has changed since it was read.
+var ErrConflict = errors.New("facts: transaction compare failed")
+
+// Fact is one key with its value and revisions. Key is relative to the root.
+type Fact struct {
+	Key            string
+	Value          []byte
+	ModRevision    int64
+	CreateRevision int64
+}
+
+// Store is a thin layer over an etcd client that keeps every key under Root
+// and validates every value it writes against Schema.
+type Store struct {
+	Client *clientv3.Client
+	Root   string
+	Schema *Schema
+}
+
+// StoreConfig says how to reach etcd.
+type StoreConfig struct {
+	Endpoints   []string
+	Root        string        // default DefaultRoot
+	DialTimeout time.Duration // how long to wait for the first connection; default 5s
+	Schema      *Schema       // default Default
+}
+
+// Dial connects to etcd and checks that it answers within DialTimeout, so that
+// an unreachable etcd is an error naming the endpoints rather than a hang.
+func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("facts: no etcd endpoints given")
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:          cfg.Endpoints,
+		DialTimeout:        cfg.DialTimeout,
+		MaxCallSendMsgSize: 64 << 20,
+		Logger:             quietLogger(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(cctx, "health-check", clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("etcd at %s did not answer within %s (is it running? set --etcd or CCATTLER_ETCD): %w",
+			strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
+	}
+	return NewStore(cli, cfg.Root, cfg.Schema), nil
+}
+
+// NewStore wraps an existing client.
+func NewStore(cli *clientv3.Client, root string, schema *Schema) *Store {
+	if root == "" {
+		root = DefaultRoot
+	}
+	if !strings.HasSuffix(root, "/") {
+		root += "/"
+	}
+	if schema == nil {
+		schema = Default
+	}
+	return &Store{Client: cli, Root: root, Schema: schema}
+}
+
+// Close closes the client.
+func (s *Store) Close() error { return s.Client.Close() }
+
+// Abs returns the etcd key of a key relative to the root.
+func (s *Store) Abs(key string) string { return s.Root + key }
+
+// Rel strips the root from an etcd key.
+func (s *Store) Rel(key string) string { return strings.TrimPrefix(key, s.Root) }
+
+// listPage is the number of keys fetched per range request when listing.
+const listPage = 5000
+
+// List returns every fact whose key starts with prefix (relative to the root),
+// in key order, as of revision rev (0: the latest), and the revision it read.
+// Large prefixes are read in pages at one revision, so the result is a consistent snapshot.
+func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int64, error) {
+	abs := s.Abs(prefix)
+	end := clientv3.GetPrefixRangeEnd(abs)
+	var out []Fact
+	from := abs
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.Client.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list %s: %w", abs, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			out = append(out, Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value,
+				ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Get returns one fact; ok is false if the key does not exist.
+func (s *Store) Get(ctx context.Context, key string) (Fact, bool, error) {
+	resp, err := s.Client.Get(ctx, s.Abs(key))
+	if err != nil {
+		return Fact{}, false, fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Fact{}, false, nil
+	}
+	kv := resp.Kvs[0]
+	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, true, nil
+}
+
+// Op is one write of a transaction: a put (Value != nil) or a delete.
+type Op struct {
+	Key    string
+	Value  []byte // nil: delete
+	Lease  clientv3.LeaseID
+	Prefix bool // delete every key under Key (deletes only)
+}
+
+// Put is a put of raw JSON bytes.
+func Put(key string, value []byte) Op { return Op{Key: key, Value: value} }
+
+// Delete is a delete of one key.
+func Delete(key string) Op { return Op{Key: key} }
+
+// Cond guards a transaction: the key's ModRevision must equal Rev
+// (0: the key must not exist).
+type Cond struct {
+	Key string
+	Rev int64
+}
+
+// Txn is a guarded batch of writes.
+type Txn struct {
+	If  []Cond
+	Ops []Op
+}
+
+// Commit validates every put against the schema and writes the batch in one
+// etcd transaction. It returns the revision of the write, or ErrConflict
+// (wrapped) if a condition failed; nothing is written then.
+func (s *Store) Commit(ctx context.Context, t Txn) (int64, error) {
+	cmps := make([]clientv3.Cmp, 0, len(t.If))
+	for _, c := range t.If {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.Abs(c.Key)), "=", c.Rev))
+	}
+	ops := make([]clientv3.Op, 0, len(t.Ops))
+	for _, o := range t.Ops {
+		if o.Value == nil {
+			var opts []clientv3.OpOption
+			if o.Prefix {
+				opts = append(opts, clientv3.WithPrefix())
+			}
+			ops = append(ops, clientv3.OpDelete(s.Abs(o.Key), opts...))
+			continue
+		}
+		if _, err := s.Schema.Validate(o.Key, o.Value); err != nil {
+			return 0, err
+		}
+		var opts []clientv3.OpOption
+		if o.Lease != 0 {
+			opts = append(opts, clientv3.WithLease(o.Lease))
+		}
+		ops = append(ops, clientv3.OpPut(s.Abs(o.Key), string(o.Value), opts...))
+	}
+	resp, err := s.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("commit %d writes: %w", len(ops), err)
+	}
+	if !resp.Succeeded {
+		return resp.Header.Revision, fmt.Errorf("%w (%d conditions)", ErrConflict, len(cmps))
+	}
+	return resp.Header.Revision, nil
+}
+
+// PutValue encodes v for key (validating it) and writes it unconditionally.
+func (s *Store) PutValue(ctx context.Context, key string, v any) (int64, error) {
+	raw, err := s.Schema.Encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	return s.Commit(ctx, Txn{Ops: []Op{Put(key, raw)}})
+}
+
+// Watch streams the changes under prefix (relative to the root) from revision
+// rev on. See clientv3.Watcher.Watch: the channel closes when ctx is done or
+// the watch breaks; a compacted start revision yields a response whose Err()
+// is rpctypes.ErrCompacted.
+func (s *Store) Watch(ctx context.Context, prefix string, rev int64) clientv3.WatchChan {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	return s.Client.Watch(clientv3.WithRequireLeader(ctx), s.Abs(prefix), opts...)
+}
+
+// Grant creates a lease of the given TTL.
+func (s *Store) Grant(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+	resp, err := s.Client.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, fmt.Errorf("grant lease of %s: %w", ttl, err)
+	}
+	return resp.ID, nil
+}
+
+// KeepAlive keeps a lease alive until ctx is done; see clientv3.Lease.KeepAlive.
+func (s *Store) KeepAlive(ctx context.Context, id clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	return s.Client.KeepAlive(ctx, id)
+}
+
+// Revoke ends a lease and deletes the keys attached to it.
+func (s *Store) Revoke(ctx context.Context, id clientv3.LeaseID) error {
+	_, err := s.Client.Revoke(ctx, id)
+	return err
+}
+
+// RegisterBuiltins writes schema/{fact-type} for every built-in type that is
+// missing or different, in one transaction; running it again writes nothing.
+func (s *Store) RegisterBuiltins(ctx context.Context) (int, error) {
+	have, _, err := s.List(ctx, "schema/", 0)
+	if err != nil {
+		return 0, err
+	}
+	cur := map[string]string{}
+	for _, f := range have {
+		cur[f.Key] = string(f.Value)
+	}
+	var ops []Op
+	for _, t := range s.Schema.Types() {
+		if !t.Builtin {
+			continue
+		}
+		k := SchemaKey(t.Name)
+		v := EncodeRegistration(RegistrationOf(t))
+		if cur[k] != string(v) {
+			ops = append(ops, Put(k, v))
+		}
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	_, err = s.Commit(ctx, Txn{Ops: ops})
+	return len(ops), err
+}
+
+// LoadPlugins registers every schema/ entry that is not yet known to the
+// store's schema. Entries that fail are returned as one joined error; the
+// valid ones are registered anyway.
+func (s *Store) LoadPlugins(ctx context.Context) error {
+	have, _, err := s.List(ctx, "schema/", 0)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range have {
+		name := strings.TrimPrefix(f.Key, "schema/")
+		if t, ok := s.Schema.Type(name); ok && t.Builtin {
+			continue
+		}
+		if err := s.Schema.RegisterFrom(name, f.Value); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
