@@ -119,4 +119,3 @@ func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 
 // Close stops the member; its data stays in DataDir.
 func (e *Embedded) Close() { e.etcd.Close() }
-

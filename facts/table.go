@@ -1,0 +1,262 @@
+package facts
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+
+	"github.com/google/btree"
+)
+
+// entry is a fact as a Table keeps it. An update replaces the entry; only
+// typ may be filled in later, when a plugin type for its key is registered.
+type entry struct {
+	Fact
+	typ *FactType // nil for a key no fact type matches
+}
+
+func less(a, b *entry) bool { return a.Key < b.Key }
+
+type varIndexKey struct {
+	typ *FactType
+	pos int    // variable position; -1 indexes the value
+	val string // segment, or the value's string form
+}
+
+// Table is an indexed in-memory set of facts: by key, in key order, by fact
+// type, by each variable after the first, and by short string value. The
+// Mirror keeps one in step with etcd; rule tests and `rules plan` fill one
+// directly. A Table is not safe for concurrent use: the owner serializes.
+type Table struct {
+	schema  *Schema
+	log     *slog.Logger
+	byKey   map[string]*entry
+	tree    *btree.BTreeG[*entry]
+	byType  map[*FactType]map[string]*entry
+	idx     map[varIndexKey]map[string]*entry
+	rev     int64
+	untyped int // facts whose key matches no fact type (kept, not indexed)
+}
+
+// NewTable returns an empty table that types keys with schema (nil: Default).
+func NewTable(schema *Schema) *Table {
+	if schema == nil {
+		schema = Default
+	}
+	return &Table{
+		schema: schema,
+		log:    slog.New(slog.DiscardHandler),
+		byKey:  map[string]*entry{},
+		tree:   btree.NewG(32, less),
+		byType: map[*FactType]map[string]*entry{},
+		idx:    map[varIndexKey]map[string]*entry{},
+	}
+}
+
+// Put adds or replaces a fact. A schema/ fact registers its plugin type.
+func (m *Table) Put(f Fact) {
+	if old, ok := m.byKey[f.Key]; ok {
+		m.remove(old)
+	}
+	e := &entry{Fact: f}
+	if k, err := m.schema.Parse(f.Key); err == nil {
+		e.typ = k.Type
+		if e.typ.Name == "schema" {
+			m.registerPlugin(k.Args[0], f.Value)
+		}
+	} else {
+		m.untyped++
+	}
+	m.byKey[f.Key] = e
+	m.tree.ReplaceOrInsert(e)
+	if e.typ != nil {
+		m.index(e, true)
+	}
+}
+
+// Delete removes a fact and returns what it held.
+func (m *Table) Delete(key string) (Fact, bool) {
+	e, ok := m.byKey[key]
+	if !ok {
+		return Fact{}, false
+	}
+	m.remove(e)
+	return e.Fact, true
+}
+
+// SetRev records the revision the table reflects.
+func (m *Table) SetRev(rev int64) { m.rev = rev }
+
+// Keys returns every key, in key order.
+func (m *Table) Keys() []string {
+	out := make([]string, 0, len(m.byKey))
+	m.tree.Ascend(func(e *entry) bool { out = append(out, e.Key); return true })
+	return out
+}
+
+func (m *Table) remove(e *entry) {
+	delete(m.byKey, e.Key)
+	m.tree.Delete(e)
+	if e.typ != nil {
+		m.index(e, false)
+	} else {
+		m.untyped--
+	}
+}
+
+// registerPlugin registers a fact type read from schema/ and types the facts
+// that were kept untyped until now.
+func (m *Table) registerPlugin(name string, raw []byte) {
+	if t, ok := m.schema.Type(name); ok && t.Builtin {
+		return
+	}
+	if err := m.schema.RegisterFrom(name, raw); err != nil {
+		m.log.Warn("bad fact type registration", "key", SchemaKey(name), "err", err)
+		return
+	}
+	if m.untyped == 0 {
+		return
+	}
+	var retype []*entry
+	for _, e := range m.byKey {
+		if e.typ == nil {
+			retype = append(retype, e)
+		}
+	}
+	for _, e := range retype {
+		if k, err := m.schema.Parse(e.Key); err == nil {
+			e.typ = k.Type
+			m.untyped--
+			m.index(e, true)
+		}
+	}
+}
+
+// index adds (or removes) e in the per-type set, the index of each variable
+// after the first (the first is served by a prefix scan of the tree) and the
+// value index for short string values.
+func (m *Table) index(e *entry, add bool) {
+	set := func(k varIndexKey) {
+		s := m.idx[k]
+		if add {
+			if s == nil {
+				s = map[string]*entry{}
+				m.idx[k] = s
+			}
+			s[e.Key] = e
+		} else if s != nil {
+			delete(s, e.Key)
+			if len(s) == 0 {
+				delete(m.idx, k)
+			}
+		}
+	}
+	ts := m.byType[e.typ]
+	if add {
+		if ts == nil {
+			ts = map[string]*entry{}
+			m.byType[e.typ] = ts
+		}
+		ts[e.Key] = e
+	} else if ts != nil {
+		delete(ts, e.Key)
+	}
+	if len(e.typ.Vars) > 1 {
+		parts := strings.Split(e.Key, "/")
+		vi := 0
+		for i, sg := range e.typ.Segments {
+			if sg.Var == "" {
+				continue
+			}
+			if vi > 0 {
+				set(varIndexKey{e.typ, vi, parts[i]})
+			}
+			vi++
+		}
+	}
+	if s, ok := StringValue(e.Value); ok {
+		set(varIndexKey{e.typ, -1, s})
+	}
+}
+
+// StringValue returns the content of a short JSON string without escapes, as
+// the value index sees it.
+func StringValue(raw []byte) (string, bool) {
+	if len(raw) < 2 || len(raw) > 130 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') >= 0 || bytes.IndexByte(in, '"') >= 0 {
+		return "", false
+	}
+	return string(in), true
+}
+
+// Reader reads facts. Every iteration stops early when fn returns false;
+// keys are relative to the root.
+type Reader interface {
+	Rev() int64
+	Len() int
+	Get(key string) (Fact, bool)
+	// Prefix visits the facts whose key starts with prefix, in key order.
+	Prefix(prefix string, fn func(Fact) bool)
+	// OfType visits every fact of a type, in no particular order.
+	OfType(t *FactType, fn func(Fact) bool)
+	// ByVar visits the facts of a type whose variable at position pos (in
+	// FactType.Vars, pos >= 1) equals val. Position 0 is served by Prefix.
+	ByVar(t *FactType, pos int, val string, fn func(Fact) bool)
+	// ByValue visits the facts of a type whose value is the JSON string val.
+	ByValue(t *FactType, val string, fn func(Fact) bool)
+	CountOfType(t *FactType) int
+}
+
+var _ Reader = (*Table)(nil)
+
+func (m *Table) Rev() int64 { return m.rev }
+func (m *Table) Len() int   { return len(m.byKey) }
+
+func (m *Table) Get(key string) (Fact, bool) {
+	e, ok := m.byKey[key]
+	if !ok {
+		return Fact{}, false
+	}
+	return e.Fact, true
+}
+
+func (m *Table) Prefix(prefix string, fn func(Fact) bool) {
+	m.tree.AscendGreaterOrEqual(&entry{Fact: Fact{Key: prefix}}, func(e *entry) bool {
+		if !strings.HasPrefix(e.Key, prefix) {
+			return false
+		}
+		return fn(e.Fact)
+	})
+}
+
+func (m *Table) OfType(t *FactType, fn func(Fact) bool) {
+	for _, e := range m.byType[t] {
+		if !fn(e.Fact) {
+			return
+		}
+	}
+}
+
+func (m *Table) CountOfType(t *FactType) int { return len(m.byType[t]) }
+
+func (m *Table) ByVar(t *FactType, pos int, val string, fn func(Fact) bool) {
+	if pos < 1 {
+		panic("facts: ByVar position 0 is served by Prefix")
+	}
+	for _, e := range m.idx[varIndexKey{t, pos, val}] {
+		if !fn(e.Fact) {
+			return
+		}
+	}
+}
+
+func (m *Table) ByValue(t *FactType, val string, fn func(Fact) bool) {
+	for _, e := range m.idx[varIndexKey{t, -1, val}] {
+		if !fn(e.Fact) {
+			return
+		}
+	}
+}
