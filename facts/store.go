@@ -167,6 +167,10 @@ type Cond struct {
 type Txn struct {
 	If  []Cond
 	Ops []Op
+	// Guard holds extra compares on absolute etcd keys, which may lie outside
+	// the root: the engine guards every commit with its leader key this way,
+	// so that a deposed leader's transaction fails.
+	Guard []clientv3.Cmp
 }
 
 // Commit validates every put against the schema and writes the batch in one
@@ -177,6 +181,7 @@ func (s *Store) Commit(ctx context.Context, t Txn) (int64, error) {
 	for _, c := range t.If {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.Abs(c.Key)), "=", c.Rev))
 	}
+	cmps = append(cmps, t.Guard...)
 	ops := make([]clientv3.Op, 0, len(t.Ops))
 	for _, o := range t.Ops {
 		if o.Value == nil {
