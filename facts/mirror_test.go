@@ -1,0 +1,364 @@
+package facts_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// runMirror starts a mirror of s and returns it with a stop function that
+// waits for Run to return.
+func runMirror(t *testing.T, s *facts.Store) (*facts.Mirror, func()) {
+	t.Helper()
+	m := facts.NewMirror(s, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return m, sync.OnceFunc(stop)
+}
+
+// assertEqualsStore checks that the mirror holds exactly a fresh list of the store.
+func assertEqualsStore(t *testing.T, m *facts.Mirror, s *facts.Store) {
+	t.Helper()
+	ctx := context.Background()
+	want, rev, err := s.List(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.WaitRev(wctx, rev); err != nil {
+		t.Fatalf("mirror stuck at rev %d, store at %d", m.Rev(), rev)
+	}
+	m.View(func(r facts.Reader) {
+		if r.Len() != len(want) {
+			t.Errorf("mirror has %d facts, store %d", r.Len(), len(want))
+		}
+		for _, f := range want {
+			got, ok := r.Get(f.Key)
+			if !ok {
+				t.Errorf("mirror lacks %s", f.Key)
+				continue
+			}
+			if string(got.Value) != string(f.Value) || got.ModRevision != f.ModRevision || got.CreateRevision != f.CreateRevision {
+				t.Errorf("%s: mirror %s@%d/%d, store %s@%d/%d", f.Key, got.Value, got.ModRevision, got.CreateRevision, f.Value, f.ModRevision, f.CreateRevision)
+			}
+		}
+	})
+}
+
+func put(t *testing.T, s *facts.Store, kv ...string) int64 {
+	t.Helper()
+	var ops []facts.Op
+	for i := 0; i < len(kv); i += 2 {
+		ops = append(ops, facts.Put(kv[i], []byte(kv[i+1])))
+	}
+	rev, err := s.Commit(context.Background(), facts.Txn{Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+func del(t *testing.T, s *facts.Store, keys ...string) int64 {
+	t.Helper()
+	var ops []facts.Op
+	for _, k := range keys {
+		ops = append(ops, facts.Delete(k))
+	}
+	rev, err := s.Commit(context.Background(), facts.Txn{Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+func TestMirrorFollowsAndIndexes(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	put(t, s, "observed/instance/a8f31/service", `"web"`, "placement/instance/a8f31", `"node-1"`)
+	m, _ := runMirror(t, s)
+	sub := m.Subscribe()
+	defer sub.Close()
+
+	put(t, s, "observed/instance/b72c9/service", `"web"`,
+		"observed/instance/c913d/service", `"db"`,
+		"endpoint/service/web/a8f31", `{"ip": "10.1.0.5", "port": 8080}`,
+		"endpoint/service/web/b72c9", `{"ip": "10.1.0.9", "port": 8080}`)
+	last := del(t, s, "placement/instance/a8f31")
+	assertEqualsStore(t, m, s)
+
+	svc, _ := s.Schema.Type("observed.instance.service")
+	ep, _ := s.Schema.Type("endpoint.service")
+	pl, _ := s.Schema.Type("placement.instance")
+	m.View(func(r facts.Reader) {
+		var web []string
+		r.ByValue(svc, "web", func(f facts.Fact) bool { web = append(web, f.Key); return true })
+		sort.Strings(web)
+		if fmt.Sprint(web) != "[observed/instance/a8f31/service observed/instance/b72c9/service]" {
+			t.Errorf("instances of web = %v", web)
+		}
+		var byInst []string
+		r.ByVar(ep, 1, "b72c9", func(f facts.Fact) bool { byInst = append(byInst, f.Key); return true })
+		if fmt.Sprint(byInst) != "[endpoint/service/web/b72c9]" {
+			t.Errorf("endpoints of b72c9 = %v", byInst)
+		}
+		var inst []string
+		r.Prefix("observed/instance/c913d/", func(f facts.Fact) bool { inst = append(inst, f.Key); return true })
+		if fmt.Sprint(inst) != "[observed/instance/c913d/service]" {
+			t.Errorf("facts of c913d = %v", inst)
+		}
+		if n := r.CountOfType(pl); n != 0 {
+			t.Errorf("placements after delete = %d", n)
+		}
+		if n := r.CountOfType(svc); n != 3 {
+			t.Errorf("instance services = %d", n)
+		}
+	})
+
+	// The subscriber saw every change, in revision order, the delete with its last value.
+	var changes []facts.Change
+	var revs []int64
+	deadline := time.After(5 * time.Second)
+	for len(changes) < 5 {
+		select {
+		case <-sub.Ready():
+			for _, b := range sub.Take() {
+				revs = append(revs, b.Rev)
+				changes = append(changes, b.Changes...)
+			}
+		case <-deadline:
+			t.Fatalf("got %d changes, want 5", len(changes))
+		}
+	}
+	if !sort.SliceIsSorted(revs, func(i, j int) bool { return revs[i] < revs[j] }) || revs[len(revs)-1] != last {
+		t.Errorf("batch revisions %v, last write at %d", revs, last)
+	}
+	d := changes[4]
+	if !d.Deleted || d.Key != "placement/instance/a8f31" || string(d.Value) != `"node-1"` || d.ModRevision != last {
+		t.Errorf("delete change = %+v", d)
+	}
+}
+
+func TestMirrorConcurrentWriters(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	m, _ := runMirror(t, s)
+	sub := m.Subscribe()
+	defer sub.Close()
+
+	const writers, steps = 4, 150
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for i := 0; i < steps; i++ {
+				id := fmt.Sprintf("%05x", rng.Intn(40))
+				var op facts.Op
+				switch rng.Intn(3) {
+				case 0:
+					op = facts.Delete(facts.InstanceState(id))
+				default:
+					op = facts.Put(facts.InstanceState(id), []byte(`"running"`))
+					if rng.Intn(2) == 0 {
+						op.Value = []byte(`"pending"`)
+					}
+				}
+				if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{op}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	assertEqualsStore(t, m, s)
+
+	// Replaying the subscription over an empty table reproduces the mirror.
+	replay := facts.NewTable(nil)
+	var prev int64
+	for _, b := range sub.Take() {
+		if b.Rev <= prev {
+			t.Fatalf("batch revision %d after %d", b.Rev, prev)
+		}
+		prev = b.Rev
+		for _, c := range b.Changes {
+			if c.Deleted {
+				replay.Delete(c.Key)
+			} else {
+				replay.Put(c.Fact)
+			}
+		}
+	}
+	m.View(func(r facts.Reader) {
+		if r.Len() != replay.Len() {
+			t.Errorf("replay has %d facts, mirror %d", replay.Len(), r.Len())
+		}
+	})
+}
+
+func TestMirrorRelistsAfterCompaction(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	put(t, s, facts.InstanceState("aaaaa"), `"running"`, facts.InstanceState("bbbbb"), `"running"`)
+	m, stop := runMirror(t, s)
+	assertEqualsStore(t, m, s)
+	sub := m.Subscribe()
+	defer sub.Close()
+	stop() // the mirror falls behind...
+
+	del(t, s, facts.InstanceState("aaaaa"))
+	put(t, s, facts.InstanceState("bbbbb"), `"failed"`)
+	put(t, s, facts.InstanceState("ccccc"), `"pending"`)
+	rev := put(t, s, facts.InstanceState("ccccc"), `"running"`)
+	// ...and the history it would need is compacted away.
+	if _, err := s.Client.Compact(context.Background(), rev, clientRequireSync()...); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	assertEqualsStore(t, m, s)
+
+	got := map[string]string{}
+	relisted := false
+	for _, b := range sub.Take() {
+		relisted = relisted || b.Relist
+		for _, c := range b.Changes {
+			if c.Deleted {
+				got[c.Key] = "deleted"
+			} else {
+				got[c.Key] = string(c.Value)
+			}
+		}
+	}
+	want := map[string]string{
+		facts.InstanceState("aaaaa"): "deleted",
+		facts.InstanceState("bbbbb"): `"failed"`,
+		facts.InstanceState("ccccc"): `"running"`,
+	}
+	if !relisted || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("relist=%v changes %v, want %v", relisted, got, want)
+	}
+	if st, _ := m.Stats(); st.Relists < 2 {
+		t.Errorf("relists = %d, want at least 2", st.Relists)
+	}
+}
+
+func TestMirrorSurvivesEtcdRestart(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	put(t, s, facts.NodeState("node-1"), `"alive"`)
+	m, _ := runMirror(t, s)
+	assertEqualsStore(t, m, s)
+
+	e.Close()
+	time.Sleep(300 * time.Millisecond)
+	e.Restart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		_, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.NodeState("node-2"), []byte(`"alive"`))}})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("etcd did not come back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	del(t, s, facts.NodeState("node-1"))
+	assertEqualsStore(t, m, s)
+}
+
+func TestMirrorTypesPluginFacts(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	m, _ := runMirror(t, s)
+	// A fact of an unregistered type is kept, untyped...
+	if _, err := s.Client.Put(context.Background(), s.Abs("observed/node/n1/capacity/gpu"), "2"); err != nil {
+		t.Fatal(err)
+	}
+	reg := facts.EncodeRegistration(facts.Registration{Key: "observed/node/{node-id}/capacity/gpu", Type: "int"})
+	put(t, s, facts.SchemaKey("observed.node.capacity.gpu"), string(reg))
+	assertEqualsStore(t, m, s)
+	// ...and typed once its registration arrives.
+	gpu, ok := s.Schema.Type("observed.node.capacity.gpu")
+	if !ok {
+		t.Fatal("registration not applied to the schema")
+	}
+	m.View(func(r facts.Reader) {
+		if n := r.CountOfType(gpu); n != 1 {
+			t.Errorf("gpu facts = %d, want 1", n)
+		}
+	})
+	if st, _ := m.Stats(); st.Untyped != 0 {
+		t.Errorf("untyped = %d", st.Untyped)
+	}
+	// Now the store validates writes of the new type.
+	if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Put("observed/node/n1/capacity/gpu", []byte(`"many"`))}}); err == nil {
+		t.Error("invalid gpu value accepted")
+	}
+}
+
+func TestStoreConflictAndRegisterBuiltins(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	ctx := context.Background()
+	rev := put(t, s, facts.Placement("a8f31"), `"node-1"`)
+	_, err := s.Commit(ctx, facts.Txn{If: []facts.Cond{{Key: facts.Placement("a8f31"), Rev: rev - 1}},
+		Ops: []facts.Op{facts.Put(facts.Placement("a8f31"), []byte(`"node-2"`))}})
+	if !errorsIs(err, facts.ErrConflict) {
+		t.Fatalf("stale compare: %v", err)
+	}
+	if _, err := s.Commit(ctx, facts.Txn{If: []facts.Cond{{Key: facts.Placement("b72c9"), Rev: 0}},
+		Ops: []facts.Op{facts.Put(facts.Placement("b72c9"), []byte(`"node-2"`))}}); err != nil {
+		t.Fatalf("create-if-absent: %v", err)
+	}
+	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Placement("a8f31"), []byte(`"Node 1"`))}}); err == nil {
+		t.Fatal("invalid value written")
+	}
+	n, err := s.RegisterBuiltins(ctx)
+	if err != nil || n != len(s.Schema.Types()) {
+		t.Fatalf("RegisterBuiltins = %d, %v", n, err)
+	}
+	before, _, _ := s.List(ctx, "", 0)
+	if n, err := s.RegisterBuiltins(ctx); err != nil || n != 0 {
+		t.Fatalf("second RegisterBuiltins = %d, %v; want 0 writes", n, err)
+	}
+	after, _, _ := s.List(ctx, "", 0)
+	if len(before) != len(after) {
+		t.Errorf("second registration changed the store")
+	}
+}
+
+func TestDialUnreachable(t *testing.T) {
+	port := etcdtest.FreePort(t)
+	ep := fmt.Sprintf("http://127.0.0.1:%d", port)
+	start := time.Now()
+	_, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{ep}, DialTimeout: 500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("dial of a closed port succeeded")
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("gave up after %s, want a bounded wait", el)
+	}
+	if !contains(err.Error(), ep) {
+		t.Errorf("error %q does not name the endpoint", err)
+	}
+}

@@ -1,0 +1,214 @@
+package spec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// ErrNotFound is returned (wrapped) by Delete for a name that has no facts.
+var ErrNotFound = errors.New("spec: not found")
+
+// Op says what a Change does to a key.
+type Op string
+
+const (
+	OpPut    Op = "+" // the key is new
+	OpChange Op = "~" // the key exists with another value
+	OpDelete Op = "-" // the key goes away
+)
+
+// Change is one difference between the files and the store.
+type Change struct {
+	Op  Op
+	Key string
+	Old []byte // nil for a put
+	New []byte // nil for a delete
+}
+
+// String renders the change as the CLI prints it:
+// "+ key = value", "~ key = old -> new", "- key (was value)".
+func (c Change) String() string {
+	switch c.Op {
+	case OpPut:
+		return fmt.Sprintf("+ %s = %s", c.Key, c.New)
+	case OpChange:
+		return fmt.Sprintf("~ %s = %s -> %s", c.Key, c.Old, c.New)
+	}
+	return fmt.Sprintf("- %s (was %s)", c.Key, c.Old)
+}
+
+// Options tune Apply and Delete.
+type Options struct {
+	DryRun bool // compute the difference, write nothing
+	// Attempts bounds the read-diff-commit rounds when a concurrent writer
+	// changes a guarded key in between; default 5.
+	Attempts int
+}
+
+// Result is what Apply or Delete did, or would do under DryRun.
+type Result struct {
+	Changes []Change // sorted by key; empty when the store already matched
+	// Rev is the revision of the write, or the revision read when nothing
+	// was written (no changes, or DryRun).
+	Rev     int64
+	Written bool
+}
+
+// Apply makes the store hold exactly the facts of doc for every service and
+// volume doc names: missing facts are put, different ones overwritten, and
+// facts of attributes no longer in the file deleted. All writes go in one
+// transaction guarded by the ModRevision of every key it read, so a
+// concurrent change makes the round start over rather than be overwritten
+// blindly. Objects not named in doc are left alone.
+func Apply(ctx context.Context, s *facts.Store, doc *Doc, opts Options) (Result, error) {
+	want := map[string][]byte{}
+	var scopes []scope
+	for _, o := range doc.Objects {
+		scopes = append(scopes, scopeOf(o.Kind, o.Name))
+		for _, f := range o.Facts {
+			want[f.Key] = f.Value
+		}
+	}
+	return reconcile(ctx, s, scopes, want, opts)
+}
+
+// Delete removes every desired fact of one service or volume, and a
+// service's user intent, in one transaction. A name with no facts is
+// ErrNotFound.
+func Delete(ctx context.Context, s *facts.Store, kind Kind, name string, opts Options) (Result, error) {
+	if kind != KindService && kind != KindVolume {
+		return Result{}, fmt.Errorf("remove %s %q: expected kind service or volume", kind, name)
+	}
+	if err := facts.CheckSegment("name", name); err != nil {
+		return Result{}, fmt.Errorf("remove %s: %w", kind, err)
+	}
+	res, err := reconcile(ctx, s, []scope{scopeOf(kind, name)}, nil, opts)
+	if err == nil && len(res.Changes) == 0 {
+		return res, fmt.Errorf("%w: no %s named %q (nothing under desired/%s/%s)", ErrNotFound, kind, name, kind, name)
+	}
+	return res, err
+}
+
+// scope is the set of keys one object owns: its desired key, everything
+// below it, and (for a service) the user's intent.
+type scope struct {
+	base   string
+	intent string // "" for a volume
+}
+
+func scopeOf(kind Kind, name string) scope {
+	sc := scope{base: "desired/" + string(kind) + "/" + name}
+	if kind == KindService {
+		sc.intent = facts.Intent("user", name)
+	}
+	return sc
+}
+
+func (sc scope) owns(key string) bool {
+	return key == sc.base || strings.HasPrefix(key, sc.base+"/") || (sc.intent != "" && key == sc.intent)
+}
+
+func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[string][]byte, opts Options) (Result, error) {
+	attempts := opts.Attempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	var err error
+	for range attempts {
+		var have map[string]facts.Fact
+		var rev int64
+		have, rev, err = read(ctx, s, scopes)
+		if err != nil {
+			return Result{}, err
+		}
+		res := Result{Changes: diff(have, want), Rev: rev}
+		if opts.DryRun || len(res.Changes) == 0 {
+			return res, nil
+		}
+		res.Rev, err = s.Commit(ctx, txnOf(res.Changes, have))
+		if err == nil {
+			res.Written = true
+			return res, nil
+		}
+		if !errors.Is(err, facts.ErrConflict) {
+			return Result{}, fmt.Errorf("apply %d changes: %w", len(res.Changes), err)
+		}
+	}
+	return Result{}, fmt.Errorf("apply: the keys kept changing under %d attempts; try again: %w", attempts, err)
+}
+
+// read lists every key the scopes own, all at one revision.
+func read(ctx context.Context, s *facts.Store, scopes []scope) (map[string]facts.Fact, int64, error) {
+	have := map[string]facts.Fact{}
+	var rev int64
+	for _, sc := range scopes {
+		for _, prefix := range []string{sc.base, sc.intent} {
+			if prefix == "" {
+				continue
+			}
+			fs, r, err := s.List(ctx, prefix, rev)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read %s: %w", prefix, err)
+			}
+			rev = r
+			for _, f := range fs {
+				if sc.owns(f.Key) {
+					have[f.Key] = f
+				}
+			}
+		}
+	}
+	return have, rev, nil
+}
+
+func diff(have map[string]facts.Fact, want map[string][]byte) []Change {
+	var out []Change
+	for k, v := range want {
+		old, ok := have[k]
+		switch {
+		case !ok:
+			out = append(out, Change{Op: OpPut, Key: k, New: v})
+		case !bytes.Equal(old.Value, v):
+			out = append(out, Change{Op: OpChange, Key: k, Old: old.Value, New: v})
+		}
+	}
+	for k, f := range have {
+		if _, ok := want[k]; !ok {
+			out = append(out, Change{Op: OpDelete, Key: k, Old: f.Value})
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// txnOf guards the writes by every key that was read (its ModRevision) and
+// every key that was absent (revision 0), so that the transaction applies
+// only to the state the diff was computed from.
+func txnOf(changes []Change, have map[string]facts.Fact) facts.Txn {
+	var t facts.Txn
+	keys := make([]string, 0, len(have))
+	for k := range have {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.If = append(t.If, facts.Cond{Key: k, Rev: have[k].ModRevision})
+	}
+	for _, c := range changes {
+		if c.Op == OpPut {
+			t.If = append(t.If, facts.Cond{Key: c.Key, Rev: 0})
+			t.Ops = append(t.Ops, facts.Put(c.Key, c.New))
+		} else if c.Op == OpChange {
+			t.Ops = append(t.Ops, facts.Put(c.Key, c.New))
+		} else {
+			t.Ops = append(t.Ops, facts.Delete(c.Key))
+		}
+	}
+	return t
+}
