@@ -10,4 +10,6 @@ import (
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 func contains(s, sub string) bool     { return strings.Contains(s, sub) }
 
-func clientRequireSync() []clientv3.CompactOption { return []clientv3.CompactOption{clientv3.WithCompactPhysical()} }
+func clientRequireSync() []clientv3.CompactOption {
+	return []clientv3.CompactOption{clientv3.WithCompactPhysical()}
+}
