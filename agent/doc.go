@@ -1,0 +1,42 @@
+// Package agent is the node agent: it registers a node, holds its lease,
+// watches what is placed on it, runs it through a Runtime and reports what
+// is real.
+//
+// A tour:
+//
+//   - agent.go   Config and NodeConfig (NewConfig defaults, Validate naming
+//     the flag), Agent: one process, one or many nodes (simulated nodes share
+//     everything below but their runtime).
+//   - feed.go    the one watch of the process on placement/instance/ and
+//     desired/service/, fanned out to nodes by node id; it reads
+//     observed/instance/{id}/service once per placed instance.
+//   - node.go    the reconcile loop of one node: start what is placed on it,
+//     stop what is not, never restart what exited (that is reported failed).
+//   - report.go  observed/ facts and failure events, diffed against what was
+//     last written and committed in batches; everything is rewritten after a
+//     new lease or a reconnect.
+//   - writer.go  group commit of all nodes' reports, and the link probe that
+//     notices etcd coming back.
+//   - lease.go   lease/node/{id} on a TTL lease, replaced when lost.
+//   - health.go  GET/HEAD/TCP health checks against the instance's address.
+//   - cache.go   the checksummed, atomically replaced cache under --state-dir.
+//   - runtime.go the Runtime interface; agent/containerd and agent/sim
+//     implement it.
+//
+// Partition rules (DESIGN §5, §7): losing etcd never stops or restarts a
+// container. The agent starts or stops containers only on what etcd said;
+// until the feed has listed etcd once (an agent started while cut off), it
+// works from its cache and the runtime and only adopts. A corrupt cache is
+// logged, reported as an event once etcd answers, and changes nothing.
+//
+// Least privilege: the agent writes only observed/, event/ (failure records)
+// and its own lease/node/{id}; it reads placement/instance/,
+// desired/service/ and observed/instance/{id}/service of its instances.
+//
+//	cfg := agent.NewConfig()
+//	cfg.Store, cfg.StateDir = store, "/var/lib/ccattler"
+//	a, err := agent.New(cfg, []agent.NodeConfig{{ID: "node-1", CPU: 4, Memory: 8 << 30,
+//		Architecture: "amd64", Zone: "eu-1a", Runtime: rt}})
+//	if err != nil { ... }
+//	a.Run(ctx) // until ctx is done; containers keep running after it returns
+package agent

@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"sync"
+
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// node is one node of the process: it reconciles what is placed on it with
+// what its runtime runs, and reports what is real.
+//
+// Partition rules: the node starts or stops containers only on what etcd
+// said (the feed has listed at least once). Until then it works from its
+// cache and only adopts: it never creates or kills a container for lack of
+// etcd, and a corrupt cache changes nothing but a logged error and an event.
+type node struct {
+	a      *Agent
+	cfg    NodeConfig
+	log    *slog.Logger
+	rt     Runtime
+	notify <-chan struct{} // the feed's change notifications
+	kick   chan struct{}   // a start, stop, probe or lease changed something; buffered 1
+	path   string          // cache file; "" keeps no cache
+
+	// Owned by the run goroutine.
+	cached    map[string]Spec   // placements as last saved to or loaded from the cache
+	cacheErr  string            // why the cache could not be read; reported as an event once etcd answers
+	savedSig  []byte            // what the cache file holds, to skip rewriting it unchanged
+	have      map[string]string // key -> value as last committed
+	haveEpoch int64             // link epoch and lease generation `have` is valid for
+	haveGen   int64
+	nodeFacts map[string]string // the node's own facts, encoded once
+
+	mu       sync.Mutex // guards the fields below; shared with start, stop and probe goroutines and Stats
+	wants    map[string]Spec
+	live     bool // wants came from etcd (not from the cache)
+	actual   map[string]Status
+	starting map[string]bool
+	stopping map[string]bool
+	stopped  map[string]bool // stopped because unplaced; reported "stopped" once, then forgotten
+	failed   map[string]*failure
+	health   map[string]string
+	probes   map[string]context.CancelFunc
+	running  int
+	lease    clientv3.LeaseID
+	leaseGen int64 // grows with every new lease: the node re-registers and re-reports
+}
+
+// failure is an instance that will not run: reported "failed" with an event,
+// never restarted by the agent.
+type failure struct {
+	reason  string
+	exit    *uint32
+	eventID string
+	evented bool // the event is committed
+}
+
+func newNode(a *Agent, nc NodeConfig) *node {
+	n := &node{
+		a: a, cfg: nc, rt: nc.Runtime,
+		log:      a.cfg.Log.With("node", nc.ID),
+		kick:     make(chan struct{}, 1),
+		have:     map[string]string{},
+		starting: map[string]bool{}, stopping: map[string]bool{}, stopped: map[string]bool{},
+		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]context.CancelFunc{},
+	}
+	n.notify = a.feed.Subscribe(nc.ID)
+	if a.cfg.StateDir != "" {
+		n.path = cachePath(a.cfg.StateDir, nc.ID)
+	}
+	s := a.cfg.Store.Schema
+	n.nodeFacts = map[string]string{}
+	for k, v := range map[string]any{
+		facts.Node(nc.ID):               map[string]any{},
+		facts.NodeState(nc.ID):          "alive",
+		facts.NodeCapacityCPU(nc.ID):    nc.CPU,
+		facts.NodeCapacityMemory(nc.ID): nc.Memory,
+		facts.NodeArchitecture(nc.ID):   nc.Architecture,
+		facts.NodeZone(nc.ID):           nc.Zone,
+	} {
+		raw, err := s.Encode(k, v)
+		if err != nil {
+			panic(err) // NodeConfig.Validate admits only valid values
+		}
+		n.nodeFacts[k] = string(raw)
+	}
+	return n
+}
+
+func (n *node) run(ctx context.Context) {
+	n.loadCache()
+	// Spread the simulated nodes' periodic work instead of waking them in step.
+	every := n.a.cfg.Resync + time.Duration(rand.Int64N(int64(n.a.cfg.Resync)/4+1))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n.reconcile(ctx)
+		n.saveCache()
+		n.report(ctx)
+		select {
+		case <-ctx.Done():
+			n.stopProbes()
+			return
+		case <-n.notify:
+		case <-n.kick:
+		case <-t.C:
+		}
+	}
+}
+
+func (n *node) poke() { poke(n.kick) }
+
+func (n *node) loadCache() {
+	if n.path == "" {
+		return
+	}
+	body, ok, err := loadCache(n.path)
+	if err != nil {
+		n.cacheErr = err.Error()
+		n.log.Error("local cache unreadable; keeping every container as it is until etcd answers", "err", err)
+		// Keep the bad file for inspection; the next good save replaces the cache.
+		_ = os.Rename(n.path, n.path+".corrupt")
+		return
+	}
+	if !ok {
+		return
+	}
+	n.cached = body.Instances
+	n.mu.Lock()
+	for id, reason := range body.Failed {
+		n.failed[id] = &failure{reason: reason, evented: true}
+	}
+	n.mu.Unlock()
+	n.log.Info("loaded local cache", "instances", len(body.Instances), "rev", body.Rev, "saved_at", body.SavedAt)
+}
+
+func (n *node) saveCache() {
+	n.mu.Lock()
+	live := n.live
+	body := cacheBody{Node: n.cfg.ID, Instances: n.wants, Failed: map[string]string{}}
+	for id, f := range n.failed {
+		if _, placed := n.wants[id]; placed {
+			body.Failed[id] = f.reason
+		}
+	}
+	sig, _ := json.Marshal(body)
+	n.mu.Unlock()
+	if n.path == "" || !live || string(sig) == string(n.savedSig) {
+		return
+	}
+	body.Rev = n.a.feed.revision()
+	body.SavedAt = time.Now().UTC()
+	if err := saveCache(n.path, body, n.a.cfg.SyncCache); err != nil {
+		n.log.Error("save local cache", "err", err)
+		return
+	}
+	n.savedSig = sig
+	n.cached = body.Instances
+}
+
+// reconcile compares what is placed on the node with what runs, and starts
+// and stops containers accordingly when etcd has spoken.
+func (n *node) reconcile(ctx context.Context) {
+	wants, live := n.a.feed.Desired(n.cfg.ID)
+	list, err := n.rt.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("list containers; changing nothing this round", "err", err)
+		}
+		return
+	}
+	actual := make(map[string]Status, len(list))
+	for _, st := range list {
+		actual[st.Spec.ID] = st
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.live = live
+	if live {
+		n.wants = make(map[string]Spec, len(wants))
+		for id, w := range wants {
+			n.wants[id] = w.Spec
+		}
+	} else {
+		n.wants = map[string]Spec{}
+		for id, sp := range n.cached {
+			n.wants[id] = sp
+		}
+		for id, st := range actual { // adopt what runs, cache or not
+			if _, ok := n.wants[id]; !ok {
+				n.wants[id] = st.Spec
+			}
+		}
+	}
+	n.actual = actual
+	n.running = 0
+	for id, st := range actual {
+		if st.Running {
+			n.running++
+			if st.Health == "" {
+				n.ensureProbeLocked(ctx, id, st)
+			}
+			continue
+		}
+		n.stopProbeLocked(id)
+		if _, placed := n.wants[id]; placed && n.failed[id] == nil {
+			n.failLocked(id, st.ExitReason, &st.ExitStatus)
+		}
+	}
+	if !live {
+		return
+	}
+	for id, w := range wants {
+		if _, ok := actual[id]; ok || n.starting[id] || n.stopping[id] || n.failed[id] != nil {
+			continue
+		}
+		if w.Err != "" {
+			n.failLocked(id, w.Err, nil)
+			continue
+		}
+		if !w.Ready {
+			continue // its service or image is not known yet
+		}
+		n.starting[id] = true
+		go n.start(ctx, w.Spec)
+	}
+	for id := range actual {
+		if _, placed := wants[id]; placed || n.stopping[id] {
+			continue
+		}
+		n.stopping[id] = true
+		n.stopProbeLocked(id)
+		go n.stop(ctx, id)
+	}
+	for id := range n.failed {
+		if _, placed := wants[id]; !placed {
+			if _, exists := actual[id]; !exists {
+				delete(n.failed, id)
+			}
+		}
+	}
+}
+
+func (n *node) failLocked(id, reason string, exit *uint32) {
+	if reason == "" {
+		reason = "container exited"
+	}
+	n.failed[id] = &failure{reason: reason, exit: exit, eventID: newEventID()}
+	n.log.Warn("instance failed", "instance", id, "reason", reason)
+}
+
+func (n *node) start(ctx context.Context, sp Spec) {
+	st, err := n.rt.Start(ctx, sp)
+	n.mu.Lock()
+	delete(n.starting, sp.ID)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		n.failLocked(sp.ID, "start: "+err.Error(), nil)
+	case err == nil:
+		n.log.Info("started instance", "instance", sp.ID, "service", sp.Service, "image", st.Image, "ip", st.IP)
+	}
+	n.mu.Unlock()
+	n.poke()
+}
+
+func (n *node) stop(ctx context.Context, id string) {
+	err := n.rt.Stop(ctx, id, n.a.cfg.Grace)
+	n.mu.Lock()
+	delete(n.stopping, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Error("stop instance; will retry", "instance", id, "err", err)
+		}
+	} else {
+		n.stopped[id] = true
+		delete(n.failed, id)
+		delete(n.health, id)
+		n.log.Info("stopped instance: no longer placed here", "instance", id)
+	}
+	n.mu.Unlock()
+	n.poke()
+}

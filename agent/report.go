@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// report writes what differs between what the node knows and what it last
+// committed: its node facts, observed/instance/{id}/node|state|image|ip|
+// health|started_at of every instance it holds, and an event per failure.
+// After a new lease or a reconnect everything is written again, because
+// anything may have happened to etcd meanwhile.
+func (n *node) report(ctx context.Context) {
+	if !n.a.link.up.Load() {
+		return // nothing would get through; the link's next epoch brings a full report
+	}
+	s := n.a.cfg.Store.Schema
+	n.mu.Lock()
+	epoch, gen := n.a.link.epoch.Load(), n.leaseGen
+	if epoch != n.haveEpoch || gen != n.haveGen {
+		n.have = map[string]string{}
+		n.haveEpoch, n.haveGen = epoch, gen
+	}
+	want := make(map[string]string, len(n.nodeFacts)+6*len(n.wants))
+	for k, v := range n.nodeFacts {
+		want[k] = v
+	}
+	var usedCPU float64
+	var usedMem int64
+	put := func(key string, v any) {
+		raw, err := s.Encode(key, v)
+		if err != nil {
+			n.log.Error("cannot report", "key", key, "err", err)
+			return
+		}
+		want[key] = string(raw)
+	}
+	var events []string // instance ids whose failure event is written now
+	var stoppedIDs []string
+	for id := range n.wants {
+		st, exists := n.actual[id]
+		f := n.failed[id]
+		switch {
+		case exists && st.Running:
+			usedCPU += st.Spec.CPU
+			usedMem += st.Spec.Memory
+			put(facts.InstanceNode(id), n.cfg.ID)
+			put(facts.InstanceState(id), "running")
+			if st.Image != "" {
+				put(facts.InstanceImage(id), st.Image)
+			}
+			if st.IP != "" {
+				put(facts.InstanceIP(id), st.IP)
+			}
+			h := st.Health
+			if h == "" {
+				h = n.health[id]
+			}
+			if h == "" {
+				h = Unknown
+			}
+			put(facts.InstanceHealth(id), h)
+			if !st.StartedAt.IsZero() {
+				put(facts.InstanceStartedAt(id), st.StartedAt)
+			}
+		case f != nil:
+			put(facts.InstanceNode(id), n.cfg.ID)
+			put(facts.InstanceState(id), "failed")
+			put(facts.InstanceHealth(id), Unknown)
+			if !f.evented && f.eventID != "" {
+				ev := map[string]any{"type": "instance.failed", "instance": id, "node": n.cfg.ID, "reason": f.reason}
+				if f.exit != nil {
+					ev["exit_status"] = int64(*f.exit)
+				}
+				put(facts.Event(f.eventID), ev)
+				events = append(events, id)
+			}
+		}
+	}
+	for id := range n.stopped {
+		if on, _ := n.a.feed.PlacedOn(id); on != "" && on != n.cfg.ID {
+			stoppedIDs = append(stoppedIDs, id) // it runs elsewhere now: that node reports it
+			continue
+		}
+		put(facts.InstanceState(id), "stopped")
+		put(facts.InstanceHealth(id), Unknown)
+		stoppedIDs = append(stoppedIDs, id)
+	}
+	put(facts.NodeAvailableCPU(n.cfg.ID), max(n.cfg.CPU-usedCPU, 0))
+	put(facts.NodeAvailableMemory(n.cfg.ID), max(n.cfg.Memory-usedMem, 0))
+	if n.cacheErr != "" {
+		put(facts.Event(newEventID()), map[string]any{"type": "agent.cache_corrupt", "node": n.cfg.ID,
+			"reason": n.cacheErr + "; no container was stopped or started on its account"})
+	}
+	var ops []facts.Op
+	keys := make([]string, 0, len(want))
+	for k, v := range want {
+		if n.have[k] != v {
+			keys = append(keys, k)
+		}
+	}
+	n.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	sort.Strings(keys) // deterministic batches
+	for _, k := range keys {
+		ops = append(ops, facts.Put(k, []byte(want[k])))
+	}
+	if err := n.a.w.Write(ctx, ops); err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("report to etcd failed; will retry", "writes", len(ops), "err", err)
+		}
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range keys {
+		n.have[k] = want[k]
+	}
+	n.cacheErr = ""
+	for _, id := range events {
+		if f := n.failed[id]; f != nil {
+			f.evented = true
+		}
+	}
+	for _, id := range stoppedIDs {
+		delete(n.stopped, id)
+		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at"} {
+			delete(n.have, facts.InstanceAttr(id, attr))
+		}
+	}
+}
+
+var eventSeq atomic.Int64
+
+// newEventID returns an id of the event/{event-id} form:
+// 20261129T185454.000000001Z-000001.
+func newEventID() string {
+	return fmt.Sprintf("%s-%06d", time.Now().UTC().Format("20060102T150405.000000000Z"), eventSeq.Add(1)%1000000)
+}

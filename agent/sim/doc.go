@@ -1,0 +1,16 @@
+// Package sim is the runtime of simulated nodes (like kubemark's hollow
+// nodes): the agent's own code, with containers held in memory, so that one
+// process can run thousands of nodes for scale tests.
+//
+//	fleet, _ := sim.NewFleet(sim.NewConfig())
+//	nodes := []agent.NodeConfig{{ID: "sim-0001", CPU: 4, Memory: 8 << 30,
+//		Architecture: "amd64", Zone: "sim-1", Runtime: fleet.Node("sim-0001")}}
+//	a, _ := agent.New(cfg, nodes)
+//	a.Run(ctx)
+//
+// A start takes Config.StartDelay and fails with probability
+// Config.FailureRate; a started instance reports healthy, or unhealthy with
+// probability Config.Unhealthy. Addresses come in order from Config.Range and
+// are never dialled. Fleet.Exit makes a container die, to exercise failure
+// reporting. Draws are seeded (Config.Seed), so a run can be replayed.
+package sim

@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ccattler/ccattler/agent"
+)
+
+// Config shapes the simulated containers of a fleet.
+type Config struct {
+	StartDelay  time.Duration // how long a start takes
+	FailureRate float64       // share of starts that fail, 0..1
+	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
+	Range       netip.Prefix  // addresses handed out in order; never dialled
+	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
+}
+
+// NewConfig returns the defaults of `ccattler agent --runtime sim`.
+func NewConfig() Config {
+	return Config{StartDelay: 100 * time.Millisecond, Range: netip.MustParsePrefix("10.128.0.0/9"), Seed: 1}
+}
+
+// Validate names the first bad field by its flag.
+func (c Config) Validate() error {
+	switch {
+	case c.StartDelay < 0:
+		return fmt.Errorf("--sim-start-delay %s: expected a duration >= 0", c.StartDelay)
+	case c.FailureRate < 0 || c.FailureRate > 1:
+		return fmt.Errorf("--sim-failure-rate %g: expected a share from 0 to 1", c.FailureRate)
+	case c.Unhealthy < 0 || c.Unhealthy > 1:
+		return fmt.Errorf("--sim-unhealthy %g: expected a share from 0 to 1", c.Unhealthy)
+	case !c.Range.IsValid() || !c.Range.Addr().Is4():
+		return fmt.Errorf("--sim-ip-range %s: expected an IPv4 prefix such as 10.128.0.0/9", c.Range)
+	}
+	return nil
+}
+
+// Fleet is the shared state of every simulated node of a process: the
+// address pool and the random source.
+type Fleet struct {
+	cfg Config
+
+	mu    sync.Mutex // guards next, rng and nodes
+	next  netip.Addr
+	rng   *rand.Rand
+	nodes map[string]*runtime
+}
+
+// NewFleet validates cfg and returns an empty fleet.
+func NewFleet(cfg Config) (*Fleet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Fleet{cfg: cfg, next: cfg.Range.Masked().Addr().Next(),
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), nodes: map[string]*runtime{}}, nil
+}
+
+// Node returns the runtime of a simulated node, creating it once.
+func (f *Fleet) Node(id string) agent.Runtime {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.nodes[id]; ok {
+		return r
+	}
+	r := &runtime{f: f, ctrs: map[string]*agent.Status{}}
+	f.nodes[id] = r
+	return r
+}
+
+// Exit makes a running simulated container exit with the given status, as
+// if its process had died. It reports whether the container existed.
+func (f *Fleet) Exit(node, id string, status uint32) bool {
+	f.mu.Lock()
+	r := f.nodes[node]
+	f.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.ctrs[id]
+	if !ok {
+		return false
+	}
+	c.Running, c.ExitStatus, c.ExitReason = false, status, fmt.Sprintf("process exited with status %d", status)
+	return true
+}
+
+// draw returns the next address and whether a start fails or is unhealthy.
+func (f *Fleet) draw() (netip.Addr, bool, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fail := f.rng.Float64() < f.cfg.FailureRate
+	unhealthy := f.rng.Float64() < f.cfg.Unhealthy
+	if fail {
+		return netip.Addr{}, true, false, nil
+	}
+	a := f.next
+	if !f.cfg.Range.Contains(a) {
+		return netip.Addr{}, false, false, fmt.Errorf("simulated address range %s is exhausted", f.cfg.Range)
+	}
+	f.next = a.Next()
+	return a, false, unhealthy, nil
+}
+
+// runtime is the in-memory runtime of one simulated node.
+type runtime struct {
+	f    *Fleet
+	mu   sync.Mutex // guards ctrs
+	ctrs map[string]*agent.Status
+}
+
+var _ agent.Runtime = (*runtime)(nil)
+
+// ErrStartFailed is the simulated failure of a start.
+var ErrStartFailed = errors.New("sim: simulated start failure")
+
+func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error) {
+	if d := r.f.cfg.StartDelay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return agent.Status{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	ip, fail, unhealthy, err := r.f.draw()
+	if err != nil {
+		return agent.Status{}, err
+	}
+	if fail {
+		return agent.Status{}, ErrStartFailed
+	}
+	st := &agent.Status{Spec: sp, Image: sp.Image, IP: ip.String(), Running: true,
+		StartedAt: time.Now().UTC(), Health: agent.Healthy}
+	if unhealthy {
+		st.Health = agent.Unhealthy
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ctrs[sp.ID]; ok {
+		return agent.Status{}, fmt.Errorf("sim: instance %s already has a container", sp.ID)
+	}
+	r.ctrs[sp.ID] = st
+	return *st, nil
+}
+
+func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.ctrs, id)
+	return nil
+}
+
+func (r *runtime) List(context.Context) ([]agent.Status, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]agent.Status, 0, len(r.ctrs))
+	for _, c := range r.ctrs {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
+	return out, nil
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// writer groups the reports of every node of the process into few etcd
+// transactions (group commit): a node's Write blocks until its operations
+// are committed or failed, and concurrent writes share transactions of up to
+// max operations.
+type writer struct {
+	store *facts.Store
+	max   int
+	reqs  chan *writeReq
+
+	txns atomic.Int64 // transactions committed
+	ops  atomic.Int64 // operations committed
+}
+
+type writeReq struct {
+	ops  []facts.Op
+	done chan error // receives exactly one result
+}
+
+func newWriter(store *facts.Store, max int) *writer {
+	return &writer{store: store, max: max, reqs: make(chan *writeReq, 1024)}
+}
+
+// Write commits ops (in chunks of at most max) and returns the first error.
+// Every put must already be valid for the schema: one invalid put would fail
+// the whole shared transaction.
+func (w *writer) Write(ctx context.Context, ops []facts.Op) error {
+	var reqs []*writeReq
+	for len(ops) > 0 {
+		n := min(len(ops), w.max)
+		r := &writeReq{ops: ops[:n], done: make(chan error, 1)}
+		ops = ops[n:]
+		select {
+		case w.reqs <- r:
+			reqs = append(reqs, r)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var first error
+	for _, r := range reqs {
+		select {
+		case err := <-r.done:
+			if err != nil && first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
+}
+
+// run commits queued requests until ctx is done.
+func (w *writer) run(ctx context.Context) {
+	var carry *writeReq
+	for {
+		var batch []*writeReq
+		n := 0
+		if carry != nil {
+			batch, n, carry = append(batch, carry), len(carry.ops), nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case r := <-w.reqs:
+				batch, n = append(batch, r), len(r.ops)
+			}
+		}
+	fill:
+		for n < w.max {
+			select {
+			case r := <-w.reqs:
+				if n+len(r.ops) > w.max {
+					carry = r
+					break fill
+				}
+				batch, n = append(batch, r), n+len(r.ops)
+			default:
+				break fill
+			}
+		}
+		ops := make([]facts.Op, 0, n)
+		for _, r := range batch {
+			ops = append(ops, r.ops...)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := w.store.Commit(cctx, facts.Txn{Ops: ops})
+		cancel()
+		if err == nil {
+			w.txns.Add(1)
+			w.ops.Add(int64(len(ops)))
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+// link watches whether etcd answers. Each time it comes back after being
+// unreachable, epoch grows: nodes then re-report everything and the feed
+// relists, because anything may have happened meanwhile.
+type link struct {
+	store *facts.Store
+	probe string // a key the agent may read: its own lease key
+	up    atomic.Bool
+	epoch atomic.Int64
+}
+
+func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, every+time.Second)
+		_, _, err := l.store.Get(pctx, l.probe)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		was := l.up.Swap(err == nil)
+		if err == nil && !was {
+			l.epoch.Add(1)
+			onUp()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
