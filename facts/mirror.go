@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Change is one fact that changed at a revision. For a delete, Deleted is set
@@ -45,6 +46,10 @@ type Mirror struct {
 	synced bool
 	subs   []*Subscription
 	stats  MirrorStats
+	// progress asks the running watch to confirm the store's revision (nil
+	// while no watch runs): writes outside the root move the revision
+	// without an event the mirror would see.
+	progress func()
 }
 
 // MirrorStats counts what the mirror has done.
@@ -132,6 +137,14 @@ func (m *Mirror) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wc := m.store.Watch(wctx, "", m.Rev()+1)
+	m.mu.Lock()
+	m.progress = func() { _ = m.store.Client.RequestProgress(clientv3.WithRequireLeader(wctx)) }
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.progress = nil
+		m.mu.Unlock()
+	}()
 	for resp := range wc {
 		if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
 			return fmt.Errorf("watch from revision %d: compacted at %d", m.Rev()+1, resp.CompactRevision)
@@ -140,6 +153,9 @@ func (m *Mirror) watch(ctx context.Context) error {
 			return err
 		}
 		if len(resp.Events) == 0 {
+			if resp.IsProgressNotify() {
+				m.advance(resp.Header.Revision)
+			}
 			continue
 		}
 		changes := make([]Change, 0, len(resp.Events))
@@ -241,11 +257,31 @@ func (m *Mirror) Stats() (MirrorStats, int) {
 	return st, len(m.t.byKey)
 }
 
+// advance records that the watch has delivered every change up to rev.
+func (m *Mirror) advance(rev int64) {
+	m.mu.Lock()
+	if rev > m.t.rev {
+		m.t.rev = rev
+	}
+	m.mu.Unlock()
+}
+
 // WaitRev blocks until the mirror has reached revision rev or ctx is done.
+// When rev was reached by writes outside the root, no event under the root
+// arrives to show it: after a short wait it asks the watch for a progress
+// notification, which carries the store's revision.
 func (m *Mirror) WaitRev(ctx context.Context, rev int64) error {
-	for {
+	for i := 1; ; i++ {
 		if m.Rev() >= rev {
 			return nil
+		}
+		if i%10 == 0 {
+			m.mu.RLock()
+			p := m.progress
+			m.mu.RUnlock()
+			if p != nil {
+				p()
+			}
 		}
 		if !sleep(ctx, 2*time.Millisecond) {
 			return ctx.Err()
