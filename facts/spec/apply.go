@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNotFound is returned (wrapped) by Delete for a name that has no facts.
-var ErrNotFound = errors.New("spec: not found")
+var ErrNotFound = errors.New("not found")
 
 // Op says what a Change does to a key.
 type Op string
@@ -90,7 +90,7 @@ func Delete(ctx context.Context, s *facts.Store, kind Kind, name string, opts Op
 	}
 	res, err := reconcile(ctx, s, []scope{scopeOf(kind, name)}, nil, opts)
 	if err == nil && len(res.Changes) == 0 {
-		return res, fmt.Errorf("%w: no %s named %q (nothing under desired/%s/%s)", ErrNotFound, kind, name, kind, name)
+		return res, fmt.Errorf("%s %q %w: nothing under desired/%s/%s", kind, name, ErrNotFound, kind, name)
 	}
 	return res, err
 }

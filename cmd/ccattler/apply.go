@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ccattler/ccattler/facts/spec"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newApplyCmd) }
+
+func newApplyCmd() *cobra.Command {
+	var files []string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR [-f ...]",
+		Short: "Declare services and volumes from HCL files",
+		Long: `Make the desired facts of the services and volumes in the files true.
+
+Every desired/service/{name}/..., desired/volume/{name}/... and
+intent/user/service/{name}/instances fact of the services and volumes the files
+name is written in one transaction: new facts are put, changed ones
+overwritten, and facts of attributes removed from a file (a port no longer
+exposed) deleted. Services and volumes the files do not name are left alone.
+Applying unchanged files writes nothing.
+
+A file with a mistake is rejected with every problem listed as file:line:col,
+and nothing is written.`,
+		Example: `  ccattler apply -f examples/web.hcl
+  ccattler apply -f web.hcl -f db.hcl
+  ccattler apply -f services/            # every *.hcl in the directory
+  ccattler apply -f web.hcl --dry-run    # show the difference, write nothing`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(files) == 0 {
+				return usageError("apply: no files: give -f FILE or -f DIR (see ccattler apply --help)")
+			}
+			srcs, err := spec.ReadFiles(files)
+			if err != nil {
+				return err
+			}
+			doc, diags := spec.Decode(srcs...)
+			if diags.HasErrors() {
+				_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags)
+				return exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
+					strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
+			}
+			s, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := spec.Apply(cmd.Context(), s, doc, spec.Options{DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), res, dryRun)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes that would be made, write nothing")
+	return cmd
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// changeJSON is a change as -o json prints it.
+type changeJSON struct {
+	Op  string `json:"op"` // put | change | delete
+	Key string `json:"key"`
+	Old any    `json:"old,omitempty"`
+	New any    `json:"new,omitempty"`
+}
+
+var opNames = map[spec.Op]string{spec.OpPut: "put", spec.OpChange: "change", spec.OpDelete: "delete"}
+
+// printResult prints the changes of an apply or delete: one line each
+// ("+ put", "~ change", "- delete"), then a summary line.
+func printResult(w io.Writer, res spec.Result, dryRun bool) error {
+	if g.output == "json" {
+		out := struct {
+			DryRun   bool         `json:"dry_run"`
+			Written  bool         `json:"written"`
+			Revision int64        `json:"revision"`
+			Changes  []changeJSON `json:"changes"`
+		}{DryRun: dryRun, Written: res.Written, Revision: res.Rev, Changes: []changeJSON{}}
+		for _, c := range res.Changes {
+			out.Changes = append(out.Changes, changeJSON{Op: opNames[c.Op], Key: c.Key, Old: jsonValue(c.Old), New: jsonValue(c.New)})
+		}
+		return printJSON(w, out)
+	}
+	for _, c := range res.Changes {
+		fmt.Fprintln(w, c)
+	}
+	n := len(res.Changes)
+	switch {
+	case n == 0:
+		fmt.Fprintln(w, "no changes")
+	case dryRun:
+		fmt.Fprintf(w, "dry run: %d %s, nothing written\n", n, plural(n, "change", "changes"))
+	default:
+		fmt.Fprintf(w, "%d %s written at revision %d\n", n, plural(n, "change", "changes"), res.Rev)
+	}
+	return nil
+}
+
+// jsonValue embeds a stored value in JSON output as itself when it is JSON
+// (every value the project writes is), and as a string otherwise.
+func jsonValue(raw []byte) any {
+	if raw == nil {
+		return nil
+	}
+	if json.Valid(raw) {
+		return json.RawMessage(raw)
+	}
+	return string(raw)
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newGetCmd) }
+
+// getKinds maps what users type, singular or plural, to a table.
+var getKinds = map[string]string{
+	"service": "services", "services": "services", "svc": "services",
+	"instance": "instances", "instances": "instances", "inst": "instances",
+	"node": "nodes", "nodes": "nodes",
+	"endpoint": "endpoints", "endpoints": "endpoints", "ep": "endpoints",
+	"volume": "volumes", "volumes": "volumes", "vol": "volumes",
+}
+
+func newGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get services|instances|nodes|endpoints|volumes",
+		Short: "Show services, instances, nodes, endpoints or volumes as tables",
+		Long: `Show the state of the cluster, built from the facts in etcd at one revision.
+
+  services   name, image, desired/effective instances, running and healthy counts, ports
+  instances  id, service, node, state, health, ip, image, age
+  nodes      id, state, zone, architecture, cpu and memory (capacity/available), instances
+  endpoints  service, instance, address
+  volumes    name, size, persistent, access mode, attached node, state
+
+Singular forms (service, instance, ...) work too. -o json prints the same rows as JSON.`,
+		Example: `  ccattler get services
+  ccattler get instances -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("get: expected one of services, instances, nodes, endpoints, volumes")
+			}
+			kind, ok := getKinds[args[0]]
+			if !ok {
+				return usageError("get: unknown kind %q: expected one of services, instances, nodes, endpoints, volumes", args[0])
+			}
+			s, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			w, err := loadWorld(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			var rows any
+			switch kind {
+			case "services":
+				rows = w.services()
+			case "instances":
+				rows = w.instances(time.Now())
+			case "nodes":
+				rows = w.nodes()
+			case "endpoints":
+				rows = w.endpoints()
+			case "volumes":
+				rows = w.volumes()
+			}
+			if g.output == "json" {
+				return printJSON(cmd.OutOrStdout(), rows)
+			}
+			return printTable(cmd.OutOrStdout(), rows)
+		},
+	}
+}
+
+// world is the facts the tables are built from, grouped by the variable
+// that identifies each thing: service or volume name, instance id, node id.
+type world struct {
+	rev   int64
+	attrs map[string]map[string]string // "type.name" -> id -> display value
+	ids   map[string][]string          // fact type name -> ids having it, sorted
+	eps   []endpointRow                // in key order: by service, then instance
+}
+
+// getTrees are the key trees the tables read.
+var getTrees = []string{"desired/", "effective/", "observed/", "placement/", "endpoint/"}
+
+func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
+	w := &world{attrs: map[string]map[string]string{}, ids: map[string][]string{}}
+	for _, tree := range getTrees {
+		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
+		if err != nil {
+			return nil, err
+		}
+		w.rev = rev
+		for _, f := range fs {
+			k, err := s.Schema.Parse(f.Key)
+			if err != nil {
+				continue // a fact of an unknown type has no column
+			}
+			if k.Type.Name == "endpoint.service" {
+				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: address(f.Value)})
+				continue
+			}
+			id := k.Args[0]
+			m := w.attrs[k.Type.Name]
+			if m == nil {
+				m = map[string]string{}
+				w.attrs[k.Type.Name] = m
+			}
+			if k.Type.Name == "desired.service.expose" {
+				m[id] = joinNonEmpty(m[id], k.Args[1])
+			} else {
+				m[id] = display(f.Value)
+			}
+		}
+	}
+	for t, m := range w.attrs {
+		for id := range m {
+			w.ids[t] = append(w.ids[t], id)
+		}
+		slices.Sort(w.ids[t])
+	}
+	return w, nil
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}
+
+// display renders a stored value for a table cell: strings without quotes.
+func display(raw []byte) string {
+	if s, ok := facts.StringValue(raw); ok {
+		return s
+	}
+	return string(raw)
+}
+
+func address(raw []byte) string {
+	var v struct {
+		IP   string      `json:"ip"`
+		Port json.Number `json:"port"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || v.IP == "" {
+		return string(raw)
+	}
+	return net.JoinHostPort(v.IP, v.Port.String())
+}
+
+// get returns one attribute of a thing, or "" when the fact is absent.
+func (w *world) get(factType, id string) string { return w.attrs[factType][id] }
+
+// union returns the ids having any of the fact types, sorted.
+func (w *world) union(types ...string) []string {
+	var out []string
+	for _, t := range types {
+		out = append(out, w.ids[t]...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+type serviceRow struct {
+	Name      string `json:"name"`
+	Image     string `json:"image"`
+	Desired   string `json:"desired"`
+	Effective string `json:"effective"`
+	Running   int    `json:"running"`
+	Healthy   int    `json:"healthy"`
+	Ports     string `json:"ports"`
+}
+
+func (w *world) services() []serviceRow {
+	running, healthy := map[string]int{}, map[string]int{}
+	for id, svc := range w.attrs["observed.instance.service"] {
+		if w.get("observed.instance.state", id) == "running" {
+			running[svc]++
+		}
+		if w.get("observed.instance.health", id) == "healthy" {
+			healthy[svc]++
+		}
+	}
+	rows := []serviceRow{}
+	for _, n := range w.ids["desired.service"] {
+		ports := strings.Split(w.get("desired.service.expose", n), ",")
+		slices.SortFunc(ports, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+		rows = append(rows, serviceRow{Name: n, Image: w.get("desired.service.image", n),
+			Desired: w.get("desired.service.instances", n), Effective: w.get("effective.service.instances", n),
+			Running: running[n], Healthy: healthy[n], Ports: strings.Join(ports, ",")})
+	}
+	return rows
+}
+
+type instanceRow struct {
+	ID      string `json:"id"`
+	Service string `json:"service"`
+	Node    string `json:"node"`
+	State   string `json:"state"`
+	Health  string `json:"health"`
+	IP      string `json:"ip"`
+	Image   string `json:"image"`
+	Age     string `json:"age"`
+}
+
+func (w *world) instances(now time.Time) []instanceRow {
+	rows := []instanceRow{}
+	for _, id := range w.union("observed.instance", "observed.instance.service", "placement.instance") {
+		node := w.get("observed.instance.node", id)
+		if node == "" {
+			node = w.get("placement.instance", id) // placed, not yet reported by its agent
+		}
+		age := ""
+		if t, err := time.Parse(time.RFC3339Nano, w.get("observed.instance.started_at", id)); err == nil {
+			age = now.Sub(t).Round(time.Second).String()
+		}
+		rows = append(rows, instanceRow{ID: id, Service: w.get("observed.instance.service", id), Node: node,
+			State: w.get("observed.instance.state", id), Health: w.get("observed.instance.health", id),
+			IP: w.get("observed.instance.ip", id), Image: w.get("observed.instance.image", id), Age: age})
+	}
+	slices.SortStableFunc(rows, func(a, b instanceRow) int { return strings.Compare(a.Service, b.Service) })
+	return rows
+}
+
+type nodeRow struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Zone      string `json:"zone"`
+	Arch      string `json:"arch"`
+	CPU       string `json:"cpu"`    // capacity/available
+	Memory    string `json:"memory"` // capacity/available
+	Instances int    `json:"instances"`
+}
+
+func (w *world) nodes() []nodeRow {
+	count := map[string]int{}
+	for _, id := range w.union("observed.instance.node", "placement.instance") {
+		node := w.get("observed.instance.node", id)
+		if node == "" {
+			node = w.get("placement.instance", id)
+		}
+		count[node]++
+	}
+	rows := []nodeRow{}
+	for _, id := range w.union("observed.node", "observed.node.state") {
+		rows = append(rows, nodeRow{ID: id, State: w.get("observed.node.state", id), Zone: w.get("observed.node.zone", id),
+			Arch:      w.get("observed.node.architecture", id),
+			CPU:       w.get("observed.node.capacity.cpu", id) + "/" + w.get("observed.node.available.cpu", id),
+			Memory:    w.get("observed.node.capacity.memory", id) + "/" + w.get("observed.node.available.memory", id),
+			Instances: count[id]})
+	}
+	return rows
+}
+
+type endpointRow struct {
+	Service  string `json:"service"`
+	Instance string `json:"instance"`
+	Address  string `json:"address"`
+}
+
+func (w *world) endpoints() []endpointRow {
+	if w.eps == nil {
+		return []endpointRow{}
+	}
+	return w.eps
+}
+
+type volumeRow struct {
+	Name         string `json:"name"`
+	Size         string `json:"size"`
+	Persistent   string `json:"persistent"`
+	AccessMode   string `json:"access_mode"`
+	AttachedNode string `json:"attached_node"`
+	State        string `json:"state"`
+}
+
+func (w *world) volumes() []volumeRow {
+	rows := []volumeRow{}
+	for _, n := range w.union("desired.volume", "observed.volume.state", "observed.volume.attached_node") {
+		rows = append(rows, volumeRow{Name: n, Size: w.get("desired.volume.size", n),
+			Persistent: w.get("desired.volume.persistent", n), AccessMode: w.get("desired.volume.access_mode", n),
+			AttachedNode: w.get("observed.volume.attached_node", n), State: w.get("observed.volume.state", n)})
+	}
+	return rows
+}
+
+// printTable prints a slice of row structs with their json names, upper
+// case, as column heads; an empty cell shows as "-".
+func printTable(out io.Writer, rows any) error {
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	var objs []map[string]any
+	if err := json.Unmarshal(b, &objs); err != nil {
+		return err
+	}
+	cols := columns(rows)
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.ToUpper(strings.Join(cols, "\t")))
+	for _, o := range objs {
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = fmt.Sprint(o[c])
+			if cells[i] == "" || cells[i] == "/" {
+				cells[i] = "-"
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// columns returns the json names of a row struct's fields, in field order.
+func columns(rows any) []string {
+	t := reflect.TypeOf(rows).Elem()
+	cols := make([]string, t.NumField())
+	for i := range cols {
+		cols[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	return cols
+}

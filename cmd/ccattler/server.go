@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newServerCmd) }
+
+// serverConfig is everything `ccattler server` runs with. It is a plain
+// struct so that tests and later parts of the server (the rules engine, a
+// --policies directory) can be wired in without touching flag parsing.
+type serverConfig struct {
+	// Endpoints of an existing etcd cluster; when empty the server starts
+	// Embed in-process and serves the fact store itself.
+	Endpoints   []string
+	Embed       facts.EmbedConfig
+	Root        string
+	DialTimeout time.Duration
+	Log         *slog.Logger
+}
+
+func newServerCmd() *cobra.Command {
+	cfg := serverConfig{Embed: facts.NewEmbedConfig()}
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane (with an embedded etcd unless --etcd is given)",
+		Long: `Run the CCattler control plane.
+
+With no --etcd flag the server starts a single-member etcd in-process, keeps
+its data in --data-dir (it survives restarts) and serves clients on
+--listen-client; other commands reach it with their default --etcd. With
+--etcd URL[,URL...] it uses that existing cluster and starts none. (The
+CCATTLER_ETCD variable only sets the address the client commands dial; the
+server starts its own etcd unless the flag is given.)
+
+The server registers the built-in fact types under schema/, loads the types
+plugins registered there, and keeps an in-memory mirror of every fact.
+Ctrl-C or SIGTERM shuts it down cleanly.`,
+		Example: `  # the fact store on this machine, data in ./ccattler-data
+  ccattler server
+
+  # elsewhere, on other ports
+  ccattler server --data-dir /var/lib/ccattler --listen-client http://127.0.0.1:12379 --listen-peer http://127.0.0.1:12380
+
+  # against an existing etcd cluster
+  ccattler server --etcd http://10.0.0.1:2379,http://10.0.0.2:2379`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError("--log-level %q: expected debug, info, warn or error", logLevel)
+			}
+			cfg.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))
+			if cmd.Flags().Changed("etcd") {
+				cfg.Endpoints = g.endpoints()
+				if len(cfg.Endpoints) == 0 {
+					return usageError("--etcd is empty: expected URL[,URL...], or leave it out to run an embedded etcd")
+				}
+			} else if err := cfg.Embed.Validate(); err != nil {
+				return usageError("%v", err)
+			}
+			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServer(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Embed.DataDir, "data-dir", cfg.Embed.DataDir, "where the embedded etcd keeps its data")
+	f.StringVar(&cfg.Embed.ClientURL, "listen-client", cfg.Embed.ClientURL, "client URL of the embedded etcd")
+	f.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "peer URL of the embedded etcd")
+	f.UintVar(&cfg.Embed.MaxTxnOps, "max-txn-ops", cfg.Embed.MaxTxnOps, "operations allowed in one transaction of the embedded etcd")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// runServer runs the control plane until ctx is done, then shuts down in
+// reverse order of start. It returns nil on a clean shutdown and an error
+// naming the part that failed otherwise.
+func runServer(ctx context.Context, cfg serverConfig) error {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	endpoints := cfg.Endpoints
+	var etcdErr <-chan error // stays nil (never ready) with an external etcd
+	if len(endpoints) == 0 {
+		start := time.Now()
+		emb, err := facts.StartEmbedded(cfg.Embed)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			emb.Close()
+			log.Info("embedded etcd stopped", "data", cfg.Embed.DataDir)
+		}()
+		endpoints, etcdErr = emb.Endpoints(), emb.Err()
+		log.Info("embedded etcd ready", "client", cfg.Embed.ClientURL, "peer", cfg.Embed.PeerURL,
+			"data", cfg.Embed.DataDir, "max_txn_ops", cfg.Embed.MaxTxnOps, "took", time.Since(start).Round(time.Millisecond))
+	}
+
+	// The server keeps its own schema: plugin types registered under
+	// schema/ extend it, not the process-wide default.
+	store, err := facts.Dial(ctx, facts.StoreConfig{Endpoints: endpoints, Root: cfg.Root,
+		DialTimeout: cfg.DialTimeout, Schema: facts.NewSchema()})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	log.Info("connected to etcd", "endpoints", strings.Join(endpoints, ","), "root", store.Root)
+
+	n, err := store.RegisterBuiltins(ctx)
+	if err != nil {
+		return fmt.Errorf("register built-in fact types: %w", err)
+	}
+	log.Info("built-in fact types registered", "written", n, "types", len(store.Schema.Types()))
+	if err := store.LoadPlugins(ctx); err != nil {
+		// A bad registration must not keep the control plane down; its
+		// facts stay untyped until it is fixed.
+		log.Warn("some plugin fact types were rejected", "err", err)
+	}
+
+	mirror := facts.NewMirror(store, log)
+	if err := mirror.Sync(ctx); err != nil {
+		return fmt.Errorf("mirror: first list: %w", err)
+	}
+	st, nfacts := mirror.Stats()
+	log.Info("mirror synced", "rev", mirror.Rev(), "facts", nfacts, "untyped", st.Untyped)
+	mctx, cancelMirror := context.WithCancel(ctx)
+	mirrorDone := make(chan error, 1)
+	go func() { mirrorDone <- mirror.Run(mctx) }()
+	defer func() {
+		cancelMirror()
+		<-mirrorDone
+	}()
+
+	// ---- The rules engine starts here, once the mirror is synced. ----
+	// It will load a RuleSet (the default policies, or --policies DIR),
+	// evaluate it on mirror and commit its plans through store; its run
+	// loop joins the select below so that its failure stops the server.
+
+	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "cause", context.Cause(ctx))
+		return nil
+	case err := <-etcdErr:
+		return fmt.Errorf("embedded etcd failed: %w", err)
+	case err := <-mirrorDone:
+		mirrorDone <- err // for the deferred wait
+		if err == nil || errors.Is(err, context.Canceled) {
+			return errors.New("mirror stopped unexpectedly")
+		}
+		return fmt.Errorf("mirror: %w", err)
+	}
+}
