@@ -1,0 +1,236 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/ext"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// DefaultCostLimit is the CEL cost budget of one evaluation of one
+// expression: generous for any guard over a binding, small enough that a
+// runaway comprehension cannot stall a round.
+const DefaultCostLimit = 1_000_000
+
+// CELType maps a fact's value kind to its CEL type. A fact whose schema says
+// int is an int in CEL, so comparing it with a string is a load-time error.
+func CELType(k facts.ValueKind) *cel.Type {
+	switch k {
+	case facts.KindString, facts.KindEnum, facts.KindIP:
+		return cel.StringType
+	case facts.KindInt, facts.KindMemory:
+		return cel.IntType
+	case facts.KindNumber, facts.KindCPU:
+		return cel.DoubleType
+	case facts.KindBool:
+		return cel.BoolType
+	case facts.KindDuration:
+		return cel.DurationType
+	case facts.KindTime:
+		return cel.TimestampType
+	case facts.KindObject:
+		return cel.MapType(cel.StringType, cel.DynType)
+	}
+	return cel.DynType
+}
+
+// stringLike reports whether values of kind k can be joined to key segments.
+func stringLike(k facts.ValueKind) bool {
+	return k == facts.KindString || k == facts.KindEnum || k == facts.KindIP
+}
+
+// accepts reports whether an expression of CEL type t can be written to a
+// fact of kind k (dyn is checked when the value is written).
+func accepts(k facts.ValueKind, t *cel.Type) bool {
+	tk := t.Kind()
+	if tk == types.DynKind || tk == types.AnyKind {
+		return true
+	}
+	switch k {
+	case facts.KindString, facts.KindEnum, facts.KindIP:
+		return tk == types.StringKind
+	case facts.KindInt:
+		return tk == types.IntKind || tk == types.UintKind
+	case facts.KindMemory:
+		return tk == types.IntKind || tk == types.UintKind || tk == types.StringKind
+	case facts.KindNumber, facts.KindCPU:
+		return tk == types.IntKind || tk == types.UintKind || tk == types.DoubleKind
+	case facts.KindBool:
+		return tk == types.BoolKind
+	case facts.KindDuration:
+		return tk == types.DurationKind || tk == types.StringKind
+	case facts.KindTime:
+		return tk == types.TimestampKind || tk == types.StringKind
+	case facts.KindObject:
+		return tk == types.MapKind
+	}
+	return true
+}
+
+// NowVar is the variable every expression sees holding the evaluation's
+// clock (eval.WithClock), so rules about age stay reproducible.
+const NowVar = "now"
+
+var (
+	baseOnce sync.Once
+	baseEnv  *cel.Env
+	baseErr  error
+)
+
+// base returns the environment every rule expression extends: standard CEL,
+// optional types, the strings, math, lists and sets extensions, and now.
+func base() (*cel.Env, error) {
+	baseOnce.Do(func() {
+		baseEnv, baseErr = cel.NewEnv(
+			cel.OptionalTypes(),
+			ext.Strings(),
+			ext.Math(),
+			ext.Lists(),
+			ext.Sets(),
+			cel.Variable(NowVar, cel.TimestampType),
+		)
+	})
+	return baseEnv, baseErr
+}
+
+// vars is an ordered set of declared variables with their CEL types.
+type vars struct {
+	names []string
+	types map[string]*cel.Type
+}
+
+func newVars() *vars { return &vars{types: map[string]*cel.Type{}} }
+
+func (v *vars) clone() *vars {
+	c := &vars{names: append([]string(nil), v.names...), types: make(map[string]*cel.Type, len(v.types))}
+	for k, t := range v.types {
+		c.types[k] = t
+	}
+	return c
+}
+
+func (v *vars) add(name string, t *cel.Type) {
+	if _, ok := v.types[name]; !ok {
+		v.names = append(v.names, name)
+	}
+	v.types[name] = t
+}
+
+func (v *vars) has(name string) bool { _, ok := v.types[name]; return ok }
+
+// signature identifies the environment: the cache key of a program is its
+// expression and this.
+func (v *vars) signature() string {
+	names := append([]string(nil), v.names...)
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte(':')
+		b.WriteString(v.types[n].String())
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// compiled is a cached compilation: the program, or the issues.
+type compiled struct {
+	prog   cel.Program
+	out    *cel.Type
+	issues *cel.Issues
+}
+
+// ProgramCache keeps compiled CEL programs across reloads, keyed by
+// expression, environment and cost limit, so a reload recompiles only what
+// changed. It is safe for concurrent use.
+type ProgramCache struct {
+	c        *ristretto.Cache[string, *compiled]
+	hits     atomic.Int64
+	compiles atomic.Int64
+}
+
+// NewProgramCache returns a cache holding about maxPrograms programs.
+func NewProgramCache(maxPrograms int64) (*ProgramCache, error) {
+	c, err := ristretto.NewCache(&ristretto.Config[string, *compiled]{
+		NumCounters: maxPrograms * 10,
+		MaxCost:     maxPrograms,
+		BufferItems: 64,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rules: program cache: %w", err)
+	}
+	return &ProgramCache{c: c}, nil
+}
+
+// Stats returns how many lookups were served from the cache and how many
+// expressions were compiled.
+func (pc *ProgramCache) Stats() (hits, compiles int64) {
+	return pc.hits.Load(), pc.compiles.Load()
+}
+
+var (
+	defaultCacheOnce sync.Once
+	defaultCache     *ProgramCache
+)
+
+// DefaultCache is the process-wide program cache Load uses unless told otherwise.
+func DefaultCache() *ProgramCache {
+	defaultCacheOnce.Do(func() {
+		c, err := NewProgramCache(1 << 14)
+		if err != nil {
+			panic(err) // a constant, valid configuration
+		}
+		defaultCache = c
+	})
+	return defaultCache
+}
+
+// envCache avoids rebuilding identical environments within one load.
+type envCache map[string]*cel.Env
+
+// compile type-checks src in the environment of vs, through the cache.
+func (pc *ProgramCache) compile(ec envCache, vs *vars, src string, costLimit uint64) (*compiled, error) {
+	sig := vs.signature()
+	key := fmt.Sprintf("%d\x00%s\x00%s", costLimit, sig, src)
+	if c, ok := pc.c.Get(key); ok {
+		pc.hits.Add(1)
+		return c, nil
+	}
+	env, ok := ec[sig]
+	if !ok {
+		b, err := base()
+		if err != nil {
+			return nil, err
+		}
+		opts := make([]cel.EnvOption, 0, len(vs.names))
+		for _, n := range vs.names {
+			opts = append(opts, cel.Variable(n, vs.types[n]))
+		}
+		if env, err = b.Extend(opts...); err != nil {
+			return nil, err
+		}
+		ec[sig] = env
+	}
+	pc.compiles.Add(1)
+	ast, iss := env.Compile(src)
+	c := &compiled{}
+	if iss != nil && iss.Err() != nil {
+		c.issues = iss
+	} else {
+		prog, err := env.Program(ast, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize))
+		if err != nil {
+			return nil, err
+		}
+		c.prog, c.out = prog, ast.OutputType()
+	}
+	pc.c.Set(key, c, 1)
+	pc.c.Wait()
+	return c, nil
+}

@@ -1,0 +1,273 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// check runs the set-wide checks: after names, principals, writers of one
+// key form, and stratification; and it orders the rules.
+func check(rs *RuleSet) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	errorf := func(rng hcl.Range, summary, format string, args ...any) {
+		r := rng
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+			Detail: fmt.Sprintf(format, args...), Subject: &r})
+	}
+	names := make([]string, 0, len(rs.Rules))
+	for _, r := range rs.Rules {
+		names = append(names, r.Name)
+	}
+	for _, r := range rs.Rules {
+		for i, a := range r.After {
+			if _, ok := rs.byName[a]; !ok {
+				detail := fmt.Sprintf("Rule %q is ordered after %q, which is not a rule of this set.", r.Name, a)
+				if n, ok := closest(a, names); ok {
+					detail += fmt.Sprintf(" Did you mean %q?", n)
+				}
+				errorf(r.afterRanges[i], "Unknown rule", "%s", detail)
+			}
+		}
+		if r.Principal == "" {
+			continue
+		}
+		for _, h := range r.Heads {
+			if !mayWrite(r.Principal, h) {
+				errorf(h.Range, "Principal may not write here",
+					"Rule %q runs as principal %q, which may write %s; %q is outside. Declare the principal that owns this tree.",
+					r.Name, r.Principal, strings.Join(quoteAll(Principals[r.Principal]), ", "), h.Template)
+			}
+		}
+	}
+	g := newGraph(rs)
+	// Two rules that can write the same key form need a declared order.
+	for i, a := range rs.Rules {
+		for _, b := range rs.Rules[i+1:] {
+			ha, hb, ok := sharedHead(a, b)
+			if !ok || g.afterReach(a.Index, b.Index) || g.afterReach(b.Index, a.Index) {
+				continue
+			}
+			_ = ha
+			errorf(hb.Range, "Two rules write the same key form",
+				"Rules %q (%s) and %q can both write %s. Declare which one runs later (its write wins) with after = [%q] in %q, or make their templates disjoint.",
+				a.Name, ha.Range, b.Name, hb.Template, a.Name, b.Name)
+		}
+	}
+	diags = append(diags, g.stratify()...)
+	return diags
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		if x == "" {
+			x = "everything"
+		}
+		out[i] = fmt.Sprintf("%q", x)
+	}
+	return out
+}
+
+// sharedHead finds heads of a and b that can write the same key.
+func sharedHead(a, b *Rule) (*Head, *Head, bool) {
+	for _, ha := range a.Heads {
+		for _, hb := range b.Heads {
+			if ha.Type == hb.Type && overlaps(ha.Segs, hb.Segs) {
+				return ha, hb, true
+			}
+		}
+	}
+	return nil, nil, false
+}
+
+// readPatterns lists every pattern a rule reads, in every scope.
+func readPatterns(r *Rule) []*Pattern {
+	var out []*Pattern
+	add := func(sc *Scope) {
+		if sc == nil {
+			return
+		}
+		out = append(out, sc.Match...)
+		out = append(out, sc.Optional...)
+		out = append(out, sc.Absent...)
+		for _, ag := range sc.Aggregates {
+			out = append(out, ag.Body.Match...)
+			out = append(out, ag.Body.Optional...)
+			out = append(out, ag.Body.Absent...)
+		}
+	}
+	add(r.Body)
+	if r.Choose != nil {
+		add(r.Choose.Body)
+	}
+	return out
+}
+
+type edge struct {
+	to  int
+	neg *Pattern // the absent pattern, for a negative edge
+}
+
+// graph is the dependency graph: r -> s when r reads what s writes (or r
+// is declared after s).
+type graph struct {
+	rs    *RuleSet
+	deps  [][]edge
+	after [][]int
+}
+
+func newGraph(rs *RuleSet) *graph {
+	for i, r := range rs.Rules {
+		r.Index = i
+	}
+	g := &graph{rs: rs, deps: make([][]edge, len(rs.Rules)), after: make([][]int, len(rs.Rules))}
+	for i, r := range rs.Rules {
+		for _, p := range readPatterns(r) {
+			for j, s := range rs.Rules {
+				for _, h := range s.Heads {
+					if h.Type == p.Type && overlaps(h.Segs, p.Segs) {
+						e := edge{to: j}
+						if p.Negated {
+							e.neg = p
+						}
+						g.deps[i] = append(g.deps[i], e)
+					}
+				}
+			}
+		}
+		for _, a := range r.After {
+			if s, ok := rs.byName[a]; ok {
+				g.after[i] = append(g.after[i], s.Index)
+				g.deps[i] = append(g.deps[i], edge{to: s.Index})
+			}
+		}
+	}
+	return g
+}
+
+// afterReach reports whether rule i is declared after rule j, directly or
+// through other rules' after lists.
+func (g *graph) afterReach(i, j int) bool {
+	seen := map[int]bool{}
+	stack := []int{i}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, m := range g.after[n] {
+			if m == j {
+				return true
+			}
+			if !seen[m] {
+				seen[m] = true
+				stack = append(stack, m)
+			}
+		}
+	}
+	return false
+}
+
+// stratify finds the strongly connected components, rejects a cycle
+// through negation, and orders the rules: dependencies first, names
+// breaking ties.
+func (g *graph) stratify() hcl.Diagnostics {
+	n := len(g.rs.Rules)
+	index, low := make([]int, n), make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	comp := make([]int, n)
+	var stack []int
+	var comps [][]int
+	next := 0
+	var strong func(v int)
+	strong = func(v int) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, e := range g.deps[v] {
+			if index[e.to] < 0 {
+				strong(e.to)
+				low[v] = min(low[v], low[e.to])
+			} else if onStack[e.to] {
+				low[v] = min(low[v], index[e.to])
+			}
+		}
+		if low[v] == index[v] {
+			var c []int
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				comp[w] = len(comps)
+				c = append(c, w)
+				if w == v {
+					break
+				}
+			}
+			comps = append(comps, c)
+		}
+	}
+	for v := 0; v < n; v++ {
+		if index[v] < 0 {
+			strong(v)
+		}
+	}
+	var diags hcl.Diagnostics
+	for _, c := range comps {
+		for _, v := range c {
+			r := g.rs.Rules[v]
+			for _, e := range g.deps[v] {
+				if e.neg == nil || comp[e.to] != comp[v] {
+					continue
+				}
+				// An action may negate its own output: that is how it makes
+				// its guard false. A view may not, nor may two rules.
+				if e.to == v && !r.Derives() && len(c) == 1 {
+					continue
+				}
+				names := make([]string, len(c))
+				for i, w := range c {
+					names[i] = g.rs.Rules[w].Name
+				}
+				sort.Strings(names)
+				rng := e.neg.Range
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cycle through negation",
+					Detail: fmt.Sprintf("Rules %s depend on each other, and rule %q tests the absence of %q, which rule %q writes: the result would depend on evaluation order. Break the cycle (e.g. test a fact no rule of the cycle writes).",
+						strings.Join(names, ", "), r.Name, e.neg.Template, g.rs.Rules[e.to].Name),
+					Subject: &rng})
+			}
+		}
+	}
+	// Tarjan emits components in reverse topological order of the
+	// condensation (dependencies first), which is the order we want; sort
+	// members of a component by after edges, then name.
+	order := make([]*Rule, 0, n)
+	for s, c := range comps {
+		members := make([]*Rule, len(c))
+		for i, v := range c {
+			members[i] = g.rs.Rules[v]
+			members[i].Stratum = s
+		}
+		sort.Slice(members, func(i, j int) bool {
+			a, b := members[i], members[j]
+			if g.afterReach(b.Index, a.Index) {
+				return true
+			}
+			if g.afterReach(a.Index, b.Index) {
+				return false
+			}
+			return a.Name < b.Name
+		})
+		order = append(order, members...)
+	}
+	g.rs.Rules = order
+	for i, r := range order {
+		r.Index = i
+	}
+	return diags
+}

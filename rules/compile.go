@@ -1,0 +1,564 @@
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
+)
+
+var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}}}
+
+var ruleSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "match"}, {Type: "optional"}, {Type: "let"},
+		{Type: "aggregate", LabelNames: []string{"name"}},
+		{Type: "choose", LabelNames: []string{"name"}},
+		{Type: "fresh", LabelNames: []string{"var"}},
+		{Type: "derive", LabelNames: []string{"key"}},
+		{Type: "emit", LabelNames: []string{"key"}},
+		{Type: "delete", LabelNames: []string{"key"}},
+	},
+}
+
+var aggregateSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "where"}, {Name: "absent"}, {Name: "count"}, {Name: "sum"}, {Name: "min"}, {Name: "max"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "match"}, {Type: "optional"}},
+}
+
+var chooseSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "absent"}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "match"}, {Type: "optional"}, {Type: "let"}, {Type: "filters"},
+		{Type: "aggregate", LabelNames: []string{"name"}},
+	},
+}
+
+var freshSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "count"}}}
+var valueSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "value", Required: true}}}
+var emptySchema = &hcl.BodySchema{}
+
+// compiler compiles the rules of one file.
+type compiler struct {
+	*loader
+	file  string
+	src   []byte
+	diags hcl.Diagnostics
+}
+
+func (c *compiler) errorf(rng hcl.Range, summary, format string, args ...any) {
+	r := rng
+	c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: &r})
+}
+
+// attrs returns a block's attributes in source order.
+func attrs(body hcl.Body) ([]*hcl.Attribute, hcl.Diagnostics) {
+	m, diags := body.JustAttributes()
+	out := make([]*hcl.Attribute, 0, len(m))
+	for _, a := range m {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
+	return out, diags
+}
+
+func (c *compiler) rule(block *hcl.Block) *Rule {
+	r := &Rule{Name: block.Labels[0], File: c.file, Range: block.DefRange}
+	if d := checkIdent(r.Name, "Rule name", block.LabelRanges[0]); d != nil {
+		d.Summary = "Invalid rule name"
+		c.diags = append(c.diags, d)
+	}
+	content, diags := block.Body.Content(ruleSchema)
+	c.diags = append(c.diags, diags...)
+	if a := content.Attributes["doc"]; a != nil {
+		if s, d := stringOf(a.Expr, c.src, "the rule's documentation"); d != nil {
+			c.diags = append(c.diags, d...)
+		} else if strings.TrimSpace(s.val) == "" {
+			c.errorf(a.Expr.Range(), "Empty doc", "Rule %q needs a doc string saying what it maintains or does, in a sentence.", r.Name)
+		} else {
+			r.Doc = s.val
+		}
+	} else {
+		c.errorf(block.DefRange, "Missing doc", "Rule %q has no doc = \"...\": every rule says in a sentence what it maintains or does.", r.Name)
+	}
+	if a := content.Attributes["principal"]; a != nil {
+		if s, d := stringOf(a.Expr, c.src, "a principal name"); d != nil {
+			c.diags = append(c.diags, d...)
+		} else if _, ok := Principals[s.val]; !ok {
+			detail := fmt.Sprintf("%q is not a principal; expected one of %s.", s.val, strings.Join(principalNames(), ", "))
+			if n, ok := closest(s.val, principalNames()); ok {
+				detail += fmt.Sprintf(" Did you mean %q?", n)
+			}
+			c.errorf(a.Expr.Range(), "Unknown principal", "%s", detail)
+		} else {
+			r.Principal = s.val
+		}
+	} else {
+		c.errorf(block.DefRange, "Missing principal", "Rule %q has no principal = \"...\": the principal says which trees the rule may write (%s).", r.Name, strings.Join(principalNames(), ", "))
+	}
+	if a := content.Attributes["after"]; a != nil {
+		r.After, r.afterRanges = c.nameList(a)
+	}
+	vs := newVars()
+	r.Body = c.scope(content, vs, true)
+	if a := content.Attributes["when"]; a != nil {
+		r.When = c.expr(a, vs, "a boolean CEL guard", boolOnly)
+	}
+	chooses := content.Blocks.OfType("choose")
+	for i, b := range chooses {
+		if i > 0 {
+			c.errorf(b.DefRange, "Duplicate choose", "A rule chooses at most one candidate; rule %q has a second choose block.", r.Name)
+			continue
+		}
+		r.Choose = c.choice(b, vs)
+	}
+	for i, b := range content.Blocks.OfType("fresh") {
+		if i > 0 {
+			c.errorf(b.DefRange, "Duplicate fresh", "A rule draws at most one kind of fresh id.")
+			continue
+		}
+		r.Fresh = c.fresh(b, vs)
+	}
+	for _, b := range content.Blocks {
+		var k HeadKind
+		switch b.Type {
+		case "derive":
+			k = Derive
+		case "emit":
+			k = Emit
+		case "delete":
+			k = Delete
+		default:
+			continue
+		}
+		if h := c.head(b, k, vs); h != nil {
+			r.Heads = append(r.Heads, h)
+		}
+	}
+	c.checkHeadKinds(r, block)
+	return r
+}
+
+func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block) {
+	if len(r.Heads) == 0 {
+		c.errorf(block.DefRange, "Rule writes nothing", "Rule %q has no derive, emit or delete head.", r.Name)
+		return
+	}
+	derives := 0
+	for _, h := range r.Heads {
+		if h.Kind == Derive {
+			derives++
+		}
+	}
+	if derives > 0 && derives < len(r.Heads) {
+		c.errorf(block.DefRange, "Mixed heads", "Rule %q mixes derive heads with emit/delete heads: a rule either maintains a view or acts. Split it in two rules.", r.Name)
+	}
+	if derives > 0 && r.Fresh != nil {
+		c.errorf(r.Fresh.Range, "Fresh id in a derive", "A derived view is a function of the facts; fresh ids belong to emit rules.")
+	}
+}
+
+func (c *compiler) nameList(a *hcl.Attribute) ([]string, []hcl.Range) {
+	exprs, diags := hcl.ExprList(a.Expr)
+	if diags.HasErrors() {
+		c.errorf(a.Expr.Range(), "Expected a list", "Expected a list of rule names such as [\"resolve_intent\"].")
+		return nil, nil
+	}
+	var out []string
+	var rngs []hcl.Range
+	for _, e := range exprs {
+		s, d := stringOf(e, c.src, "a rule name")
+		if d != nil {
+			c.diags = append(c.diags, d...)
+			continue
+		}
+		out = append(out, s.val)
+		rngs = append(rngs, e.Range())
+	}
+	return out, rngs
+}
+
+// scope compiles match, optional, absent, aggregates and lets of a body,
+// declaring what they bind in vs. Aggregates and lets only where allowed.
+func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
+	sc := &Scope{}
+	outer := vs.clone()
+	binds := map[string]bool{}
+	for _, b := range content.Blocks.OfType("match") {
+		as, d := attrs(b.Body)
+		c.diags = append(c.diags, d...)
+		for _, a := range as {
+			if p := c.pattern(a.Name, a.NameRange, a.Expr, false, false); p != nil {
+				c.bindPattern(p, vs, binds)
+				sc.Match = append(sc.Match, p)
+			}
+		}
+	}
+	for _, b := range content.Blocks.OfType("optional") {
+		as, d := attrs(b.Body)
+		c.diags = append(c.diags, d...)
+		for _, a := range as {
+			p := c.pattern(a.Name, a.NameRange, a.Expr, true, false)
+			if p == nil {
+				continue
+			}
+			for _, v := range p.Vars() {
+				if !vs.has(v) {
+					c.errorf(p.Range, "Unbound variable", "Optional pattern %q uses {%s}, which no match pattern binds; an optional pattern only looks up a key whose variables are bound.", p.Template, v)
+				}
+			}
+			if vs.has(p.Alias) {
+				c.errorf(a.NameRange, "Alias already bound", "%q is already bound; an optional pattern's alias must be a new name (it holds an optional value: %s.orValue(...)).", p.Alias, p.Alias)
+				continue
+			}
+			vs.add(p.Alias, cel.OptionalType(CELType(p.Type.Value.Kind)))
+			binds[p.Alias] = true
+			sc.Optional = append(sc.Optional, p)
+		}
+	}
+	if a := content.Attributes["absent"]; a != nil {
+		exprs, d := hcl.ExprList(a.Expr)
+		if d.HasErrors() {
+			c.errorf(a.Expr.Range(), "Expected a list", "absent takes a list of key templates such as [\"placement/instance/{id}\"].")
+		}
+		for _, e := range exprs {
+			if p := c.pattern("", hcl.Range{}, e, false, true); p != nil {
+				sc.Absent = append(sc.Absent, p)
+			}
+		}
+	}
+	for _, p := range append(append([]*Pattern{}, sc.Match...), sc.Optional...) {
+		for _, v := range append(p.Vars(), p.Alias) {
+			if v != "" && outer.has(v) {
+				sc.Outer = appendUnique(sc.Outer, v)
+			}
+		}
+	}
+	for _, p := range sc.Absent {
+		for _, v := range p.Vars() {
+			if outer.has(v) {
+				sc.Outer = appendUnique(sc.Outer, v)
+			}
+		}
+	}
+	for v := range binds {
+		sc.Binds = append(sc.Binds, v)
+	}
+	sort.Strings(sc.Binds)
+	sort.Strings(sc.Outer)
+	if !full {
+		return sc
+	}
+	for _, b := range content.Blocks.OfType("aggregate") {
+		if ag := c.aggregate(b, vs); ag != nil {
+			sc.Aggregates = append(sc.Aggregates, ag)
+		}
+	}
+	for _, b := range content.Blocks.OfType("let") {
+		as, d := attrs(b.Body)
+		c.diags = append(c.diags, d...)
+		for _, a := range as {
+			if d := checkIdent(a.Name, "Let name", a.NameRange); d != nil {
+				c.diags = append(c.diags, d)
+				continue
+			}
+			if vs.has(a.Name) {
+				c.errorf(a.NameRange, "Name already bound", "%q is already bound in this rule; a let binds a new name.", a.Name)
+				continue
+			}
+			e := c.expr(a, vs, "a CEL expression", nil)
+			if e == nil {
+				vs.add(a.Name, cel.DynType) // keep going: later uses are not errors too
+				continue
+			}
+			vs.add(a.Name, e.Type)
+			sc.Lets = append(sc.Lets, &Let{Name: a.Name, Expr: e})
+		}
+	}
+	return sc
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// pattern parses and types one fact pattern.
+func (c *compiler) pattern(alias string, aliasRng hcl.Range, expr hcl.Expression, optional, negated bool) *Pattern {
+	if alias != "" {
+		if d := checkIdent(alias, "Alias", aliasRng); d != nil {
+			c.diags = append(c.diags, d)
+			return nil
+		}
+	}
+	s, d := stringOf(expr, c.src, "a key template")
+	if d != nil {
+		c.diags = append(c.diags, d...)
+		return nil
+	}
+	segs, d := parseTemplate(s, "a key template")
+	if d != nil {
+		c.diags = append(c.diags, d...)
+		return nil
+	}
+	t := resolveType(c.schema, segs)
+	if t == nil {
+		c.diags = append(c.diags, unknownKeyForm(c.schema, s, segs))
+		return nil
+	}
+	return &Pattern{Alias: alias, Template: s.val, Type: t, Segs: segs, Range: s.rng, Optional: optional, Negated: negated}
+}
+
+// bindPattern declares a match pattern's variables and alias. A name bound
+// twice is a join; a segment joins only with a string value.
+func (c *compiler) bindPattern(p *Pattern, vs *vars, binds map[string]bool) {
+	for _, v := range p.Vars() {
+		if t, ok := vs.types[v]; ok {
+			if t.Kind() != types.StringKind {
+				c.errorf(p.Range, "Join type mismatch", "{%s} is a key segment (a string) but %s is bound to a %s value; only string values can be joined to key segments.", v, v, t)
+			}
+			continue
+		}
+		vs.add(v, cel.StringType)
+		binds[v] = true
+	}
+	at := CELType(p.Type.Value.Kind)
+	if t, ok := vs.types[p.Alias]; ok {
+		if t.String() != at.String() {
+			c.errorf(p.Range, "Join type mismatch", "Alias %s is already bound to a %s; this pattern's value (%s) is a %s, so they cannot be equal.", p.Alias, t, p.Type.Template, at)
+		} else if !stringLike(p.Type.Value.Kind) && t.Kind() == types.StringKind && binds[p.Alias] {
+			// bound as a segment earlier; a non-string kind is caught above
+		}
+		return
+	}
+	vs.add(p.Alias, at)
+	binds[p.Alias] = true
+}
+
+func (c *compiler) aggregate(b *hcl.Block, vs *vars) *Aggregate {
+	name := b.Labels[0]
+	if d := checkIdent(name, "Aggregate name", b.LabelRanges[0]); d != nil {
+		c.diags = append(c.diags, d)
+		return nil
+	}
+	if vs.has(name) {
+		c.errorf(b.LabelRanges[0], "Name already bound", "%q is already bound in this rule; an aggregate binds a new name.", name)
+		return nil
+	}
+	content, diags := b.Body.Content(aggregateSchema)
+	c.diags = append(c.diags, diags...)
+	sub := vs.clone()
+	ag := &Aggregate{Name: name, Range: b.DefRange}
+	ag.Body = c.scope(content, sub, false)
+	if len(ag.Body.Match) == 0 {
+		c.errorf(b.DefRange, "Empty aggregate", "Aggregate %q has no match block: it needs patterns to count or sum over.", name)
+	}
+	if a := content.Attributes["where"]; a != nil {
+		ag.Where = c.expr(a, sub, "a boolean CEL condition", boolOnly)
+	}
+	var fns []*hcl.Attribute
+	for _, f := range []string{"count", "sum", "min", "max"} {
+		if a := content.Attributes[f]; a != nil {
+			fns = append(fns, a)
+		}
+	}
+	if len(fns) != 1 {
+		c.errorf(b.DefRange, "Aggregate function", "Aggregate %q needs exactly one of count = true, sum = \"expr\", min = \"expr\" or max = \"expr\".", name)
+		vs.add(name, cel.DynType)
+		return nil
+	}
+	a := fns[0]
+	ag.Func = a.Name
+	if a.Name == "count" {
+		v, d := a.Expr.Value(nil)
+		if d.HasErrors() || v.IsNull() || !v.IsKnown() || v.Type().FriendlyName() != "bool" || !v.True() {
+			c.errorf(a.Expr.Range(), "Expected true", "Write count = true: count counts the bindings that pass where.")
+		}
+		ag.Type = cel.IntType
+	} else {
+		ag.Of = c.expr(a, sub, "a numeric CEL expression", numeric)
+		ag.Type = cel.DynType
+		if ag.Of != nil {
+			ag.Type = ag.Of.Type
+		}
+		if a.Name != "sum" {
+			ag.Type = cel.OptionalType(ag.Type)
+		}
+	}
+	vs.add(name, ag.Type)
+	return ag
+}
+
+func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
+	ch := &Choice{Name: b.Labels[0], Range: b.DefRange}
+	content, diags := b.Body.Content(chooseSchema)
+	c.diags = append(c.diags, diags...)
+	before := vs.clone()
+	ch.Body = c.scope(content, vs, true)
+	if len(ch.Body.Match) == 0 {
+		c.errorf(b.DefRange, "Empty choice", "choose %q has no match block: it needs patterns that enumerate the candidates.", ch.Name)
+	}
+	for _, v := range ch.Body.Binds {
+		if !before.has(v) {
+			ch.Vars = append(ch.Vars, v)
+		}
+	}
+	for _, fb := range content.Blocks.OfType("filters") {
+		as, d := attrs(fb.Body)
+		c.diags = append(c.diags, d...)
+		for _, a := range as {
+			if e := c.expr(a, vs, "a boolean CEL filter", boolOnly); e != nil {
+				ch.Filters = append(ch.Filters, &Filter{Name: a.Name, Expr: e})
+			}
+		}
+	}
+	if a := content.Attributes["score"]; a != nil {
+		ch.Score = c.expr(a, vs, "a numeric CEL score", numeric)
+	}
+	return ch
+}
+
+func (c *compiler) fresh(b *hcl.Block, vs *vars) *Fresh {
+	f := &Fresh{Var: b.Labels[0], Range: b.DefRange}
+	if d := checkIdent(f.Var, "Fresh variable", b.LabelRanges[0]); d != nil {
+		c.diags = append(c.diags, d)
+		return nil
+	}
+	if vs.has(f.Var) {
+		c.errorf(b.LabelRanges[0], "Name already bound", "%q is already bound; fresh binds a new id variable.", f.Var)
+		return nil
+	}
+	content, diags := b.Body.Content(freshSchema)
+	c.diags = append(c.diags, diags...)
+	if a := content.Attributes["count"]; a != nil {
+		f.Count = c.expr(a, vs, "an int CEL expression", intOnly)
+	}
+	vs.add(f.Var, cel.StringType)
+	return f
+}
+
+func (c *compiler) head(b *hcl.Block, k HeadKind, vs *vars) *Head {
+	s := strLit{val: b.Labels[0], rng: b.LabelRanges[0], start: -1, src: c.src}
+	if r := b.LabelRanges[0]; r.Start.Byte+1 < len(c.src) && r.End.Byte <= len(c.src) &&
+		string(c.src[r.Start.Byte+1:r.End.Byte-1]) == s.val {
+		s.start = r.Start.Byte + 1
+	}
+	segs, d := parseTemplate(s, "a key template")
+	if d != nil {
+		c.diags = append(c.diags, d...)
+		return nil
+	}
+	h := &Head{Kind: k, Template: s.val, Segs: segs, Range: s.rng}
+	if h.Type = resolveType(c.schema, segs); h.Type == nil {
+		c.diags = append(c.diags, unknownKeyForm(c.schema, s, segs))
+		return nil
+	}
+	off := 0
+	for _, sg := range segs {
+		n := len(sg.Lit)
+		if sg.Var != "" {
+			n = len(sg.Var) + 2
+			if !vs.has(sg.Var) {
+				names := append([]string(nil), vs.names...)
+				detail := fmt.Sprintf("{%s} in the head %q is bound by no pattern, choice or fresh id of the rule.", sg.Var, s.val)
+				if n, ok := closest(sg.Var, names); ok {
+					detail += fmt.Sprintf(" Did you mean {%s}?", n)
+				}
+				c.errorf(s.rangeAt(off, len(sg.Var)+2), "Unbound variable in head", "%s", detail)
+			} else if t := vs.types[sg.Var]; t.Kind() != types.StringKind {
+				c.errorf(s.rangeAt(off, len(sg.Var)+2), "Head variable type", "{%s} is a %s; a key segment must be a string (use string(%s) in a let).", sg.Var, t, sg.Var)
+			}
+		}
+		off += n + 1
+	}
+	if k == Delete {
+		_, diags := b.Body.Content(emptySchema)
+		c.diags = append(c.diags, diags...)
+		return h
+	}
+	content, diags := b.Body.Content(valueSchema)
+	c.diags = append(c.diags, diags...)
+	a := content.Attributes["value"]
+	if a == nil {
+		return nil
+	}
+	kind := h.Type.Value.Kind
+	h.Value = c.expr(a, vs, fmt.Sprintf("a CEL expression giving %s", h.Type.Value.Describe()), func(t *cel.Type) bool { return accepts(kind, t) })
+	if h.Value == nil {
+		return nil
+	}
+	return h
+}
+
+func boolOnly(t *cel.Type) bool {
+	return t.Kind() == types.BoolKind || t.Kind() == types.DynKind
+}
+
+func numeric(t *cel.Type) bool {
+	k := t.Kind()
+	return k == types.IntKind || k == types.DoubleKind || k == types.UintKind || k == types.DynKind
+}
+
+func intOnly(t *cel.Type) bool {
+	return t.Kind() == types.IntKind || t.Kind() == types.DynKind
+}
+
+// expr compiles a CEL attribute in the environment vs; want checks the
+// output type (nil: any). Errors are mapped to the file's line and column.
+func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.Type) bool) *Expr {
+	s, d := stringOf(a.Expr, c.src, what)
+	if d != nil {
+		c.diags = append(c.diags, d...)
+		return nil
+	}
+	comp, err := c.cache.compile(c.envs, vs, s.val, c.costLimit)
+	if err != nil {
+		c.errorf(s.rng, "CEL environment", "Building the CEL environment for %s failed: %v.", a.Name, err)
+		return nil
+	}
+	if comp.issues != nil {
+		for _, e := range comp.issues.Errors() {
+			off := s.offsetOf(e.Location.Line(), e.Location.Column())
+			rng := s.rangeAt(off, 1)
+			summary := "CEL type error"
+			if strings.HasPrefix(e.Message, "Syntax error") {
+				summary = "CEL syntax error"
+			}
+			detail := e.Message
+			if strings.Contains(e.Message, "undeclared reference") {
+				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(vs), ", "))
+			}
+			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+				Detail: fmt.Sprintf("In %s = %q: %s", a.Name, s.val, detail), Subject: &rng, Context: &s.rng})
+		}
+		return nil
+	}
+	if want != nil && !want(comp.out) {
+		c.errorf(s.rng, "CEL type error", "%s = %q has type %s; expected %s.", a.Name, s.val, comp.out, what)
+		return nil
+	}
+	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Type: comp.out}
+}
+
+func sortedNames(vs *vars) []string {
+	out := append([]string{NowVar}, vs.names...)
+	sort.Strings(out)
+	return out
+}
+
+// mustKind is for tests and docs: the CEL type of a fact type's values.
+func mustKind(t *facts.FactType) *cel.Type { return CELType(t.Value.Kind) }

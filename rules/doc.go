@@ -1,0 +1,18 @@
+// Package rules loads HCL rule files into a compiled, type-checked RuleSet.
+//
+// A rule is a conjunction of fact patterns over key templates whose
+// {variables} bind path segments and whose aliases bind decoded values;
+// guards and values are CEL, compiled once and type-checked against the
+// fact schema (a fact the schema says is an int is an int in CEL). Every
+// problem of every file is reported in one pass as hcl.Diagnostics, with
+// CEL errors mapped back to the file's line and column.
+//
+// A short tour:
+//
+//	rs, diags := rules.Load("policies/")         // parse, compile, check, stratify
+//	if diags.HasErrors() { ... }                 // print with hcl.NewDiagnosticTextWriter(w, rs.Sources...)
+//	for _, r := range rs.Rules { ... }           // stratified order: dependencies first
+//
+// The language reference for rule authors is docs/rules.md; package
+// engine/eval evaluates a RuleSet over facts.
+package rules

@@ -1,0 +1,44 @@
+package rules
+
+import "sort"
+
+// Principals maps each principal a rule may declare to the key prefixes it
+// may write. It mirrors the trust table of the key schema: the engine's
+// controllers each own a tree, and "admin" may write anything. A rule that
+// writes outside its principal's trees is a load error.
+var Principals = map[string][]string{
+	"admin":           {""},
+	"intent-resolver": {"effective/"},
+	"autoscaler":      {"intent/autoscaler/"},
+	"policy":          {"intent/policy/"},
+	"instances":       {"observed/instance/"},
+	"scheduler":       {"placement/"},
+	"network":         {"endpoint/"},
+	"failure":         {"observed/node/", "observed/instance/"},
+	"reconcile":       {"placement/"},
+	"gc":              {"observed/", "placement/", "endpoint/"},
+}
+
+func principalNames() []string {
+	out := make([]string, 0, len(Principals))
+	for n := range Principals {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mayWrite reports whether principal p may write every key of the head.
+func mayWrite(p string, h *Head) bool {
+	lp := literalPrefix(h.Segs)
+	full := lp
+	if len(segVars(h.Segs)) == 0 {
+		full = lp // a fully literal key: "a/b/" covers "a/b"
+	}
+	for _, prefix := range Principals[p] {
+		if len(full) >= len(prefix) && full[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}

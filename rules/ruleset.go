@@ -1,0 +1,221 @@
+package rules
+
+import (
+	"github.com/ccattler/ccattler/facts"
+	"cel.dev/cel-go/cel"
+	"github.com/hashicorp/hcl/v2"
+)
+
+// RuleSet is a loaded, compiled and checked set of rules. It is immutable:
+// a reload builds a new one and the engine swaps it between rounds.
+type RuleSet struct {
+	Version   string        // short hex of the sha256 of the sorted files' names and contents
+	Files     []string      // the files it was loaded from, sorted
+	Rules     []*Rule       // in stratified order: a rule comes after every rule it reads from
+	Schema    *facts.Schema // the schema patterns and heads were typed against
+	CostLimit uint64        // the CEL cost budget of one evaluation of one expression
+
+	// Sources holds every file's parsed form, for printing diagnostics with
+	// source snippets (hcl.NewDiagnosticTextWriter).
+	Sources map[string]*hcl.File
+
+	byName map[string]*Rule
+}
+
+// Rule returns the rule of the given name.
+func (rs *RuleSet) Rule(name string) (*Rule, bool) {
+	r, ok := rs.byName[name]
+	return r, ok
+}
+
+// HeadKind says how a head writes.
+type HeadKind int
+
+const (
+	// Derive maintains a view: the engine keeps exactly the keys the body
+	// derives under the head's template and deletes the others.
+	Derive HeadKind = iota
+	// Emit is an action: it writes when the guard holds (nothing when the
+	// value is already equal); it must make its own guard false.
+	Emit
+	// Delete is an action that deletes the key when the guard holds.
+	Delete
+)
+
+func (k HeadKind) String() string {
+	switch k {
+	case Derive:
+		return "derive"
+	case Emit:
+		return "emit"
+	case Delete:
+		return "delete"
+	}
+	return "?"
+}
+
+// Rule is one compiled rule. Evaluation order inside a binding: Body's match,
+// optional, absent, aggregates, lets; then When; then Choose; then Fresh;
+// then the heads.
+type Rule struct {
+	Name      string
+	Doc       string
+	Principal string
+	File      string
+	Range     hcl.Range // the rule block's header
+	After     []string  // rules this one is ordered after (its writes win)
+	Body      *Scope
+	When      *Expr // nil: always
+	Choose    *Choice
+	Fresh     *Fresh
+	Heads     []*Head
+	Stratum   int // index of the rule's strongly connected component in dependency order
+	Index     int // position in RuleSet.Rules
+
+	afterRanges []hcl.Range // where each After name is written
+}
+
+// Derives reports whether the rule maintains a view (its heads are derive heads).
+func (r *Rule) Derives() bool { return len(r.Heads) > 0 && r.Heads[0].Kind == Derive }
+
+// Scope is a conjunction of patterns with what is computed from them. The
+// rule body is one; every aggregate and the choice have their own, which
+// see the variables of the scope around them (Outer).
+type Scope struct {
+	Match      []*Pattern
+	Optional   []*Pattern
+	Absent     []*Pattern
+	Aggregates []*Aggregate
+	Lets       []*Let
+	Outer      []string // variables bound around the scope that its patterns use, sorted
+	Binds      []string // variables the scope's match and optional patterns bind, sorted
+}
+
+// Seg is one segment of a pattern or head template: a literal or a variable.
+type Seg struct {
+	Lit string
+	Var string
+}
+
+// Pattern is a fact pattern: a key template whose {variables} bind path
+// segments, and an alias that binds the fact's decoded value. A variable or
+// alias already bound is a join: the segment (or the value) must equal it.
+type Pattern struct {
+	Alias    string // "" for an absent pattern
+	Template string
+	Type     *facts.FactType
+	Segs     []Seg
+	Range    hcl.Range // the template string
+	Optional bool
+	Negated  bool
+}
+
+// Vars returns the pattern's path variables in template order.
+func (p *Pattern) Vars() []string { return segVars(p.Segs) }
+
+func segVars(segs []Seg) []string {
+	var out []string
+	for _, s := range segs {
+		if s.Var != "" {
+			out = append(out, s.Var)
+		}
+	}
+	return out
+}
+
+// Expr is a compiled, type-checked CEL expression.
+type Expr struct {
+	Src     string
+	Range   hcl.Range
+	Program cel.Program
+	Type    *cel.Type // the checked output type
+}
+
+// Aggregate computes count, sum, min or max over the bindings of its own
+// scope that satisfy Where, grouped by the variables bound around it.
+// count and sum of nothing are 0; min and max of nothing are an empty
+// optional (use .orValue(x) or .hasValue()).
+type Aggregate struct {
+	Name  string
+	Func  string // count, sum, min, max
+	Of    *Expr  // the value summed or compared; nil for count
+	Where *Expr  // nil: every binding counts
+	Body  *Scope
+	Type  *cel.Type
+	Range hcl.Range
+}
+
+// Let binds a name to a CEL expression over what is bound before it.
+type Let struct {
+	Name string
+	Expr *Expr
+}
+
+// Choice picks one candidate binding of its scope: the one with the highest
+// Score among those passing every filter; ties go to the candidate whose
+// variables (Vars, in order) are lexicographically smallest.
+type Choice struct {
+	Name    string
+	Body    *Scope
+	Filters []*Filter
+	Score   *Expr    // nil: every candidate scores 0
+	Vars    []string // the candidate's own variables, sorted
+	Range   hcl.Range
+}
+
+// Filter is a named condition a candidate must pass; a candidate failing
+// one or more is recorded with all their names.
+type Filter struct {
+	Name string
+	Expr *Expr
+}
+
+// Fresh draws new ids (5 lowercase hex chars) for Var: Count of them per
+// binding (1 when Count is nil). A drawn id whose keys exist is redrawn.
+type Fresh struct {
+	Var   string
+	Count *Expr
+	Range hcl.Range
+}
+
+// Head is a key the rule writes (or deletes), with its value expression.
+type Head struct {
+	Kind     HeadKind
+	Template string
+	Type     *facts.FactType
+	Segs     []Seg
+	Value    *Expr // nil for Delete
+	Range    hcl.Range
+}
+
+// Vars returns the head template's variables in template order.
+func (h *Head) Vars() []string { return segVars(h.Segs) }
+
+// Format renders the head's key from variable values.
+func (h *Head) Format(val func(v string) string) string {
+	return formatSegs(h.Segs, val)
+}
+
+// Format renders the pattern's key from variable values.
+func (p *Pattern) Format(val func(v string) string) string {
+	return formatSegs(p.Segs, val)
+}
+
+func formatSegs(segs []Seg, val func(string) string) string {
+	n := 0
+	for _, s := range segs {
+		n += len(s.Lit) + 8
+	}
+	b := make([]byte, 0, n)
+	for i, s := range segs {
+		if i > 0 {
+			b = append(b, '/')
+		}
+		if s.Var != "" {
+			b = append(b, val(s.Var)...)
+		} else {
+			b = append(b, s.Lit...)
+		}
+	}
+	return string(b)
+}
