@@ -1,0 +1,141 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Event is one record with its id and the revision it was committed at.
+type Event struct {
+	ID  string `json:"id"`
+	Rev int64  `json:"rev"`
+	facts.EventRecord
+}
+
+// Filter selects records. Zero fields select everything.
+type Filter struct {
+	Rule      string    // exact rule name
+	KeyPrefix string    // a write or read key starts with it
+	Since     time.Time // recorded at or after
+}
+
+// Match reports whether e passes the filter.
+func (f Filter) Match(e Event) bool {
+	if f.Rule != "" && e.Rule != f.Rule {
+		return false
+	}
+	if !f.Since.IsZero() {
+		if t, ok := facts.EventTime(e.ID); !ok || t.Before(f.Since) {
+			return false
+		}
+	}
+	if f.KeyPrefix != "" {
+		hit := false
+		for _, w := range e.Writes {
+			hit = hit || strings.HasPrefix(w.Key, f.KeyPrefix)
+		}
+		for _, r := range e.Reads {
+			hit = hit || strings.HasPrefix(r.Key, f.KeyPrefix)
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+// Decode parses an event/ fact.
+func Decode(f facts.Fact) (Event, error) {
+	e := Event{ID: strings.TrimPrefix(f.Key, "event/"), Rev: f.ModRevision}
+	if err := json.Unmarshal(f.Value, &e.EventRecord); err != nil {
+		return e, fmt.Errorf("event %s: %w", f.Key, err)
+	}
+	return e, nil
+}
+
+// List returns the records passing the filter, oldest first, and the
+// revision it read at. A record that does not parse is skipped and counted
+// in bad, not fatal: an auditor still sees the rest.
+func List(ctx context.Context, s *facts.Store, flt Filter) (evs []Event, rev int64, bad int, err error) {
+	prefix := "event/"
+	all, rev, err := s.List(ctx, prefix, 0)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for _, f := range all {
+		if !flt.Since.IsZero() {
+			if t, ok := facts.EventTime(strings.TrimPrefix(f.Key, prefix)); ok && t.Before(flt.Since) {
+				continue
+			}
+		}
+		e, err := Decode(f)
+		if err != nil {
+			bad++
+			continue
+		}
+		if flt.Match(e) {
+			evs = append(evs, e)
+		}
+	}
+	return evs, rev, bad, nil
+}
+
+// Follow calls fn for every new record passing the filter, committed after
+// revision rev, until ctx is done (it then returns ctx.Err()) or the watch fails.
+func Follow(ctx context.Context, s *facts.Store, flt Filter, rev int64, fn func(Event)) error {
+	wc := s.Watch(ctx, "event/", rev+1)
+	for resp := range wc {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("follow events: %w", err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Type != clientv3.EventTypePut || ev.Kv.Version != 1 {
+				continue // records are written once; updates and deletes are retention
+			}
+			e, err := Decode(facts.Fact{Key: s.Rel(string(ev.Kv.Key)), Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision})
+			if err != nil {
+				continue
+			}
+			if flt.Match(e) {
+				fn(e)
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// atRevision returns the records committed at revision rev.
+func atRevision(ctx context.Context, s *facts.Store, rev int64) ([]Event, error) {
+	abs := s.Abs("event/")
+	resp, err := s.Client.Get(ctx, abs, clientv3.WithPrefix(), clientv3.WithMinModRev(rev), clientv3.WithMaxModRev(rev))
+	if err != nil {
+		return nil, fmt.Errorf("records at revision %d: %w", rev, err)
+	}
+	var out []Event
+	for _, kv := range resp.Kvs {
+		e, err := Decode(facts.Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision})
+		if err == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// oldestRecordRev is the ModRevision of the oldest retained record (0: none).
+func oldestRecordRev(ctx context.Context, s *facts.Store) (int64, error) {
+	resp, err := s.Client.Get(ctx, s.Abs("event/"), clientv3.WithPrefix(), clientv3.WithLimit(1),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
+}

@@ -1,0 +1,240 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/audit"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// recorder commits writes together with their record, as the engine does.
+type recorder struct {
+	t   *testing.T
+	s   *facts.Store
+	ids *facts.EventIDs
+}
+
+func (r *recorder) rev(key string) int64 {
+	f, ok, err := r.s.Get(context.Background(), key)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !ok {
+		return 0
+	}
+	return f.ModRevision
+}
+
+// fire commits kv (key, value pairs; value "" deletes) with a record of rule
+// that read the given keys at their current revisions.
+func (r *recorder) fire(rule, kind, leader string, reads []string, kv ...string) int64 {
+	r.t.Helper()
+	rec := facts.EventRecord{Rule: rule, Kind: kind, Version: "v1", Leader: leader, Bindings: map[string]string{"rule": rule}}
+	var ops []facts.Op
+	for _, k := range reads {
+		rec.Reads = append(rec.Reads, facts.EventRead{Key: k, Rev: r.rev(k)})
+	}
+	for i := 0; i < len(kv); i += 2 {
+		ops = append(ops, facts.Put(kv[i], []byte(kv[i+1])))
+		rec.Writes = append(rec.Writes, facts.EventWrite{Key: kv[i], Value: facts.RawJSON(kv[i+1])})
+	}
+	id, at := r.ids.Next()
+	rec.Time = at.Format(time.RFC3339Nano)
+	b, _ := json.Marshal(rec)
+	ops = append(ops, facts.Put(facts.Event(id), b))
+	rev, err := r.s.Commit(context.Background(), facts.Txn{Ops: ops})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rev
+}
+
+func (r *recorder) report(kv ...string) {
+	r.t.Helper()
+	var ops []facts.Op
+	for i := 0; i < len(kv); i += 2 {
+		ops = append(ops, facts.Put(kv[i], []byte(kv[i+1])))
+	}
+	if _, err := r.s.Commit(context.Background(), facts.Txn{Ops: ops}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// seedLifecycle writes the seed's service lifecycle for one instance, with
+// records as the default policies write them.
+func seedLifecycle(t *testing.T, s *facts.Store) *recorder {
+	r := &recorder{t: t, s: s, ids: facts.NewEventIDs()}
+	r.fire("apply", "apply", "user", nil,
+		"desired/service/web", `{}`, "desired/service/web/image", `"nginx:1.28"`,
+		"desired/service/web/instances", `3`, "desired/service/web/expose/8080", `{}`,
+		"intent/user/service/web/instances", `3`)
+	r.fire("resolve_intent", "derive", "server-1", []string{"intent/user/service/web/instances"},
+		"effective/service/web/instances", `3`)
+	r.fire("create_instances", "emit", "server-1", []string{"effective/service/web/instances", "observed/instance/a8f31/service"},
+		"observed/instance/a8f31/service", `"web"`, "observed/instance/a8f31/state", `"pending"`)
+	r.report("observed/node/node-1/state", `"alive"`)
+	r.fire("schedule", "emit", "server-1",
+		[]string{"observed/instance/a8f31/service", "observed/instance/a8f31/state", "placement/instance/a8f31", "observed/node/node-1/state"},
+		"placement/instance/a8f31", `"node-1"`)
+	r.report("observed/instance/a8f31/node", `"node-1"`, "observed/instance/a8f31/state", `"running"`,
+		"observed/instance/a8f31/ip", `"10.1.0.5"`, "observed/instance/a8f31/health", `"healthy"`)
+	r.fire("publish_endpoint", "derive", "server-1",
+		[]string{"observed/instance/a8f31/service", "observed/instance/a8f31/state", "observed/instance/a8f31/health",
+			"observed/instance/a8f31/ip", "desired/service/web/expose/8080"},
+		"endpoint/service/web/a8f31", `{"ip": "10.1.0.5", "port": 8080}`)
+	return r
+}
+
+func TestWhyWalksTheWholeChain(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	seedLifecycle(t, s)
+	ctx := context.Background()
+
+	tree, err := audit.Why(ctx, s, "endpoint/service/web/a8f31", audit.WhyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	audit.PrintTree(&buf, tree)
+	text := buf.String()
+	t.Log("\n" + text)
+
+	// The chain of the issue, in order along one path of the tree.
+	path := []struct{ key, explain string }{
+		{"endpoint/service/web/a8f31", "rule publish_endpoint"},
+		{"observed/instance/a8f31/state", "reported by the agent of node-1"},
+		{"placement/instance/a8f31", "rule schedule"},
+		{"observed/instance/a8f31/state", "rule create_instances"},
+		{"effective/service/web/instances", "rule resolve_intent"},
+		{"intent/user/service/web/instances", "applied by user"},
+	}
+	n := tree
+	for i, step := range path {
+		if i > 0 {
+			var next *audit.Node
+			for _, c := range n.Because {
+				if c.Key == step.key && strings.Contains(c.Explain, step.explain) {
+					next = c
+				}
+			}
+			if next == nil {
+				t.Fatalf("step %d: %s (%s) is not among the reasons of %s", i, step.key, step.explain, n.Key)
+			}
+			n = next
+		} else if n.Key != step.key || !strings.Contains(n.Explain, step.explain) {
+			t.Fatalf("root = %s (%s)", n.Key, n.Explain)
+		}
+	}
+	if n.Origin != audit.OriginApply || n.Event == nil || n.Event.Rule != "apply" {
+		t.Errorf("chain ends at %+v, want the user's apply record", n)
+	}
+	for _, want := range []string{"├─", "└─", `"node-1"`, "rules v1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("tree text lacks %q", want)
+		}
+	}
+
+	// As a graph: every edge joins known nodes, the root included.
+	g := audit.ToGraph(tree)
+	ids := map[string]bool{}
+	for _, gn := range g.Nodes {
+		ids[gn.ID] = true
+	}
+	if !ids[g.Root] {
+		t.Errorf("graph root %s is not a node", g.Root)
+	}
+	for _, ed := range g.Edges {
+		if !ids[ed.From] || !ids[ed.To] {
+			t.Errorf("dangling edge %+v", ed)
+		}
+	}
+	if len(g.Edges) < len(path)-1 {
+		t.Errorf("graph has %d edges", len(g.Edges))
+	}
+}
+
+func TestWhySaysWhenRecordsExpired(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	seedLifecycle(t, s)
+	ctx := context.Background()
+	// Retention removes every record older than the endpoint's.
+	evs, _, _, err := audit.List(ctx, s, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []facts.Op
+	for _, ev := range evs[:len(evs)-1] {
+		ops = append(ops, facts.Delete(facts.Event(ev.ID)))
+	}
+	if _, err := s.Commit(ctx, facts.Txn{Ops: ops}); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := audit.Why(ctx, s, "placement/instance/a8f31", audit.WhyOptions{})
+	if err != nil {
+		t.Fatalf("why failed instead of saying the record expired: %v", err)
+	}
+	if tree.Origin != audit.OriginExpired || !strings.Contains(tree.Explain, "retention") {
+		t.Errorf("placement explained as %s: %s", tree.Origin, tree.Explain)
+	}
+	if _, err := audit.Why(ctx, s, "placement/instance/fffff", audit.WhyOptions{}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("why of a missing key: %v", err)
+	}
+}
+
+func TestEventsFilterAndFollow(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	r := seedLifecycle(t, s)
+	ctx := context.Background()
+
+	tests := []struct {
+		name string
+		flt  audit.Filter
+		want []string
+	}{
+		{"all", audit.Filter{}, []string{"apply", "resolve_intent", "create_instances", "schedule", "publish_endpoint"}},
+		{"rule", audit.Filter{Rule: "schedule"}, []string{"schedule"}},
+		{"key prefix", audit.Filter{KeyPrefix: "placement/"}, []string{"schedule"}},
+		{"since future", audit.Filter{Since: time.Now().Add(time.Hour)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, _, bad, err := audit.List(ctx, s, tt.flt)
+			if err != nil || bad != 0 {
+				t.Fatalf("List: %v (bad %d)", err, bad)
+			}
+			var got []string
+			for _, ev := range evs {
+				got = append(got, ev.Rule)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("rules = %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	_, rev, _, _ := audit.List(ctx, s, audit.Filter{})
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := make(chan audit.Event, 4)
+	go audit.Follow(fctx, s, audit.Filter{Rule: "publish_endpoint"}, rev, func(ev audit.Event) { got <- ev })
+	time.Sleep(100 * time.Millisecond)
+	r.fire("schedule", "emit", "server-1", nil, "placement/instance/b72c9", `"node-2"`)
+	wrote := r.fire("publish_endpoint", "derive", "server-1", nil, "endpoint/service/web/b72c9", `{"ip": "10.1.0.9", "port": 8080}`)
+	select {
+	case ev := <-got:
+		if ev.Rule != "publish_endpoint" || ev.Rev != wrote {
+			t.Errorf("followed %s@%d, want publish_endpoint@%d", ev.Rule, ev.Rev, wrote)
+		}
+	case <-fctx.Done():
+		t.Fatal("no event followed")
+	}
+}
