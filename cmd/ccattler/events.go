@@ -119,5 +119,3 @@ func printEvent(out io.Writer, ev audit.Event) error {
 	_, err := io.WriteString(out, b.String())
 	return err
 }
-
-

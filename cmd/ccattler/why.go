@@ -46,4 +46,3 @@ retention is said to be so.`,
 	cmd.Flags().IntVar(&depth, "depth", 32, "how many firings deep to follow")
 	return cmd
 }
-
