@@ -217,4 +217,3 @@ func writeFile(t *testing.T, dir, name, src string) string {
 	}
 	return p
 }
-
