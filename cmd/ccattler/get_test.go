@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// TestGetTables builds every table from facts the way the controllers and
+// agents write them, against a real etcd.
+func TestGetTables(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	started := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	put := map[string]any{
+		facts.DesiredService("web"): map[string]any{}, facts.ServiceImage("web"): "nginx:1.28",
+		facts.ServiceInstances("web"): 3, facts.ServiceExpose("web", 8443): map[string]any{},
+		facts.ServiceExpose("web", 8080): map[string]any{}, facts.EffectiveInstances("web"): 2,
+		facts.Node("node-1"): map[string]any{}, facts.NodeState("node-1"): "alive", facts.NodeZone("node-1"): "eu-1a",
+		facts.NodeArchitecture("node-1"): "amd64", facts.NodeCapacityCPU("node-1"): 4, facts.NodeAvailableCPU("node-1"): 3.5,
+		facts.NodeCapacityMemory("node-1"): "8Gi", facts.NodeAvailableMemory("node-1"): "7Gi",
+		facts.Node("node-2"): map[string]any{}, facts.NodeState("node-2"): "draining",
+		facts.Instance("a8f31"): map[string]any{}, facts.InstanceService("a8f31"): "web", facts.InstanceNode("a8f31"): "node-1",
+		facts.InstanceState("a8f31"): "running", facts.InstanceHealth("a8f31"): "healthy", facts.InstanceIP("a8f31"): "10.1.0.5",
+		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
+		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
+		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
+		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
+		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
+	}
+	for k, v := range put {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := started.Add(90 * time.Second)
+	cases := []struct {
+		name string
+		rows any
+		want string
+	}{
+		{"services", w.services(), `
+NAME  IMAGE       DESIRED  EFFECTIVE  RUNNING  HEALTHY  PORTS
+web   nginx:1.28  3        2          1        1        8080,8443`},
+		{"instances", w.instances(now), `
+ID     SERVICE  NODE    STATE    HEALTH   IP        IMAGE       AGE
+a8f31  web      node-1  running  healthy  10.1.0.5  nginx:1.28  1m30s
+b72c9  web      node-2  pending  -        -         -           -`},
+		{"nodes", w.nodes(), `
+ID      STATE     ZONE   ARCH   CPU    MEMORY   INSTANCES
+node-1  alive     eu-1a  amd64  4/3.5  8Gi/7Gi  1
+node-2  draining  -      -      -      -        1`},
+		{"endpoints", w.endpoints(), `
+SERVICE  INSTANCE  ADDRESS
+web      a8f31     10.1.0.5:8080`},
+		{"volumes", w.volumes(), `
+NAME  SIZE  PERSISTENT  ACCESS_MODE  ATTACHED_NODE  STATE
+data  10Gi  true        single-node  node-1         attached`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printTable(&b, tc.rows); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(trimLines(b.String()), "\n")
+			want := strings.Join(trimLines(tc.want), "\n")
+			if got != want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func trimLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		out = append(out, strings.TrimRight(l, " "))
+	}
+	return out
+}
