@@ -21,6 +21,15 @@ type EventRecord struct {
 	Time     string            `json:"time"`
 	Leader   string            `json:"leader,omitempty"` // the writer: server id, "user", "agent/node-1"
 	Message  string            `json:"message,omitempty"`
+	// Rejected lists, for a choice that placed nothing (Kind "rejection"),
+	// every candidate and every filter it failed.
+	Rejected []EventRejection `json:"rejected,omitempty"`
+}
+
+// EventRejection is one candidate a choice passed over and why.
+type EventRejection struct {
+	Candidate map[string]string `json:"candidate"`
+	Filters   []string          `json:"filters"`
 }
 
 // EventRead is a fact a firing read. Rev is its ModRevision when read (0: it

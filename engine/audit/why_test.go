@@ -238,3 +238,38 @@ func TestEventsFilterAndFollow(t *testing.T) {
 		t.Fatal("no event followed")
 	}
 }
+
+func TestWhyNotFindsTheNewestRejection(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	ctx := context.Background()
+	ids := facts.NewEventIDs()
+	reject := func(id string, rej ...facts.EventRejection) {
+		eid, at := ids.Next()
+		b, _ := json.Marshal(facts.EventRecord{Rule: "schedule", Kind: audit.KindRejection, Version: "v1",
+			Bindings: map[string]string{"id": id}, Time: at.Format(time.RFC3339Nano), Rejected: rej})
+		if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Event(eid), b)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cand := func(node string, filters ...string) facts.EventRejection {
+		return facts.EventRejection{Candidate: map[string]string{"node": node}, Filters: filters}
+	}
+	reject("a8f31", cand("node-1", "alive"))
+	reject("b72c9", cand("node-1", "memory"))
+	reject("a8f31", cand("node-2", "cpu"), cand("node-1", "cpu", "memory"))
+
+	ev, ok, err := audit.WhyNot(ctx, s, "id", "a8f31")
+	if err != nil || !ok {
+		t.Fatalf("WhyNot = %v, %v", ok, err)
+	}
+	var buf bytes.Buffer
+	audit.PrintRejection(&buf, ev)
+	want := "node-1                   rejected by cpu, memory\n  node-2                   rejected by cpu\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("printed\n%s\nwant the newest record, sorted by node:\n%s", buf.String(), want)
+	}
+	if _, ok, _ := audit.WhyNot(ctx, s, "id", "c913d"); ok {
+		t.Error("found a rejection for an instance that has none")
+	}
+}

@@ -1,0 +1,12 @@
+// Package policies holds CCattler's default controllers as HCL rule files,
+// embedded in the binary: intent resolution, instance creation and
+// stopping, scheduling, endpoints and failure handling. It has no Go logic;
+// an operator replaces the set with `ccattler server --policies DIR`, and
+// `ccattler rules check|test DIR` checks and tests a copy before it runs.
+//
+//	intent.hcl     intent/{user,autoscaler,policy} -> effective/service/{svc}/instances
+//	instances.hcl  effective -> pending instances with fresh ids; stopping extras
+//	scheduler.hcl  pending instances -> placement/instance/{id}
+//	endpoints.hcl  running, healthy instances -> endpoint/service/{svc}/{id}
+//	failure.hcl    lost leases -> observed/node/{node}/state, with a mass-loss guard
+package policies

@@ -1,0 +1,70 @@
+# Failure handling. A node whose lease is gone is unreachable: its instances
+# stop counting as live, so replacements follow, but their facts and
+# placements stay (the containers may still run). Mass loss is not node
+# failure: when more than max_leaseless_share of all nodes, or of the node's
+# zone, are without a lease together, the control plane assumes it is itself
+# cut off and marks nothing (compare Kubernetes' unhealthy-zone threshold).
+rule "node_unreachable" {
+  doc       = "An alive node without lease/node/{node} becomes unreachable, unless more than 55% of all nodes or of its zone are without a lease."
+  principal = "failure"
+  match {
+    state = "observed/node/{node}/state"
+  }
+  absent = ["lease/node/{node}"]
+  optional {
+    zone = "observed/node/{node}/zone"
+  }
+  aggregate "nodes" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    count = true
+  }
+  aggregate "leaseless" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    absent = ["lease/node/{n}"]
+    count  = true
+  }
+  aggregate "zone_nodes" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    where = "zone.hasValue() && nz == zone.value()"
+    count = true
+  }
+  aggregate "zone_leaseless" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    absent = ["lease/node/{n}"]
+    where  = "zone.hasValue() && nz == zone.value()"
+    count  = true
+  }
+  let {
+    max_leaseless_share = "0.55"
+    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
+    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+  }
+  when = "state == 'alive' && cluster_ok && zone_ok"
+  emit "observed/node/{node}/state" {
+    value = "'unreachable'"
+  }
+}
+
+rule "node_returns" {
+  doc       = "An unreachable node whose agent holds its lease again is alive."
+  principal = "failure"
+  after     = ["node_unreachable"]
+  match {
+    state = "observed/node/{node}/state"
+    lease = "lease/node/{node}"
+  }
+  when = "state == 'unreachable'"
+  emit "observed/node/{node}/state" {
+    value = "'alive'"
+  }
+}

@@ -1,0 +1,144 @@
+# Instances: keep as many live instances of each service as its effective
+# target. An instance is live while it is pending and not yet placed, or
+# pending or running on a node that is not unreachable. An instance whose
+# placement was deleted is being stopped and no longer counts.
+rule "create_instances" {
+  doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids."
+  principal = "instances"
+  match {
+    want = "effective/service/{svc}/instances"
+  }
+  aggregate "waiting" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'pending'"
+    count  = true
+  }
+  aggregate "placed" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    count = true
+  }
+  let {
+    missing = "want - waiting - placed"
+  }
+  when = "missing > 0"
+  fresh "id" {
+    count = "missing"
+  }
+  emit "observed/instance/{id}/service" {
+    value = "svc"
+  }
+  emit "observed/instance/{id}/state" {
+    value = "'pending'"
+  }
+}
+
+rule "cancel_waiting_extras" {
+  doc       = "While a service has more live instances than its target, stop its newest unplaced pending instance first: it costs nothing to stop."
+  principal = "instances"
+  after     = ["create_instances"]
+  match {
+    want = "effective/service/{svc}/instances"
+  }
+  aggregate "placed" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    count = true
+  }
+  aggregate "waiting" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'pending'"
+    count  = true
+  }
+  when = "waiting + placed > want && waiting > 0"
+  choose "victim" {
+    match {
+      svc   = "observed/instance/{v}/service"
+      state = "observed/instance/{v}/state"
+    }
+    absent = ["placement/instance/{v}"]
+    filters {
+      pending = "state == 'pending'"
+    }
+    score = "0"
+  }
+  emit "observed/instance/{v}/state" {
+    value = "'stopped'"
+  }
+}
+
+rule "stop_placed_extras" {
+  doc       = "While a service has more live placed instances than its target and none waiting, stop one by deleting its placement: pending first, then unhealthy, then the newest, never the last healthy one."
+  principal = "reconcile"
+  match {
+    want = "effective/service/{svc}/instances"
+  }
+  aggregate "placed" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    count = true
+  }
+  aggregate "healthy" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      health = "observed/instance/{i}/health"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable'"
+    count = true
+  }
+  aggregate "waiting" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'pending'"
+    count  = true
+  }
+  when = "placed > want && waiting == 0"
+  choose "victim" {
+    match {
+      svc    = "observed/instance/{v}/service"
+      vstate = "observed/instance/{v}/state"
+      vnode  = "placement/instance/{v}"
+      vnst   = "observed/node/{vnode}/state"
+    }
+    optional {
+      vhealth  = "observed/instance/{v}/health"
+      vstarted = "observed/instance/{v}/started_at"
+    }
+    filters {
+      live             = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable'"
+      not_last_healthy = "want == 0 || healthy > 1 || vhealth.orValue('unknown') != 'healthy' || vstate != 'running'"
+    }
+    # Pending before unhealthy before healthy; among equals the newest start goes first.
+    score = "(vstate == 'pending' ? 2e12 : (vhealth.orValue('unknown') != 'healthy' ? 1e12 : 0.0)) + double(int(vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))) % 1000000000000)"
+  }
+  delete "placement/instance/{v}" {}
+}

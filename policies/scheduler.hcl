@@ -1,0 +1,78 @@
+# Scheduler: place every pending instance on one node. Filters (each
+# rejection is recorded, so `ccattler why-not instance ID` names them all):
+#   alive         the node is alive
+#   architecture  the node's architecture, if the service asks for one
+#   zone          the node's zone, if the service asks for one
+#   cpu, memory   the requests of the instances already placed on the node
+#                 (those placed earlier in this round included) plus this one
+#                 fit in the node's capacity; agents' "available" is not used
+# Score: spread a service's instances across zones and nodes, then prefer the
+# least allocated node. Ties go to the node id that sorts first.
+rule "schedule" {
+  doc       = "Every pending instance without a placement is placed on the alive node that fits its requests, spreading a service across zones and nodes, then least allocated."
+  principal = "scheduler"
+  match {
+    svc   = "observed/instance/{id}/service"
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["placement/instance/{id}"]
+  optional {
+    cpu  = "desired/service/{svc}/resources/cpu"
+    mem  = "desired/service/{svc}/resources/memory"
+    arch = "desired/service/{svc}/placement/architecture"
+    zone = "desired/service/{svc}/placement/zone"
+  }
+  when = "state == 'pending'"
+  choose "node" {
+    match {
+      nstate   = "observed/node/{node}/state"
+      cap_cpu  = "observed/node/{node}/capacity/cpu"
+      cap_mem  = "observed/node/{node}/capacity/memory"
+    }
+    optional {
+      narch = "observed/node/{node}/architecture"
+      nzone = "observed/node/{node}/zone"
+    }
+    aggregate "used_cpu" {
+      match {
+        node  = "placement/instance/{j}"
+        jsvc  = "observed/instance/{j}/service"
+        jcpu  = "desired/service/{jsvc}/resources/cpu"
+        jst   = "observed/instance/{j}/state"
+      }
+      where = "jst == 'pending' || jst == 'running'"
+      sum   = "jcpu"
+    }
+    aggregate "used_mem" {
+      match {
+        node  = "placement/instance/{j}"
+        jsvc  = "observed/instance/{j}/service"
+        jmem  = "desired/service/{jsvc}/resources/memory"
+        jst   = "observed/instance/{j}/state"
+      }
+      where = "jst == 'pending' || jst == 'running'"
+      sum   = "jmem"
+    }
+    aggregate "siblings" {
+      match {
+        node = "placement/instance/{j}"
+        svc  = "observed/instance/{j}/service"
+        jst  = "observed/instance/{j}/state"
+      }
+      where = "jst == 'pending' || jst == 'running'"
+      count = true
+    }
+    filters {
+      alive        = "nstate == 'alive'"
+      architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
+      zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
+      cpu          = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
+      memory       = "used_mem + mem.orValue(0) <= cap_mem"
+    }
+    # Fewer siblings first; then the lower share of cpu and memory in use.
+    score = "-1000.0 * double(siblings) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
+  }
+  emit "placement/instance/{id}" {
+    value = "node"
+  }
+}
