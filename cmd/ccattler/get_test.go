@@ -30,7 +30,7 @@ func TestGetTables(t *testing.T) {
 		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
 		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
 		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
-		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
+		facts.DesiredVolume("data"):    map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
 		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
 	}
 	for k, v := range put {
