@@ -11,6 +11,10 @@
 //	}
 //	volume "data" { size = "10Gi"  persistent = true  access_mode = "single-node" }
 //
+// Several attributes may share the line of a small block, as above; plain
+// HCL wants one per line, so the decoder adds the line breaks before parsing
+// and maps every position back to the file as written (oneline.go).
+//
 // Decode parses one or more files and reports every problem at once as
 // hcl.Diagnostics, each naming file:line:col. A valid service renders to the
 // exact set of facts the key schema names: desired/service/web -> {},
