@@ -28,7 +28,11 @@ exposed) deleted. Services and volumes the files do not name are left alone.
 Applying unchanged files writes nothing.
 
 A file with a mistake is rejected with every problem listed as file:line:col,
-and nothing is written.`,
+and nothing is written.
+
+The transaction holds one compare per key read and one operation per change:
+the embedded etcd of ` + "`ccattler server`" + ` allows 16384 of each; an external etcd
+allows what its --max-txn-ops says (128 unless raised).`,
 		Example: `  ccattler apply -f examples/web.hcl
   ccattler apply -f web.hcl -f db.hcl
   ccattler apply -f services/            # every *.hcl in the directory
