@@ -11,6 +11,7 @@
 rule "schedule" {
   doc       = "Every pending instance without a placement is placed on the alive node that fits its requests, spreading a service across zones and nodes, then least allocated."
   principal = "scheduler"
+  after     = ["stop_placed_extras"]
   match {
     svc   = "observed/instance/{id}/service"
     state = "observed/instance/{id}/state"

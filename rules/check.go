@@ -225,9 +225,12 @@ func (g *graph) stratify() hcl.Diagnostics {
 				if e.neg == nil || comp[e.to] != comp[v] {
 					continue
 				}
-				// An action may negate its own output: that is how it makes
-				// its guard false. A view may not, nor may two rules.
-				if e.to == v && !r.Derives() && len(c) == 1 {
+				// Actions may negate their own and each other's output: that
+				// is how an action makes its guard false (the scheduler places
+				// what has no placement), and actions fire in a fixed order to
+				// a fixpoint, with oscillation stopped at run time. A view
+				// may not: a derived fact must not depend on its own absence.
+				if allActions(g.rs.Rules, c) {
 					continue
 				}
 				names := make([]string, len(c))
@@ -270,4 +273,15 @@ func (g *graph) stratify() hcl.Diagnostics {
 		r.Index = i
 	}
 	return diags
+}
+
+// allActions reports whether every rule of the component acts (emit or
+// delete heads) rather than maintaining a view.
+func allActions(rules []*Rule, comp []int) bool {
+	for _, v := range comp {
+		if rules[v].Derives() {
+			return false
+		}
+	}
+	return true
 }
