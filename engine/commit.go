@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// errLostLeadership ends a term: the leader key is gone, so every further
+// transaction of this term would fail its guard anyway.
+var errLostLeadership = errors.New("engine: lost leadership")
+
+// staged is a firing on its way to etcd. Its event id is fixed when it is
+// staged, so every attempt writes the same record key: after an attempt
+// whose answer never came, the record being there says it committed.
+type staged struct {
+	f     eval.Firing
+	id    string
+	at    time.Time
+	bytes int // keys and values of the writes, plus an estimate of the record
+}
+
+// planRun is the state of committing one plan.
+type planRun struct {
+	version string
+	ownRev  map[string]int64 // key -> revision at which this plan wrote it
+	lastRev int64            // revision of the plan's latest commit
+}
+
+func (run *planRun) committed(chunk []*staged, rev int64) {
+	for _, st := range chunk {
+		for _, w := range st.f.Writes {
+			run.ownRev[w.Key] = rev
+		}
+	}
+	run.lastRev = max(run.lastRev, rev)
+}
+
+// stage gives each firing its event id and sets aside those that can never
+// commit (a value the schema rejects, a key written twice, more writes than
+// one transaction holds), reporting each by rule name.
+func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
+	out := make([]*staged, 0, len(fs))
+	for i := range fs {
+		f := fs[i]
+		if err := e.checkFiring(&f); err != nil {
+			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version, "err", err)
+			e.m.update(func(s *Stats) { s.Rejected++ })
+			continue
+		}
+		id, at := e.ids.next()
+		n := 512 + len(e.store.Root)
+		for _, w := range f.Writes {
+			n += 2*len(w.Key) + 2*len(w.Value) + 2*len(e.store.Root) // the write and its copy in the record
+		}
+		for _, r := range f.Reads {
+			n += len(r.Key) + 24
+		}
+		out = append(out, &staged{f: f, id: id, at: at, bytes: n})
+	}
+	return out
+}
+
+func (e *Engine) checkFiring(f *eval.Firing) error {
+	if len(f.Writes)+1 > e.cfg.MaxTxnOps {
+		return fmt.Errorf("%d writes and its record exceed the transaction limit of %d operations", len(f.Writes), e.cfg.MaxTxnOps)
+	}
+	reads := 0
+	for _, r := range f.Reads {
+		if !r.Own {
+			reads++
+		}
+	}
+	if reads+1+len(e.guardsFor(nil)) > e.cfg.MaxTxnOps {
+		return fmt.Errorf("%d reads exceed the transaction limit of %d compares", reads, e.cfg.MaxTxnOps)
+	}
+	seen := make(map[string]bool, len(f.Writes))
+	for _, w := range f.Writes {
+		if seen[w.Key] {
+			return fmt.Errorf("writes %s twice", w.Key)
+		}
+		seen[w.Key] = true
+		if w.Value == nil {
+			if _, err := e.store.Schema.Parse(w.Key); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := e.store.Schema.Validate(w.Key, w.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropOrphans removes the firings that read a value written earlier in the
+// plan (Own) whose writer is no longer on its way: dropped as stale, or
+// never staged. It returns the keys whose new values they would have read,
+// so that evaluating again reaches their bindings.
+func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
+	ahead := map[string]bool{}
+	var orphaned []string
+	out := pending[:0]
+	for _, st := range pending {
+		ok := true
+		for _, r := range st.f.Reads {
+			if !r.Own {
+				continue
+			}
+			if _, done := run.ownRev[r.Key]; !done && !ahead[r.Key] {
+				ok = false
+				orphaned = append(orphaned, r.Key)
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, w := range st.f.Writes {
+			ahead[w.Key] = true
+		}
+		out = append(out, st)
+	}
+	return out, orphaned
+}
+
+// chunkLen returns how many firings from the head of pending go into the next
+// transaction: as many as fit its operation, compare and byte limits, and
+// never two writes of one key (etcd refuses those in one transaction).
+func (e *Engine) chunkLen(t *term, pending []*staged) int {
+	ops, cmps, size := 0, len(e.guardsFor(t)), 0
+	written := map[string]bool{}
+	conds := map[string]int64{}
+	for i, st := range pending {
+		o := len(st.f.Writes) + 1
+		c := 1
+		for _, r := range st.f.Reads {
+			if rev, ok := conds[r.Key]; !r.Own && (!ok || rev != r.Rev) {
+				c++
+			}
+		}
+		dup := false
+		for _, w := range st.f.Writes {
+			dup = dup || written[w.Key]
+		}
+		if i > 0 && (dup || ops+o > e.cfg.MaxTxnOps || cmps+c > e.cfg.MaxTxnOps || size+st.bytes > e.cfg.MaxTxnBytes) {
+			return i
+		}
+		ops, cmps, size = ops+o, cmps+c, size+st.bytes
+		for _, w := range st.f.Writes {
+			written[w.Key] = true
+		}
+		for _, r := range st.f.Reads {
+			if !r.Own {
+				conds[r.Key] = r.Rev
+			}
+		}
+	}
+	return len(pending)
+}
+
+// commitChunk writes the firings of one chunk and their records in one
+// transaction guarded by every fact they read, the absence of their record
+// keys, and the leader key.
+func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk []*staged) (int64, error) {
+	txn := facts.Txn{Guard: e.guardsFor(t)}
+	conds := map[string]int64{}
+	for _, st := range chunk {
+		for _, r := range st.f.Reads {
+			if r.Own {
+				continue
+			}
+			if rev, ok := conds[r.Key]; ok && rev == r.Rev {
+				continue
+			}
+			conds[r.Key] = r.Rev
+			txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: r.Rev})
+		}
+		key := facts.Event(st.id)
+		txn.If = append(txn.If, facts.Cond{Key: key, Rev: 0})
+		for _, w := range st.f.Writes {
+			txn.Ops = append(txn.Ops, facts.Op{Key: w.Key, Value: w.Value})
+		}
+		rec, err := encodeRecord(&st.f, run.version, e.cfg.Identity, st.at, run.ownRev)
+		if err != nil {
+			return 0, err
+		}
+		txn.Ops = append(txn.Ops, facts.Put(key, rec))
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.CommitTimeout)
+	defer cancel()
+	rev, err := e.store.Commit(cctx, txn)
+	if err == nil {
+		e.m.committed(chunk, rev, time.Since(start))
+	}
+	return rev, err
+}
+
+// apply commits a plan. A failed compare means someone changed a fact a
+// firing read: the engine waits until the mirror holds the newer state,
+// drops the firings whose reads are stale (and those that read their
+// writes), commits the rest, and evaluates the dropped bindings again. The
+// attempt count resets whenever a transaction commits; past RetryLimit the
+// plan is abandoned and a full evaluation scheduled. While etcd does not
+// answer, the same transaction is retried with backoff: its record keys make
+// a retry after a lost answer harmless. It returns only on ctx's end or the
+// loss of leadership.
+func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
+	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
+	pending := e.stage(p.Firings, p.RuleSetVersion)
+	reeval := map[string]bool{}
+	stuck := 0
+	backoff := e.cfg.BackoffMin
+	for {
+		var orphaned []string
+		pending, orphaned = run.dropOrphans(pending)
+		for _, k := range orphaned {
+			reeval[k] = true
+		}
+		if len(pending) == 0 {
+			if len(reeval) == 0 {
+				return nil
+			}
+			if err := e.mirror.WaitRev(ctx, run.lastRev); err != nil {
+				return err
+			}
+			p2, err := e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changesFor(r, reeval)) })
+			if err != nil {
+				e.log.Error("engine: evaluating again after a conflict failed", "err", err, "version", run.version)
+				e.needFull = true
+				return nil
+			}
+			e.noteProblems(p2)
+			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
+			reeval = map[string]bool{}
+			pending = e.stage(p2.Firings, run.version)
+			continue
+		}
+		n := e.chunkLen(t, pending)
+		chunk := pending[:n]
+		rev, err := e.commitChunk(ctx, t, run, chunk)
+		switch {
+		case err == nil:
+			run.committed(chunk, rev)
+			e.noteCommitted(rev)
+			pending = pending[n:]
+			stuck, backoff = 0, e.cfg.BackoffMin
+			e.log.Debug("engine: committed", "rev", rev, "firings", n, "rule", chunk[0].f.Rule)
+		case errors.Is(err, facts.ErrConflict):
+			e.m.update(func(s *Stats) { s.Conflicts++ })
+			if lead, lerr := e.stillLeader(ctx, t); lerr == nil && !lead {
+				return errLostLeadership
+			}
+			if err := e.mirror.WaitRev(ctx, rev); err != nil {
+				return err
+			}
+			var done bool
+			var doneRev int64
+			var stale []string
+			e.mirror.View(func(r facts.Reader) {
+				if f, ok := r.Get(facts.Event(chunk[0].id)); ok {
+					done, doneRev = true, f.ModRevision // an earlier attempt committed
+					return
+				}
+				for _, st := range chunk {
+					if _, taken := r.Get(facts.Event(st.id)); taken {
+						st.id, st.at = e.ids.next()
+					}
+				}
+				pending, stale = dropStale(r, pending)
+			})
+			if done {
+				run.committed(chunk, doneRev)
+				e.noteCommitted(doneRev)
+				pending = pending[n:]
+				stuck = 0
+				continue
+			}
+			for _, k := range stale {
+				reeval[k] = true
+			}
+			stuck++
+			e.log.Info("engine: conflict; evaluating stale firings again", "rev", rev, "rule", chunk[0].f.Rule,
+				"stale_keys", len(stale), "attempt", stuck, "version", run.version)
+			if stuck > e.cfg.RetryLimit {
+				e.log.Error("engine: plan still conflicts after the retry limit; evaluating everything again", "attempts", stuck,
+					"pending", len(pending), "version", run.version)
+				e.m.update(func(s *Stats) { s.GaveUp++ })
+				e.needFull = true
+				return nil
+			}
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			e.m.update(func(s *Stats) { s.Unavailable++ })
+			e.log.Warn("engine: commit failed; retrying", "err", err, "firings", n, "retry_in", backoff)
+			if t.lost() {
+				return errLostLeadership
+			}
+			if !sleep(ctx, backoff) {
+				return ctx.Err()
+			}
+			backoff = min(backoff*2, e.cfg.BackoffMax)
+		}
+	}
+}
+
+// dropStale removes the firings that read a fact whose revision is no longer
+// the one they read, and returns the keys that changed under them.
+func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
+	var changed []string
+	out := pending[:0]
+	for _, st := range pending {
+		fresh := true
+		for _, rd := range st.f.Reads {
+			if rd.Own {
+				continue
+			}
+			var cur int64
+			if f, ok := r.Get(rd.Key); ok {
+				cur = f.ModRevision
+			}
+			if cur != rd.Rev {
+				fresh = false
+				changed = append(changed, rd.Key)
+			}
+		}
+		if fresh {
+			out = append(out, st)
+		}
+	}
+	return out, changed
+}
+
+// changesFor presents keys as changes, as they stand in r, so that the
+// evaluator re-evaluates the bindings that read them.
+func changesFor(r facts.Reader, keys map[string]bool) []facts.Change {
+	ks := make([]string, 0, len(keys))
+	for k := range keys {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	out := make([]facts.Change, 0, len(ks))
+	for _, k := range ks {
+		if f, ok := r.Get(k); ok {
+			out = append(out, facts.Change{Fact: f})
+		} else {
+			out = append(out, facts.Change{Fact: facts.Fact{Key: k, ModRevision: r.Rev()}, Deleted: true})
+		}
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}

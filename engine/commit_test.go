@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// countPlan has n firings of rule "count", each writing w effective counts.
+func countPlan(n, w int) eval.Plan {
+	p := eval.Plan{RuleSetVersion: "v1"}
+	for i := 0; i < n; i++ {
+		f := eval.Firing{Rule: "count", Kind: "derive", Bindings: map[string]string{"i": strconv.Itoa(i)}}
+		for j := 0; j < w; j++ {
+			k := facts.EffectiveInstances(fmt.Sprintf("s%d-%d", i, j))
+			f.Reads = append(f.Reads, eval.Read{Key: k, Rev: 0})
+			f.Writes = append(f.Writes, eval.Write{Key: k, Value: []byte(strconv.Itoa(i))})
+		}
+		p.Firings = append(p.Firings, f)
+	}
+	return p
+}
+
+// byRevision groups the firing records by the revision they committed at.
+func byRevision(evs []event) map[int64][]event {
+	out := map[int64][]event{}
+	for _, e := range evs {
+		out[e.Rev] = append(out[e.Rev], e)
+	}
+	return out
+}
+
+// A plan larger than the transaction limit commits in several transactions,
+// each holding whole firings with their records.
+func TestPlanSplitOnFiringBoundaries(t *testing.T) {
+	tests := []struct {
+		name         string
+		firings, w   int
+		maxOps       int
+		wantTxns     int
+		wantPerTxnAt int // firings in the first transaction
+	}{
+		{"fits in one", 5, 3, 128, 1, 5},
+		{"two firings per txn", 10, 3, 8, 5, 2}, // 4 ops per firing
+		{"one firing per txn", 6, 3, 7, 6, 1},   // 4 ops each, 2 do not fit in 7
+		{"compares bind too", 9, 1, 6, 3, 3},    // 2 ops but 2 compares per firing
+		{"uneven last", 7, 2, 9, 3, 3},          // 3 ops each
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t)
+			cfg := testConfig()
+			cfg.MaxTxnOps = tc.maxOps
+			e := v.engine(t, &copyEval{}, cfg)
+			if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(tc.firings, tc.w)); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			evs := v.events(t)
+			if len(evs) != tc.firings {
+				t.Fatalf("want %d records, have %d", tc.firings, len(evs))
+			}
+			groups := byRevision(evs)
+			if len(groups) != tc.wantTxns {
+				t.Errorf("want %d transactions, have %d", tc.wantTxns, len(groups))
+			}
+			if n := len(groups[evs[0].Rev]); n != tc.wantPerTxnAt {
+				t.Errorf("first transaction holds %d firings, want %d", n, tc.wantPerTxnAt)
+			}
+			for _, ev := range evs {
+				for _, w := range ev.Writes {
+					f, ok := v.get(t, w.Key)
+					if !ok || f.ModRevision != ev.Rev || string(f.Value) != string(w.Value) {
+						t.Errorf("%s: written at %d (%s), its record at %d", w.Key, f.ModRevision, f.Value, ev.Rev)
+					}
+				}
+			}
+			if st := e.Stats(); st.Txns != int64(tc.wantTxns) || st.KeysWritten != int64(tc.firings*tc.w) {
+				t.Errorf("stats: %d txns, %d keys", st.Txns, st.KeysWritten)
+			}
+		})
+	}
+}
+
+// A firing that read a value written earlier in the plan commits after its
+// writer, even across transactions, and its record names the writer's revision.
+func TestOwnReadsCommitAfterTheirWriter(t *testing.T) {
+	v := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxTxnOps = 4 // one firing per transaction
+	e := v.engine(t, &copyEval{}, cfg)
+	a, b := facts.ServiceInstances("a"), facts.ServiceInstances("b")
+	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "first", Reads: []eval.Read{{Key: a}}, Writes: []eval.Write{{Key: a, Value: []byte("1")}, {Key: facts.ServiceInstances("a2"), Value: []byte("1")}}},
+		{Rule: "second", Reads: []eval.Read{{Key: a, Own: true}, {Key: b}}, Writes: []eval.Write{{Key: b, Value: []byte("2")}, {Key: facts.ServiceInstances("b2"), Value: []byte("1")}}},
+	}}
+	if err := e.apply(v.ctx, nil, &copyEval{}, p); err != nil {
+		t.Fatal(err)
+	}
+	evs := v.events(t)
+	if len(evs) != 2 || evs[0].Rule != "first" || evs[1].Rule != "second" || evs[0].Rev >= evs[1].Rev {
+		t.Fatalf("records: %+v", evs)
+	}
+	if r := evs[1].Reads[0]; !r.Own || r.Rev != evs[0].Rev {
+		t.Errorf("second's read of %s: %+v, want own at revision %d", a, r, evs[0].Rev)
+	}
+}
+
+// When the writer of a value is stale, the firings that read that value
+// are dropped with it and evaluated again; nothing stale commits.
+func TestOwnReadDroppedWithStaleWriter(t *testing.T) {
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{}, testConfig())
+	x := facts.ServiceInstances("x")
+	v.put(t, x, "1") // the writer read x as absent: stale
+	a, b, c := facts.EffectiveInstances("a"), facts.EffectiveInstances("b"), facts.EffectiveInstances("c")
+	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "writer", Reads: []eval.Read{{Key: x}}, Writes: []eval.Write{{Key: a, Value: []byte("1")}}},
+		{Rule: "reader", Reads: []eval.Read{{Key: a, Own: true}}, Writes: []eval.Write{{Key: b, Value: []byte("2")}}},
+		{Rule: "bystander", Reads: []eval.Read{{Key: c}}, Writes: []eval.Write{{Key: c, Value: []byte("3")}}},
+	}}
+	if err := e.mirror.WaitRev(v.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	ev := &copyEval{version: "v1"}
+	if err := e.apply(v.ctx, nil, ev, p); err != nil {
+		t.Fatal(err)
+	}
+	evs := v.events(t) // the bystander, then copy's firing for x evaluated again
+	if len(evs) != 2 || evs[0].Rule != "bystander" || evs[1].Rule != "copy" {
+		t.Fatalf("want the bystander and the re-evaluated copy committed, have %+v", evs)
+	}
+	for _, k := range []string{a, b} {
+		if _, ok := v.get(t, k); ok {
+			t.Errorf("%s written by a stale firing", k)
+		}
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.calls) != 1 || ev.calls[0] != x+","+a {
+		t.Errorf("re-evaluated with %v, want the stale key and the orphaned read (%s,%s)", ev.calls, x, a)
+	}
+}
+
+// A leader whose key is gone writes nothing, whatever it planned.
+func TestDeposedLeaderWritesNothing(t *testing.T) {
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{}, testConfig())
+	lease, err := v.store.Client.Grant(v.ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "/ccattler-leader/test"
+	resp, err := v.store.Client.Put(v.ctx, key, "engine-a", clientv3.WithLease(lease.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &term{key: key, rev: resp.Header.Revision}
+	if err := e.apply(v.ctx, tm, &copyEval{}, countPlan(2, 1)); err != nil {
+		t.Fatalf("apply as leader: %v", err)
+	}
+	if _, err := v.store.Client.Revoke(v.ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	err = e.apply(v.ctx, tm, &copyEval{}, countPlan(4, 2))
+	if !errors.Is(err, errLostLeadership) {
+		t.Fatalf("apply after losing the key: %v, want errLostLeadership", err)
+	}
+	if n := len(v.events(t)); n != 2 {
+		t.Errorf("want the 2 records of the first term only, have %d", n)
+	}
+	if _, ok := v.get(t, facts.EffectiveInstances("s3-1")); ok {
+		t.Error("a deposed leader wrote")
+	}
+}
+
+// Firings that can never commit are reported and skipped; the rest commit.
+func TestUncommittableFiringsSkipped(t *testing.T) {
+	v := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxTxnOps = 4
+	e := v.engine(t, &copyEval{}, cfg)
+	k := facts.EffectiveInstances
+	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "bad-value", Writes: []eval.Write{{Key: k("a"), Value: []byte(`"three"`)}}},
+		{Rule: "unknown-key", Writes: []eval.Write{{Key: "nowhere/x", Value: []byte(`1`)}}},
+		{Rule: "twice", Writes: []eval.Write{{Key: k("b"), Value: []byte(`1`)}, {Key: k("b"), Value: []byte(`2`)}}},
+		{Rule: "too-big", Writes: []eval.Write{{Key: k("c"), Value: []byte(`1`)}, {Key: k("d"), Value: []byte(`1`)},
+			{Key: k("e"), Value: []byte(`1`)}, {Key: k("f"), Value: []byte(`1`)}}},
+		{Rule: "good", Writes: []eval.Write{{Key: k("g"), Value: []byte(`7`)}}},
+	}}
+	if err := e.apply(v.ctx, nil, &copyEval{}, p); err != nil {
+		t.Fatal(err)
+	}
+	evs := v.events(t)
+	if len(evs) != 1 || evs[0].Rule != "good" {
+		t.Fatalf("want only rule good committed, have %+v", evs)
+	}
+	if st := e.Stats(); st.Rejected != 4 {
+		t.Errorf("want 4 rejected firings, have %d", st.Rejected)
+	}
+}
+
+// Firing records past retention are deleted oldest first, in batches.
+func TestEventRetention(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxCount int
+		maxAge   time.Duration
+		old      int // records from 2020
+		fresh    int // records committed now
+		want     int // records deleted
+	}{
+		{"by count", 5, 0, 0, 8, 3},
+		{"by age", 0, time.Hour, 3, 4, 3},
+		{"by count and age", 5, time.Hour, 3, 4, 3},
+		{"count beyond the old ones", 2, time.Hour, 3, 4, 5},
+		{"nothing due", 100, time.Hour, 0, 4, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t)
+			cfg := testConfig()
+			cfg.MaxTxnOps = 4 // deletes in several batches
+			cfg.EventMaxCount, cfg.EventMaxAge = tc.maxCount, tc.maxAge
+			e := v.engine(t, &copyEval{}, cfg)
+			for i := 0; i < tc.old; i++ {
+				v.put(t, facts.Event(fmt.Sprintf("20200101T000000.00000000%dZ-000001", i)), `{"rule": "old"}`)
+			}
+			if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(tc.fresh, 1)); err != nil {
+				t.Fatal(err)
+			}
+			before := v.events(t)
+			if err := v.mirror.WaitRev(v.ctx, e.lastRev); err != nil {
+				t.Fatal(err)
+			}
+			n, err := e.prune(v.ctx, nil, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("deleted %d records, want %d", n, tc.want)
+			}
+			after := v.events(t)
+			if len(after) != len(before)-tc.want {
+				t.Fatalf("%d records left, want %d", len(after), len(before)-tc.want)
+			}
+			for i := range after { // the newest stay
+				if after[i].Key != before[tc.want+i].Key {
+					t.Errorf("kept %s, want %s", after[i].Key, before[tc.want+i].Key)
+				}
+			}
+		})
+	}
+}
+
+// Without etcd the committer stalls and retries the same transaction; when
+// etcd is back the plan commits, once.
+func TestStallsWhileEtcdIsDown(t *testing.T) {
+	v := newEnv(t)
+	cfg := testConfig()
+	cfg.CommitTimeout = 200 * time.Millisecond
+	e := v.engine(t, &copyEval{}, cfg)
+	v.etcd.Close()
+	done := make(chan error, 1)
+	go func() { done <- e.apply(v.ctx, nil, &copyEval{}, countPlan(3, 1)) }()
+	time.Sleep(700 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("apply returned while etcd was down: %v", err)
+	default:
+	}
+	v.etcd.Restart(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("apply did not finish after etcd came back")
+	}
+	if n := len(v.events(t)); n != 3 {
+		t.Errorf("want 3 records, have %d", n)
+	}
+	if st := e.Stats(); st.Unavailable < 1 || st.Txns != 1 {
+		t.Errorf("want failed attempts then one transaction: %+v", st)
+	}
+}

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config configures an Engine. Start from NewConfig; Validate names the bad field.
+type Config struct {
+	// MaxTxnOps is the most writes (and, separately, compares) one
+	// transaction may hold: etcd's --max-txn-ops. Plans larger than this are
+	// split on firing boundaries. 128 is etcd's default; the embedded etcd of
+	// `ccattler server` allows facts.NewEmbedConfig().MaxTxnOps.
+	MaxTxnOps int
+	// MaxTxnBytes bounds the size of one transaction's keys and values, below
+	// etcd's --max-request-bytes (default 1.5 MiB).
+	MaxTxnBytes int
+	// Identity names this engine in the election and in every firing record
+	// it writes ("leader"). Default: hostname-pid.
+	Identity string
+	// LeaderPrefix is the etcd election prefix. It lies outside the fact
+	// root, so the mirror never sees it. Default: the root without its
+	// trailing slash + "-leader/" (e.g. /ccattler-leader/).
+	LeaderPrefix string
+	// SessionTTL is how long a leader that stops answering stays leader: a
+	// standby takes over within about this long.
+	SessionTTL time.Duration
+	// RetryLimit is how many conflicting attempts in a row, without any firing
+	// committed in between, a plan gets before the engine gives up on it and
+	// evaluates everything again after a pause.
+	RetryLimit int
+	// CommitTimeout bounds one transaction attempt; an attempt without an
+	// answer is retried (its record keys make that safe).
+	CommitTimeout time.Duration
+	// BackoffMin and BackoffMax bound the pause between attempts while etcd
+	// is unreachable or without quorum.
+	BackoffMin, BackoffMax time.Duration
+	// EventMaxAge and EventMaxCount bound the firing records kept under
+	// event/ (0: no bound of that kind); the oldest go first.
+	EventMaxAge   time.Duration
+	EventMaxCount int
+	// PruneInterval is how often the leader deletes records past retention.
+	PruneInterval time.Duration
+	// Log receives the engine's logs; nil discards them.
+	Log *slog.Logger
+}
+
+// NewConfig returns the defaults.
+func NewConfig() Config {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "engine"
+	}
+	return Config{
+		MaxTxnOps:     128,
+		MaxTxnBytes:   1 << 20,
+		Identity:      fmt.Sprintf("%s-%d", host, os.Getpid()),
+		SessionTTL:    5 * time.Second,
+		RetryLimit:    8,
+		CommitTimeout: 30 * time.Second,
+		BackoffMin:    50 * time.Millisecond,
+		BackoffMax:    5 * time.Second,
+		EventMaxAge:   7 * 24 * time.Hour,
+		EventMaxCount: 100000,
+		PruneInterval: 30 * time.Second,
+	}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxTxnOps < 4:
+		return fmt.Errorf("engine: MaxTxnOps %d: expected at least 4 (etcd's default is 128)", c.MaxTxnOps)
+	case c.MaxTxnBytes < 4096:
+		return fmt.Errorf("engine: MaxTxnBytes %d: expected at least 4096", c.MaxTxnBytes)
+	case c.Identity == "" || strings.ContainsAny(c.Identity, "\n\x00"):
+		return fmt.Errorf("engine: Identity %q: expected a non-empty single-line name", c.Identity)
+	case c.SessionTTL < time.Second:
+		return fmt.Errorf("engine: SessionTTL %s: expected at least 1s (etcd leases count whole seconds)", c.SessionTTL)
+	case c.RetryLimit < 1:
+		return fmt.Errorf("engine: RetryLimit %d: expected at least 1", c.RetryLimit)
+	case c.CommitTimeout <= 0:
+		return fmt.Errorf("engine: CommitTimeout %s: expected a positive duration", c.CommitTimeout)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("engine: backoff %s..%s: expected 0 < BackoffMin <= BackoffMax", c.BackoffMin, c.BackoffMax)
+	case c.EventMaxAge < 0 || c.EventMaxCount < 0:
+		return fmt.Errorf("engine: event retention %s / %d records: expected no negative bound", c.EventMaxAge, c.EventMaxCount)
+	case c.PruneInterval <= 0:
+		return fmt.Errorf("engine: PruneInterval %s: expected a positive duration", c.PruneInterval)
+	}
+	return nil
+}

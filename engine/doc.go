@@ -1,0 +1,30 @@
+// Package engine runs a rule set's evaluator on the fact mirror and writes
+// its conclusions to etcd.
+//
+// A tour:
+//
+//   - engine.go: Engine, the Evaluator it runs, Swap, and Run, which
+//     campaigns in an etcd election (client/v3/concurrency) and leads while
+//     it holds it. A standby waits in the campaign.
+//   - round.go: the rounds of one term. The first evaluates everything
+//     (Full); each later one evaluates the changes the mirror delivered
+//     (Incremental). A swapped evaluator takes over between rounds.
+//   - commit.go: a Plan becomes etcd transactions. Every write is guarded by
+//     the ModRevision of each fact its firing read (0: still absent), every
+//     transaction by the leader key, so a deposed leader writes nothing.
+//     Plans larger than MaxTxnOps split on firing boundaries. A failed
+//     compare drops the stale firings, commits the rest and evaluates the
+//     dropped bindings again on fresher state.
+//   - record.go: each firing's record, event/{timestamp}-{sequence},
+//     committed in the same transaction as the writes it explains.
+//   - prune.go: retention of records by age and count.
+//   - metrics.go: counters (Stats).
+//
+// Usage:
+//
+//	m := facts.NewMirror(store, log)
+//	go m.Run(ctx)
+//	e, err := engine.New(store, m, evaluator, engine.NewConfig())
+//	go e.Run(ctx) // leads when elected; returns when ctx is done
+//	e.Swap(newEvaluator) // between two rounds
+package engine

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !ok() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// leaderKeys returns the election keys, oldest first.
+func leaderKeys(t *testing.T, v *env) []*mvccpb.KeyValue {
+	t.Helper()
+	resp, err := v.store.Client.Get(v.ctx, "/ccattler-leader/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Kvs
+}
+
+// Two engines: one leads, the other waits. When the leader's session is
+// killed, the standby takes over within seconds, and no record of the old
+// leader commits after the new one's election.
+func TestLeaderFailover(t *testing.T) {
+	a := newEnv(t)
+	b := envOn(t, a.etcd)
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgB.Identity = "engine-b"
+	ea := a.engine(t, &copyEval{version: "v1"}, cfgA)
+	eb := b.engine(t, &copyEval{version: "v1"}, cfgB)
+	a.run(t, ea)
+	waitFor(t, "engine-a leads", 5*time.Second, func() bool { return ea.Stats().Leading })
+	stopB := b.run(t, eb)
+	a.put(t, facts.ServiceInstances("one"), "1")
+	a.waitValue(t, facts.EffectiveInstances("one"), "1")
+	if eb.Stats().Leading {
+		t.Fatal("both engines lead")
+	}
+
+	// Kill the leader's session as a partition would: its lease is revoked
+	// behind its back, while changes keep coming for it to act on.
+	keys := leaderKeys(t, a)
+	if len(keys) != 2 || string(keys[0].Value) != "engine-a" || string(keys[1].Value) != "engine-b" {
+		t.Fatalf("election keys: %v", keys)
+	}
+	// engine-b's key exists since it began to campaign; it leads from the
+	// revision that deletes engine-a's key.
+	rv, err := a.store.Client.Revoke(a.ctx, clientv3.LeaseID(keys[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bRev := rv.Header.Revision
+	for i := 2; i <= 6; i++ {
+		a.put(t, facts.ServiceInstances("n"+strconv.Itoa(i)), strconv.Itoa(i))
+	}
+	took := waitFor(t, "engine-b takes over", 5*time.Second, func() bool { return eb.Stats().Leading })
+	t.Logf("standby took over %s after the leader's session ended", took)
+	if keys := leaderKeys(t, a); len(keys) == 0 || string(keys[0].Value) != "engine-b" {
+		t.Fatalf("election keys after the revoke: %v", keys)
+	}
+	for i := 2; i <= 6; i++ {
+		a.waitValue(t, facts.EffectiveInstances("n"+strconv.Itoa(i)), strconv.Itoa(i))
+	}
+	waitFor(t, "engine-a steps down", 5*time.Second, func() bool { return !ea.Stats().Leading })
+
+	byLeader := map[string]int{}
+	for _, ev := range a.events(t) {
+		byLeader[ev.Leader]++
+		switch ev.Leader {
+		case "engine-a":
+			if ev.Rev >= bRev {
+				t.Errorf("engine-a committed %s at %d, after engine-b was elected at %d", ev.Key, ev.Rev, bRev)
+			}
+		case "engine-b":
+			if ev.Rev <= bRev {
+				t.Errorf("engine-b committed %s at %d, before its election at %d", ev.Key, ev.Rev, bRev)
+			}
+		default:
+			t.Errorf("record %s from %q", ev.Key, ev.Leader)
+		}
+	}
+	if byLeader["engine-a"] < 1 || byLeader["engine-b"] < 1 {
+		t.Errorf("records by leader: %v, want some of each", byLeader)
+	}
+
+	// A leader that stops resigns: engine-a, waiting as standby, takes over at once.
+	stopB()
+	took = waitFor(t, "engine-a takes over after engine-b stops", 3*time.Second, func() bool { return ea.Stats().Leading })
+	t.Logf("standby took over %s after the leader stopped", took)
+	a.put(t, facts.ServiceInstances("last"), "7")
+	a.waitValue(t, facts.EffectiveInstances("last"), "7")
+	if st := ea.Stats(); st.Terms != 2 {
+		t.Errorf("engine-a terms: %d, want 2", st.Terms)
+	}
+
+}

@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"maps"
+	"sync"
+	"time"
+)
+
+// Stats are the engine's counters since it started. They are plain numbers
+// so that any metrics system can export them.
+type Stats struct {
+	Leading        bool             // this engine holds the election now
+	Terms          int64            // times it became leader
+	Rounds         int64            // evaluations, full ones included
+	FullRounds     int64            // evaluations of everything (startup, swap, give-up)
+	Firings        int64            // firings committed
+	FiringsByRule  map[string]int64 // firings committed, by rule
+	PlanFirings    int64            // firings planned (committed or not)
+	PlanWrites     int64            // writes planned
+	MaxPlanWrites  int              // largest plan seen, in writes
+	Txns           int64            // transactions committed
+	KeysWritten    int64            // puts and deletes committed, records excluded
+	Conflicts      int64            // transactions whose compares failed
+	Reevaluated    int64            // firings dropped as stale and evaluated again
+	GaveUp         int64            // plans abandoned after RetryLimit conflicts
+	Unavailable    int64            // attempts that failed because etcd did not answer
+	Rejected       int64            // firings that cannot be committed (too large, invalid)
+	Problems       int64            // rule problems reported by the evaluator
+	CommitTime     time.Duration    // total time spent in successful commits
+	MaxCommitTime  time.Duration    // slowest successful commit
+	EventsPruned   int64            // firing records deleted by retention
+	LastRev        int64            // revision of the last commit
+	RuleSetVersion string           // version of the evaluator in use
+}
+
+// metrics accumulates Stats; mu guards s.
+type metrics struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func newMetrics() *metrics { return &metrics{s: Stats{FiringsByRule: map[string]int64{}}} }
+
+func (m *metrics) update(fn func(s *Stats)) {
+	m.mu.Lock()
+	fn(&m.s)
+	m.mu.Unlock()
+}
+
+func (m *metrics) snapshot() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.s
+	s.FiringsByRule = maps.Clone(m.s.FiringsByRule)
+	return s
+}
+
+func (m *metrics) committed(chunk []*staged, rev int64, took time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.s.Txns++
+	m.s.CommitTime += took
+	m.s.MaxCommitTime = max(m.s.MaxCommitTime, took)
+	m.s.LastRev = max(m.s.LastRev, rev)
+	for _, st := range chunk {
+		m.s.Firings++
+		m.s.FiringsByRule[st.f.Rule]++
+		m.s.KeysWritten += int64(len(st.f.Writes))
+	}
+}

@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// lead runs rounds for one term. The first round, and the first after a
+// swap or an abandoned plan, evaluates everything; every other round
+// evaluates the changes the mirror delivered since the previous one. The
+// engine's own writes come back this way too; the evaluator plans nothing
+// for a value that is already there, so they cost one cheap round.
+func (e *Engine) lead(ctx context.Context, t *term) error {
+	sub := e.mirror.Subscribe()
+	defer sub.Close()
+	if err := e.catchUp(ctx); err != nil {
+		return err
+	}
+	pctx, stopPrune := context.WithCancel(ctx)
+	defer stopPrune()
+	go e.pruneLoop(pctx, t)
+
+	full := true
+	e.needFull = false
+	var retry <-chan time.Time
+	for {
+		ev, swapped := e.evaluator()
+		if swapped {
+			e.log.Info("engine: rule set swapped", "version", ev.Version())
+			full = true
+		}
+		if !full {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-e.swap:
+				continue
+			case <-retry:
+				retry, full = nil, true
+				continue
+			case <-sub.Ready():
+			}
+		}
+		// Taken before the view: a change that lands after it arrives in
+		// the next round, never in none.
+		batches := sub.Take()
+		if err := e.mirror.WaitRev(ctx, e.lastRev); err != nil {
+			return err
+		}
+		var p eval.Plan
+		var err error
+		start := time.Now()
+		if full {
+			p, err = e.evaluate(ev.Full)
+		} else {
+			changes := merge(batches)
+			if len(changes) == 0 {
+				continue
+			}
+			p, err = e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changes) })
+		}
+		wasFull := full
+		full = false
+		e.m.update(func(s *Stats) {
+			s.Rounds++
+			if wasFull {
+				s.FullRounds++
+			}
+		})
+		if err != nil {
+			e.log.Error("engine: evaluation failed; evaluating everything again shortly", "err", err, "version", ev.Version())
+			retry = time.After(e.cfg.BackoffMax)
+			continue
+		}
+		e.noteProblems(p)
+		if len(p.Firings) == 0 {
+			continue
+		}
+		writes := 0
+		for _, f := range p.Firings {
+			writes += len(f.Writes)
+		}
+		e.m.update(func(s *Stats) {
+			s.PlanFirings += int64(len(p.Firings))
+			s.PlanWrites += int64(writes)
+			s.MaxPlanWrites = max(s.MaxPlanWrites, writes)
+		})
+		e.log.Debug("engine: round planned", "full", wasFull, "rev", p.Rev, "firings", len(p.Firings),
+			"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
+		if p.RuleSetVersion == "" {
+			p.RuleSetVersion = ev.Version()
+		}
+		if err := e.apply(ctx, t, ev, p); err != nil {
+			return err
+		}
+		if e.needFull {
+			e.needFull = false
+			retry = time.After(e.cfg.BackoffMax)
+		}
+	}
+}
+
+// catchUp makes the mirror hold everything committed before this term
+// began, the previous leader's last writes included, and makes every event
+// id of this term sort after the newest record in etcd.
+func (e *Engine) catchUp(ctx context.Context) error {
+	prefix := e.store.Abs(facts.Event(""))
+	resp, err := e.store.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return fmt.Errorf("read the newest firing record under %s: %w", prefix, err)
+	}
+	if len(resp.Kvs) == 1 {
+		e.ids.seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
+	}
+	return e.mirror.WaitRev(ctx, resp.Header.Revision)
+}
+
+// merge flattens batches into one change per key, the latest, in the order
+// the keys last changed.
+func merge(batches []facts.Batch) []facts.Change {
+	last := map[string]int{}
+	var all []facts.Change
+	for _, b := range batches {
+		for _, c := range b.Changes {
+			last[c.Key] = len(all)
+			all = append(all, c)
+		}
+	}
+	out := all[:0]
+	for i, c := range all {
+		if last[c.Key] == i {
+			out = append(out, c)
+		}
+	}
+	return out
+}
