@@ -412,11 +412,23 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 	if len(ch.Body.Match) == 0 {
 		c.errorf(b.DefRange, "Empty choice", "choose %q has no match block: it needs patterns that enumerate the candidates.", ch.Name)
 	}
-	for _, v := range ch.Body.Binds {
-		if !before.has(v) {
-			ch.Vars = append(ch.Vars, v)
+	// The tie-break orders candidates by their own path variables (the
+	// node's name, not its cpu); aliases only when there is no path variable.
+	for _, p := range ch.Body.Match {
+		for _, v := range p.Vars() {
+			if !before.has(v) {
+				ch.Vars = appendUnique(ch.Vars, v)
+			}
 		}
 	}
+	if len(ch.Vars) == 0 {
+		for _, v := range ch.Body.Binds {
+			if !before.has(v) {
+				ch.Vars = append(ch.Vars, v)
+			}
+		}
+	}
+	sort.Strings(ch.Vars)
 	for _, fb := range content.Blocks.OfType("filters") {
 		as, d := attrs(fb.Body)
 		c.diags = append(c.diags, d...)

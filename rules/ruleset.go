@@ -1,8 +1,8 @@
 package rules
 
 import (
-	"github.com/ccattler/ccattler/facts"
 	"cel.dev/cel-go/cel"
+	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
 )
 

@@ -12,10 +12,23 @@ package eval
 // (read-your-writes): there is no etcd revision to compare yet; the committer
 // must commit the earlier firing first (same or earlier transaction) and never
 // commit this one if that one failed.
+//
+// Prefix is set when the read was "no key under the prefix Key exists" (an
+// absent pattern with variables no other pattern binds): Rev is 0 and the
+// committer guards it with a ranged compare, ModRevision == 0 over the
+// prefix (etcd compares every key of the range; an empty range passes).
+//
+// NoGuard is set for facts read as members of an aggregate (count, sum,
+// min, max): they are listed for the firing record (why), but the committer
+// must not compare them: a group may hold thousands of facts, and a fact
+// joining the group later could not be caught by a compare anyway. The next
+// round sees any change and corrects.
 type Read struct {
-	Key string
-	Rev int64
-	Own bool
+	Key     string
+	Rev     int64
+	Own     bool
+	Prefix  bool
+	NoGuard bool
 }
 
 // Write is one put (Value != nil) or delete (Value == nil) a firing makes.
@@ -28,6 +41,11 @@ type Write struct {
 
 // Firing is one rule firing under one binding: what it read and what it
 // writes. Its writes and its firing record commit in one transaction, or not at all.
+// Firings are in evaluation order; a later firing may depend on an earlier
+// one's writes (its Reads then have Own set for those keys). A Firing's Reads
+// include every key it writes, with the revision it had (0: absent), so that
+// a concurrent write to a target fails the compare. A fresh id's keys are
+// read with Rev 0: "created only if absent".
 type Firing struct {
 	Rule     string            // rule name
 	Bindings map[string]string // variable -> value (path segments and value aliases, as strings)
@@ -52,6 +70,8 @@ type Problem struct {
 	Rule string
 	Err  error
 }
+
+func (p Problem) Error() string { return "rule " + p.Rule + ": " + p.Err.Error() }
 
 // Plan is the result of one evaluation round.
 type Plan struct {

@@ -1,0 +1,348 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// Option configures an Evaluator.
+type Option func(*Evaluator)
+
+// WithSeed seeds the generator fresh ids are drawn from, so a run can be
+// replayed. The engine should seed from the clock and log the seed.
+func WithSeed(seed uint64) Option { return func(e *Evaluator) { e.seed = seed } }
+
+// WithClock sets what rules see as now (default time.Now).
+func WithClock(now func() time.Time) Option { return func(e *Evaluator) { e.clock = now } }
+
+// WithMaxPasses bounds the passes of a round's local fixpoint (default 16).
+func WithMaxPasses(n int) Option { return func(e *Evaluator) { e.maxPasses = n } }
+
+// WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
+func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
+
+// Stats counts the evaluator's work since New; tests use it to show that an
+// incremental round touches only the bindings a change affects.
+type Stats struct {
+	Rounds          int64 // Full and Incremental calls
+	Tasks           int64 // (rule, partial binding) evaluations
+	Bindings        int64 // bindings found by solving scopes
+	Evals           int64 // CEL evaluations
+	FactsVisited    int64 // facts a join looked at
+	TypeScans       int64 // joins that had to scan a whole fact type
+	Firings         int64
+	FreshCollisions int64 // fresh ids drawn again because taken
+	BadValues       int64 // stored values that did not decode for their type (skipped)
+}
+
+// Evaluator evaluates one rule set. It is not safe for concurrent use: the
+// engine runs one round at a time.
+type Evaluator struct {
+	rs        *rules.RuleSet
+	seed      uint64
+	rng       *rand.Rand
+	clock     func() time.Time
+	maxPasses int
+	maxFresh  int
+	pats      map[*rules.Pattern]*patInfo
+	heads     map[*rules.Head]*rules.Pattern
+	sites     map[*facts.FactType][]site
+	stats     Stats
+}
+
+// New returns an evaluator of rs.
+func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000,
+		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}}
+	for _, o := range opts {
+		o(e)
+	}
+	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
+	e.sites = buildSites(e, rs)
+	return e
+}
+
+// RuleSet returns the rule set the evaluator runs.
+func (e *Evaluator) RuleSet() *rules.RuleSet { return e.rs }
+
+// Stats returns the work counters.
+func (e *Evaluator) Stats() Stats { return e.stats }
+
+// Full evaluates every rule under every binding once: startup and reload.
+func (e *Evaluator) Full(r facts.Reader) Plan {
+	return e.run(r, func(rd *round) {
+		for _, rule := range e.rs.Rules {
+			rd.enqueue(rule, &binding{})
+		}
+	})
+}
+
+// Incremental evaluates only the bindings the changed facts affect: for each
+// change, the patterns it matches (positive, optional, absent, aggregate
+// and choice patterns, derive heads) give partial bindings, and each rule is
+// evaluated under those alone. r must already reflect the changes.
+func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
+	return e.run(r, func(rd *round) {
+		for _, c := range changes {
+			rd.dispatch(c, nil)
+		}
+	})
+}
+
+// errOscillation aborts a round in which a key returned to an earlier value.
+var errOscillation = errors.New("oscillation")
+
+// run evaluates a round to its local fixpoint. When rules oscillate, the
+// round is evaluated again from the start without them.
+func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
+	e.stats.Rounds++
+	stopped := map[string]bool{}
+	var problems []Problem
+	for attempt := 0; ; attempt++ {
+		rd := e.newRound(r, stopped)
+		seed(rd)
+		rd.loop()
+		problems = append(problems, rd.plan.Problems...)
+		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
+			rd.plan.Problems = dedupProblems(problems)
+			return *rd.plan
+		}
+		for _, n := range rd.osc {
+			stopped[n] = true
+		}
+	}
+}
+
+func dedupProblems(ps []Problem) []Problem {
+	seen := map[string]bool{}
+	var out []Problem
+	for _, p := range ps {
+		k := p.Rule + "\x00" + p.Err.Error()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type task struct {
+	r *rules.Rule
+	b *binding
+}
+
+// round is the state of one evaluation round.
+type round struct {
+	e        *Evaluator
+	ov       *overlay
+	plan     *Plan
+	now      ref.Val
+	queue    [][]task          // pending tasks by rule index
+	queued   []map[string]bool // binding keys in queue, by rule index
+	stopped  map[string]bool   // rules skipped for the rest of the round
+	history  map[string][]string
+	writers  map[string][]string
+	drawn    map[string]bool
+	cur      *rules.Rule
+	rejIdx   map[string]int
+	osc      []string // rules found oscillating: the round is redone without them
+}
+
+func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
+	n := len(e.rs.Rules)
+	rd := &round{e: e, ov: newOverlay(r, e.rs.Schema),
+		plan:    &Plan{RuleSetVersion: e.rs.Version, Rev: r.Rev()},
+		now:     types.Timestamp{Time: e.clock().UTC()},
+		queue:   make([][]task, n),
+		queued:  make([]map[string]bool, n),
+		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
+		drawn: map[string]bool{}, rejIdx: map[string]int{}}
+	for i := range rd.queued {
+		rd.queued[i] = map[string]bool{}
+	}
+	for name := range stopped {
+		rd.stopped[name] = true
+		rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: name,
+			Err: fmt.Errorf("stopped: it flips a key back and forth within a round")})
+	}
+	return rd
+}
+
+// enqueue adds a task; an empty binding (everything) subsumes the others.
+func (rd *round) enqueue(r *rules.Rule, b *binding) {
+	if rd.stopped[r.Name] {
+		return
+	}
+	i := r.Index
+	if rd.queued[i][""] {
+		return
+	}
+	k := b.key()
+	if k == "" {
+		rd.queue[i] = rd.queue[i][:0]
+		clear(rd.queued[i])
+	}
+	if rd.queued[i][k] {
+		return
+	}
+	rd.queued[i][k] = true
+	rd.queue[i] = append(rd.queue[i], task{r: r, b: b})
+}
+
+// loop runs passes over the rules in stratified order until no task is
+// left: a rule sees the writes of the rules it depends on from the same
+// pass. Tasks a pass creates run in the next one, so the passes bound it.
+func (rd *round) loop() {
+	for pass := 0; pass < rd.e.maxPasses; pass++ {
+		ran := false
+		for _, r := range rd.e.rs.Rules {
+			ts := rd.queue[r.Index]
+			if len(ts) == 0 {
+				continue
+			}
+			rd.queue[r.Index] = nil
+			clear(rd.queued[r.Index])
+			sort.Slice(ts, func(i, j int) bool { return ts[i].b.key() < ts[j].b.key() })
+			for _, t := range ts {
+				if rd.stopped[r.Name] {
+					break
+				}
+				ran = true
+				if err := rd.runTask(t); err != nil {
+					if errors.Is(err, errOscillation) {
+						return
+					}
+					rd.problem(r.Name, err)
+				}
+			}
+		}
+		if !ran {
+			return
+		}
+	}
+	for _, r := range rd.e.rs.Rules {
+		if len(rd.queue[r.Index]) > 0 {
+			rd.problem(r.Name, fmt.Errorf("no fixpoint after %d passes: its bindings keep changing; stopped for this round", rd.e.maxPasses))
+		}
+	}
+}
+
+// runTask evaluates one rule under one partial binding. A panic is
+// recovered and reported with the rule's name.
+func (rd *round) runTask(t task) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, firstLines(string(debug.Stack()), 12))
+		}
+	}()
+	rd.e.stats.Tasks++
+	rd.cur = t.r
+	if t.r.Derives() {
+		return rd.derive(t.r, t.b)
+	}
+	return rd.act(t.r, t.b)
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (rd *round) problem(rule string, err error) {
+	rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: rule, Err: err})
+	rd.stopped[rule] = true
+}
+
+func (rd *round) reject(r Rejection) {
+	var k strings.Builder
+	k.WriteString(r.Rule)
+	for _, m := range []map[string]string{r.Bindings, r.Candidate} {
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			k.WriteString("\x00" + n + "=" + m[n])
+		}
+		k.WriteString("\x01")
+	}
+	if i, ok := rd.rejIdx[k.String()]; ok {
+		rd.plan.Rejections[i] = r
+		return
+	}
+	rd.rejIdx[k.String()] = len(rd.plan.Rejections)
+	rd.plan.Rejections = append(rd.plan.Rejections, r)
+}
+
+
+const absentMark = "\x00absent"
+
+// commit adds a firing to the plan, applies its writes to the overlay and
+// dispatches them as changes. A key that returns to a value it held earlier
+// in the round is an oscillation: the rules that wrote it are stopped.
+func (rd *round) commit(f Firing) error {
+	for _, w := range f.Writes {
+		h, ok := rd.history[w.Key]
+		if !ok {
+			base := absentMark
+			if bf, ok := rd.ov.base.Get(w.Key); ok {
+				base = string(bf.Value)
+			}
+			h = []string{base}
+		}
+		nv := absentMark
+		if w.Value != nil {
+			nv = string(w.Value)
+		}
+		for _, old := range h {
+			if old == nv {
+				names := append([]string{f.Rule}, rd.writers[w.Key]...)
+				sort.Strings(names)
+				names = uniq(names)
+				rd.osc = names
+				for _, n := range names {
+					rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: n, Err: fmt.Errorf(
+						"oscillation: %s returned to an earlier value within one round (rules %s); stopped",
+						w.Key, strings.Join(names, ", "))})
+				}
+				return errOscillation
+			}
+		}
+		rd.history[w.Key] = append(h, nv)
+	}
+	rd.plan.Firings = append(rd.plan.Firings, f)
+	rd.e.stats.Firings++
+	for _, w := range f.Writes {
+		rd.ov.put(w.Key, w.Value)
+		rd.writers[w.Key] = append(rd.writers[w.Key], f.Rule)
+	}
+	r, _ := rd.e.rs.Rule(f.Rule)
+	for _, w := range f.Writes {
+		rd.dispatch(facts.Change{Fact: facts.Fact{Key: w.Key, Value: w.Value}, Deleted: w.Value == nil}, r)
+	}
+	return nil
+}
+
+func uniq(s []string) []string {
+	out := s[:0]
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,213 @@
+package eval
+
+import (
+	"strings"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// patInfo is what the planner precomputes about a pattern's template.
+type patInfo struct {
+	p        *rules.Pattern
+	varPos   []int // per segment: the fact type's variable position there, -1 for a schema literal
+	leadLits int   // segments before the fact type's first variable
+}
+
+func newPatInfo(p *rules.Pattern) *patInfo {
+	pi := &patInfo{p: p, varPos: make([]int, len(p.Segs)), leadLits: -1}
+	pos := 0
+	for i, sg := range p.Type.Segments {
+		if sg.Var == "" {
+			pi.varPos[i] = -1
+			continue
+		}
+		if pi.leadLits < 0 {
+			pi.leadLits = i
+		}
+		pi.varPos[i] = pos
+		pos++
+	}
+	if pi.leadLits < 0 {
+		pi.leadLits = len(p.Segs)
+	}
+	return pi
+}
+
+func (e *Evaluator) info(p *rules.Pattern) *patInfo {
+	pi, ok := e.pats[p]
+	if !ok {
+		pi = newPatInfo(p)
+		e.pats[p] = pi
+	}
+	return pi
+}
+
+// access paths, cheapest first.
+const (
+	accGet = iota
+	accPrefix
+	accByVar
+	accByValue
+	accScan
+)
+
+// known returns the value of segment i under b, if known.
+func known(p *rules.Pattern, i int, b *binding) (string, bool) {
+	sg := p.Segs[i]
+	if sg.Var == "" {
+		return sg.Lit, true
+	}
+	v, ok := b.get(sg.Var)
+	return v.str, ok
+}
+
+// plan picks the access path of p under b: a Get when every segment is
+// known, a prefix scan when leading variables are, an index by a later
+// variable or by the value, and a scan of the fact type only as a last resort.
+func (e *Evaluator) plan(p *rules.Pattern, b *binding) (acc, seg int, arg string) {
+	pi := e.info(p)
+	lead := 0
+	for lead < len(p.Segs) {
+		if _, ok := known(p, lead, b); !ok {
+			break
+		}
+		lead++
+	}
+	if lead == len(p.Segs) {
+		return accGet, 0, ""
+	}
+	if lead > pi.leadLits {
+		parts := make([]string, lead)
+		for i := range parts {
+			parts[i], _ = known(p, i, b)
+		}
+		return accPrefix, lead, strings.Join(parts, "/") + "/"
+	}
+	for i := range p.Segs {
+		if pi.varPos[i] >= 1 {
+			if v, ok := known(p, i, b); ok {
+				return accByVar, i, v
+			}
+		}
+	}
+	if p.Alias != "" {
+		if v, ok := b.get(p.Alias); ok {
+			if _, isStr := v.cel.Value().(string); isStr {
+				return accByValue, 0, v.str
+			}
+		}
+	}
+	return accScan, 0, ""
+}
+
+// scan visits the facts that may match p under b, by the planned access path.
+func (rd *round) scan(p *rules.Pattern, b *binding, fn visitor) {
+	acc, seg, arg := rd.e.plan(p, b)
+	ov := rd.ov
+	counted := func(f facts.Fact, own bool) bool {
+		rd.e.stats.FactsVisited++
+		return fn(f, own)
+	}
+	switch acc {
+	case accGet:
+		key := p.Format(b.str)
+		if f, ok, own := ov.get(key); ok {
+			counted(f, own)
+		}
+	case accPrefix:
+		ov.prefix(arg, counted)
+	case accByVar:
+		ov.byVar(p.Type, rd.e.info(p).varPos[seg], seg, arg, counted)
+	case accByValue:
+		ov.byValue(p.Type, arg, counted)
+	default:
+		rd.e.stats.TypeScans++
+		ov.ofType(p.Type, counted)
+	}
+}
+
+// bindFact matches f against p under b, pushing the variables and the
+// alias it binds. On false the caller truncates b.
+func (rd *round) bindFact(p *rules.Pattern, f facts.Fact, b *binding) bool {
+	n := strings.Count(f.Key, "/") + 1
+	if n != len(p.Segs) {
+		return false
+	}
+	rest := f.Key
+	for i := range p.Segs {
+		var part string
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			part, rest = rest[:j], rest[j+1:]
+		} else {
+			part, rest = rest, ""
+		}
+		if v, ok := known(p, i, b); ok {
+			if v != part {
+				return false
+			}
+			continue
+		}
+		b.push(p.Segs[i].Var, strVal(part))
+	}
+	if p.Alias == "" {
+		return true
+	}
+	dv, err := p.Type.Value.Decode(f.Value)
+	if err != nil {
+		rd.e.stats.BadValues++
+		return false
+	}
+	v := goVal(dv)
+	if old, ok := b.get(p.Alias); ok {
+		return old.str == v.str
+	}
+	b.push(p.Alias, v)
+	return true
+}
+
+// join enumerates the bindings of pats extending b, calling fn with b and
+// reads extended; fn returns false to stop. Patterns are taken cheapest
+// access path first, re-planned after each binds more variables.
+func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func() bool) bool {
+	used := make([]bool, len(pats))
+	var step func(left int) bool
+	step = func(left int) bool {
+		if left == 0 {
+			return fn()
+		}
+		best, bestAcc := -1, 0
+		for i, p := range pats {
+			if used[i] {
+				continue
+			}
+			acc, _, _ := rd.e.plan(p, b)
+			if best < 0 || acc < bestAcc {
+				best, bestAcc = i, acc
+			}
+		}
+		p := pats[best]
+		used[best] = true
+		cont := true
+		rd.scan(p, b, func(f facts.Fact, own bool) bool {
+			mark, rmark := b.len(), len(*reads)
+			if rd.bindFact(p, f, b) {
+				*reads = append(*reads, readOf(f, own))
+				cont = step(left - 1)
+			}
+			b.truncate(mark)
+			*reads = (*reads)[:rmark]
+			return cont
+		})
+		used[best] = false
+		return cont
+	}
+	return step(len(pats))
+}
+
+func readOf(f facts.Fact, own bool) Read {
+	if own {
+		return Read{Key: f.Key, Own: true}
+	}
+	return Read{Key: f.Key, Rev: f.ModRevision}
+}

@@ -1,0 +1,357 @@
+package eval
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+
+	"cel.dev/cel-go/common/types"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// body solves a rule's body under b and completes each binding through its
+// guard; it calls fn with each binding whose guard holds, in order.
+func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
+	sols := rd.solve(r.Body, b, nil)
+	ver := rd.ov.version
+	for _, s := range sols {
+		if rd.ov.version != ver && !r.Derives() {
+			// An earlier firing of this task wrote: make sure this binding
+			// still holds (read-your-writes), re-reading its facts.
+			again := rd.solve(r.Body, s.b.restrict(func(n string) bool { return isBodyVar(r, n) }), nil)
+			if len(again) == 0 {
+				continue
+			}
+			s = again[0]
+		}
+		if err := rd.complete(r.Body, s); err != nil {
+			return err
+		}
+		if r.When != nil {
+			ok, err := rd.evalBool(r.When, s.b, "when")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+		}
+		if r.Choose != nil {
+			c, err := rd.choose(r, s)
+			if err != nil {
+				return err
+			}
+			if c == nil {
+				continue
+			}
+			s = c
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isBodyVar(r *rules.Rule, n string) bool {
+	i := sort.SearchStrings(r.Body.Binds, n)
+	return i < len(r.Body.Binds) && r.Body.Binds[i] == n
+}
+
+// act evaluates an action rule under b: every binding whose guard holds
+// writes its heads (nothing when the values are already there).
+func (rd *round) act(r *rules.Rule, b *binding) error {
+	return rd.body(r, b, func(s *sol) error {
+		if r.Fresh == nil {
+			return rd.fire(r, s)
+		}
+		n := int64(1)
+		if r.Fresh.Count != nil {
+			v, err := rd.eval(r.Fresh.Count, s.b, "fresh count")
+			if err != nil {
+				return err
+			}
+			iv, ok := v.(types.Int)
+			if !ok {
+				return fmt.Errorf("fresh count %q: got %s, expected an int", r.Fresh.Count.Src, v.Type())
+			}
+			n = int64(iv)
+		}
+		if n > int64(rd.e.maxFresh) {
+			rd.problem(r.Name, fmt.Errorf("fresh count %q is %d; drawing the limit of %d this round", r.Fresh.Count.Src, n, rd.e.maxFresh))
+			n = int64(rd.e.maxFresh)
+		}
+		for i := int64(0); i < n; i++ {
+			id, err := rd.draw(r, s.b)
+			if err != nil {
+				return err
+			}
+			mark := s.b.len()
+			s.b.push(r.Fresh.Var, strVal(id))
+			err = rd.fire(r, s)
+			s.b.truncate(mark)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// draw returns a fresh id no key of the rule's heads uses, in the overlay
+// or among this round's earlier draws. A collision is redrawn.
+func (rd *round) draw(r *rules.Rule, b *binding) (string, error) {
+	for try := 0; try < 64; try++ {
+		id := fmt.Sprintf("%05x", rd.e.rng.Uint32()&0xfffff)
+		if rd.drawn[id] {
+			rd.e.stats.FreshCollisions++
+			continue
+		}
+		rd.drawn[id] = true
+		taken := false
+		for _, h := range r.Heads {
+			ent := entityPrefix(h, r.Fresh.Var, id, b)
+			if _, ok, _ := rd.ov.get(ent); ok {
+				taken = true
+			} else {
+				rd.ov.prefix(ent+"/", func(facts.Fact, bool) bool { taken = true; return false })
+			}
+			if taken {
+				break
+			}
+		}
+		if taken {
+			rd.e.stats.FreshCollisions++
+			continue
+		}
+		return id, nil
+	}
+	return "", fmt.Errorf("fresh %s: 64 draws in a row collided with existing ids", r.Fresh.Var)
+}
+
+// entityPrefix is the head's key up to and including the fresh variable's
+// segment, e.g. "observed/instance/a8f31": the entity the id names.
+func entityPrefix(h *rules.Head, v, id string, b *binding) string {
+	var out bytes.Buffer
+	for i, sg := range h.Segs {
+		if i > 0 {
+			out.WriteByte('/')
+		}
+		switch sg.Var {
+		case v:
+			out.WriteString(id)
+			return out.String()
+		case "":
+			out.WriteString(sg.Lit)
+		default:
+			out.WriteString(b.str(sg.Var))
+		}
+	}
+	return out.String()
+}
+
+// fire computes the heads of an action under s and, when anything changes,
+// adds the firing to the plan and applies it to the overlay. A fresh id's
+// keys are absent, so they are read with Rev 0: created only if absent.
+func (rd *round) fire(r *rules.Rule, s *sol) error {
+	reads := append([]Read(nil), s.reads...)
+	var writes []Write
+	for _, h := range r.Heads {
+		key := h.Format(s.b.str)
+		cur, exists, own := rd.ov.get(key)
+		if h.Kind == rules.Delete {
+			if !exists {
+				continue
+			}
+			writes = append(writes, Write{Key: key})
+			reads = append(reads, readOf(cur, own))
+			continue
+		}
+		raw, err := rd.value(h, key, s.b)
+		if err != nil {
+			return err
+		}
+		if exists && bytes.Equal(cur.Value, raw) {
+			continue
+		}
+		writes = append(writes, Write{Key: key, Value: raw})
+		if exists {
+			reads = append(reads, readOf(cur, own))
+		} else {
+			reads = append(reads, Read{Key: key, Own: own})
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: writes, Kind: "emit"})
+}
+
+// value evaluates a head's value and encodes it for the key's fact type.
+func (rd *round) value(h *rules.Head, key string, b *binding) ([]byte, error) {
+	v, err := rd.eval(h.Value, b, "value of "+h.Template)
+	if err != nil {
+		return nil, err
+	}
+	n, err := native(v)
+	if err != nil {
+		return nil, fmt.Errorf("value of %s: %v", key, err)
+	}
+	raw, err := rd.e.rs.Schema.Encode(key, n)
+	if err != nil {
+		return nil, fmt.Errorf("head %s: %w", h.Template, err)
+	}
+	return raw, nil
+}
+
+func dedupReads(in []Read) []Read {
+	seen := make(map[string]int, len(in))
+	out := in[:0]
+	for _, r := range in {
+		k := r.Key
+		if r.Prefix {
+			k += "\x00prefix"
+		}
+		if i, ok := seen[k]; ok {
+			// A guarded read wins over an unguarded one of the same key.
+			if out[i].NoGuard && !r.NoGuard {
+				out[i] = r
+			}
+			continue
+		}
+		seen[k] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+// derived is one key a derive rule derives, with the binding that derived it.
+type derived struct {
+	raw []byte
+	s   *sol
+}
+
+// deriveUnder computes the keys a derive rule derives under b, per head.
+func (rd *round) deriveUnder(r *rules.Rule, b *binding) ([]map[string]derived, error) {
+	out := make([]map[string]derived, len(r.Heads))
+	for i := range out {
+		out[i] = map[string]derived{}
+	}
+	err := rd.body(r, b, func(s *sol) error {
+		for i, h := range r.Heads {
+			key := h.Format(s.b.str)
+			if _, dup := out[i][key]; dup {
+				continue // the first binding in order wins
+			}
+			raw, err := rd.value(h, key, s.b)
+			if err != nil {
+				return err
+			}
+			out[i][key] = derived{raw: raw, s: &sol{b: s.b.clone(), reads: append([]Read(nil), s.reads...)}}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// derive maintains a rule's view for the keys affected under b: it puts
+// what the body derives and deletes the keys under the head that no
+// binding derives any more.
+func (rd *round) derive(r *rules.Rule, b *binding) error {
+	got, err := rd.deriveUnder(r, b)
+	if err != nil {
+		return err
+	}
+	// A key derived before by a binding that b does not constrain must be
+	// re-checked on its own head variables before it is deleted.
+	recheck := false
+	for _, n := range b.names {
+		in := false
+		for _, h := range r.Heads {
+			for _, v := range h.Vars() {
+				in = in || v == n
+			}
+		}
+		recheck = recheck || !in
+	}
+	for i, h := range r.Heads {
+		hp := rd.e.headPattern(h)
+		var stale []facts.Fact
+		var staleOwn []bool
+		hb := b.restrict(func(n string) bool {
+			for _, v := range h.Vars() {
+				if v == n {
+					return true
+				}
+			}
+			return false
+		})
+		rd.scan(hp, hb, func(f facts.Fact, own bool) bool {
+			mark := hb.len()
+			if rd.bindFact(hp, f, hb) {
+				if _, ok := got[i][f.Key]; !ok {
+					stale = append(stale, f)
+					staleOwn = append(staleOwn, own)
+				}
+			}
+			hb.truncate(mark)
+			return true
+		})
+		for j, f := range stale {
+			if recheck {
+				kb := &binding{}
+				if rd.bindFact(hp, f, kb) {
+					again, err := rd.deriveUnder(r, kb)
+					if err != nil {
+						return err
+					}
+					if d, ok := again[i][f.Key]; ok {
+						got[i][f.Key] = d
+						continue
+					}
+				}
+			}
+			kb := &binding{}
+			rd.bindFact(hp, f, kb)
+			if err := rd.commit(Firing{Rule: r.Name, Bindings: kb.strings(), Kind: "derive",
+				Reads: []Read{readOf(f, staleOwn[j])}, Writes: []Write{{Key: f.Key}}}); err != nil {
+				return err
+			}
+		}
+		keys := make([]string, 0, len(got[i]))
+		for k := range got[i] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			d := got[i][k]
+			cur, exists, own := rd.ov.get(k)
+			if exists && bytes.Equal(cur.Value, d.raw) {
+				continue
+			}
+			reads := append([]Read(nil), d.s.reads...)
+			if exists {
+				reads = append(reads, readOf(cur, own))
+			} else {
+				reads = append(reads, Read{Key: k, Own: own})
+			}
+			if err := rd.commit(Firing{Rule: r.Name, Bindings: d.s.b.strings(), Kind: "derive",
+				Reads: dedupReads(reads), Writes: []Write{{Key: k, Value: d.raw}}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// headPattern is a head seen as a pattern (no alias), to find the keys
+// under it.
+func (e *Evaluator) headPattern(h *rules.Head) *rules.Pattern {
+	if p, ok := e.heads[h]; ok {
+		return p
+	}
+	p := &rules.Pattern{Template: h.Template, Type: h.Type, Segs: h.Segs, Range: h.Range}
+	e.heads[h] = p
+	return p
+}

@@ -1,0 +1,301 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// sol is one binding of a scope with the facts it read.
+type sol struct {
+	b     *binding
+	reads []Read
+	key   string // b.key() at the time the scope was solved, for ordering
+}
+
+// solve enumerates the bindings of a scope's match, optional and absent
+// patterns extending b, in canonical order.
+func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
+	var out []*sol
+	bb := b.clone()
+	rs := append([]Read(nil), reads...)
+	rd.join(sc.Match, bb, &rs, func() bool {
+		mark, rmark := bb.len(), len(rs)
+		if rd.optionalAndAbsent(sc, bb, &rs) {
+			s := &sol{b: bb.clone(), reads: append([]Read(nil), rs...)}
+			s.key = s.b.key()
+			out = append(out, s)
+		}
+		bb.truncate(mark)
+		rs = rs[:rmark]
+		return true
+	})
+	rd.e.stats.Bindings += int64(len(out))
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// optionalAndAbsent binds the optional aliases (an empty optional when the
+// fact is absent) and checks the absent patterns.
+func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) bool {
+	for _, p := range sc.Optional {
+		key := p.Format(b.str)
+		f, ok, own := rd.ov.get(key)
+		if ok {
+			dv, err := p.Type.Value.Decode(f.Value)
+			if err == nil {
+				v := goVal(dv)
+				b.push(p.Alias, val{cel: types.OptionalOf(v.cel), str: v.str})
+				*reads = append(*reads, readOf(f, own))
+				continue
+			}
+			rd.e.stats.BadValues++
+		}
+		b.push(p.Alias, val{cel: types.OptionalNone, str: ""})
+		*reads = append(*reads, Read{Key: key, Own: own})
+	}
+	for _, p := range sc.Absent {
+		if !rd.absent(p, b, reads) {
+			return false
+		}
+	}
+	return true
+}
+
+// absent reports whether no fact matches p under b; unbound variables are
+// existential ("no endpoint of this service at all").
+func (rd *round) absent(p *rules.Pattern, b *binding, reads *[]Read) bool {
+	acc, _, _ := rd.e.plan(p, b)
+	if acc == accGet {
+		key := p.Format(b.str)
+		_, ok, own := rd.ov.get(key)
+		if !ok {
+			*reads = append(*reads, Read{Key: key, Own: own})
+		}
+		return !ok
+	}
+	found := false
+	probe := b.clone()
+	rd.scan(p, probe, func(f facts.Fact, own bool) bool {
+		mark := probe.len()
+		found = rd.bindFact(p, f, probe)
+		probe.truncate(mark)
+		return !found
+	})
+	if found {
+		return false
+	}
+	// Guard "still nothing" with a ranged compare when the unbound
+	// variables are all trailing; otherwise the next round catches it.
+	lead := 0
+	for lead < len(p.Segs) {
+		if _, ok := known(p, lead, b); !ok {
+			break
+		}
+		lead++
+	}
+	trailing := true
+	for i := lead; i < len(p.Segs); i++ {
+		if _, ok := known(p, i, b); ok {
+			trailing = false
+		}
+	}
+	if trailing {
+		parts := make([]string, lead)
+		for i := range parts {
+			parts[i], _ = known(p, i, b)
+		}
+		*reads = append(*reads, Read{Key: strings.Join(parts, "/") + "/", Prefix: true})
+	}
+	return true
+}
+
+// complete computes a scope's aggregates and lets onto s.
+func (rd *round) complete(sc *rules.Scope, s *sol) error {
+	for _, ag := range sc.Aggregates {
+		v, err := rd.aggregate(ag, s)
+		if err != nil {
+			return err
+		}
+		s.b.push(ag.Name, celVal(v))
+	}
+	for _, l := range sc.Lets {
+		v, err := rd.eval(l.Expr, s.b, "let "+l.Name)
+		if err != nil {
+			return err
+		}
+		s.b.push(l.Name, celVal(v))
+	}
+	return nil
+}
+
+func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
+	var acc ref.Val
+	n := int64(0)
+	for _, m := range rd.solve(ag.Body, s.b, nil) {
+		if ag.Where != nil {
+			ok, err := rd.evalBool(ag.Where, m.b, "aggregate "+ag.Name+" where")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		for _, r := range m.reads {
+			if !r.Prefix {
+				r.NoGuard = true
+				s.reads = append(s.reads, r)
+			}
+		}
+		n++
+		if ag.Func == "count" {
+			continue
+		}
+		v, err := rd.eval(ag.Of, m.b, "aggregate "+ag.Name)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case acc == nil:
+			acc = v
+		case ag.Func == "sum":
+			a, ok := acc.(traits.Adder)
+			if !ok {
+				return nil, fmt.Errorf("aggregate %s: cannot add %s values", ag.Name, acc.Type())
+			}
+			if acc = a.Add(v); types.IsError(acc) {
+				return nil, fmt.Errorf("aggregate %s: %v", ag.Name, acc.Value())
+			}
+		default:
+			c, ok := v.(traits.Comparer)
+			if !ok {
+				return nil, fmt.Errorf("aggregate %s: cannot compare %s values", ag.Name, v.Type())
+			}
+			cmp, ok := c.Compare(acc).(types.Int)
+			if !ok {
+				return nil, fmt.Errorf("aggregate %s: cannot compare %s with %s", ag.Name, v.Type(), acc.Type())
+			}
+			if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
+				acc = v
+			}
+		}
+	}
+	switch ag.Func {
+	case "count":
+		return types.Int(n), nil
+	case "sum":
+		if acc == nil {
+			if ag.Type.Kind() == types.DoubleKind {
+				return types.Double(0), nil
+			}
+			return types.Int(0), nil
+		}
+		return acc, nil
+	}
+	if acc == nil {
+		return types.OptionalNone, nil
+	}
+	return types.OptionalOf(acc), nil
+}
+
+// errBudget marks a CEL evaluation stopped by its cost limit.
+var errBudget = errors.New("over its CEL cost budget")
+
+func (rd *round) eval(e *rules.Expr, b *binding, what string) (ref.Val, error) {
+	rd.e.stats.Evals++
+	out, _, err := e.Program.Eval(&activation{b: b, now: rd.now})
+	if err != nil {
+		if strings.Contains(err.Error(), "cost limit exceeded") {
+			return nil, fmt.Errorf("%s %q: %w (limit %d): %v", what, e.Src, errBudget, rd.e.rs.CostLimit, err)
+		}
+		return nil, fmt.Errorf("%s %q: %w", what, e.Src, err)
+	}
+	if types.IsError(out) {
+		return nil, fmt.Errorf("%s %q: %v", what, e.Src, out.Value())
+	}
+	return out, nil
+}
+
+func (rd *round) evalBool(e *rules.Expr, b *binding, what string) (bool, error) {
+	v, err := rd.eval(e, b, what)
+	if err != nil {
+		return false, err
+	}
+	bv, ok := v.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("%s %q: got %s, expected a bool", what, e.Src, v.Type())
+	}
+	return bool(bv), nil
+}
+
+// choose picks the best candidate of the rule's choice for s, recording a
+// rejection for every candidate that fails a filter.
+func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
+	ch := r.Choose
+	cands := rd.solve(ch.Body, s.b, s.reads)
+	candKey := func(c *sol) string {
+		var k strings.Builder
+		for _, v := range ch.Vars {
+			k.WriteString(c.b.str(v))
+			k.WriteByte(0)
+		}
+		return k.String()
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return candKey(cands[i]) < candKey(cands[j]) })
+	var best *sol
+	var bestScore float64
+	outer := s.b.strings()
+	for _, c := range cands {
+		if err := rd.complete(ch.Body, c); err != nil {
+			return nil, err
+		}
+		var failed []string
+		for _, f := range ch.Filters {
+			ok, err := rd.evalBool(f.Expr, c.b, "filter "+f.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				failed = append(failed, f.Name)
+			}
+		}
+		if len(failed) > 0 {
+			cand := map[string]string{}
+			for _, v := range ch.Vars {
+				cand[v] = c.b.str(v)
+			}
+			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
+			continue
+		}
+		score := 0.0
+		if ch.Score != nil {
+			v, err := rd.eval(ch.Score, c.b, "score")
+			if err != nil {
+				return nil, err
+			}
+			switch x := v.(type) {
+			case types.Int:
+				score = float64(x)
+			case types.Double:
+				score = float64(x)
+			case types.Uint:
+				score = float64(x)
+			default:
+				return nil, fmt.Errorf("score %q: got %s, expected a number", ch.Score.Src, v.Type())
+			}
+		}
+		// Strictly greater: among equal scores the first in candidate order wins.
+		if best == nil || score > bestScore {
+			best, bestScore = c, score
+		}
+	}
+	return best, nil
+}

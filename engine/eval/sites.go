@@ -1,0 +1,151 @@
+package eval
+
+import (
+	"strings"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// site is a place in a rule where a changed fact can matter.
+type site struct {
+	r    *rules.Rule
+	p    *rules.Pattern
+	kind int
+	sc   *rules.Scope // lifted: the scope holding p
+}
+
+const (
+	// siteDirect: a pattern of the rule body (match, optional, absent); the
+	// key's path variables are the partial binding.
+	siteDirect = iota
+	// siteLifted: a pattern of an aggregate or of the choice; the partial
+	// bindings are found by joining the change with the rest of its scope
+	// and keeping the body's variables.
+	siteLifted
+	// siteHead: a key under a derive head; the head's variables are the
+	// partial binding, so a view is repaired when someone else touches it.
+	siteHead
+)
+
+func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
+	out := map[*facts.FactType][]site{}
+	add := func(s site) { out[s.p.Type] = append(out[s.p.Type], s) }
+	for _, r := range rs.Rules {
+		for _, p := range r.Body.Match {
+			add(site{r: r, p: p, kind: siteDirect})
+		}
+		for _, p := range r.Body.Optional {
+			add(site{r: r, p: p, kind: siteDirect})
+		}
+		for _, p := range r.Body.Absent {
+			add(site{r: r, p: p, kind: siteDirect})
+		}
+		lift := func(sc *rules.Scope) {
+			for _, p := range sc.Match {
+				add(site{r: r, p: p, kind: siteLifted, sc: sc})
+			}
+			for _, p := range append(append([]*rules.Pattern{}, sc.Optional...), sc.Absent...) {
+				add(site{r: r, p: p, kind: siteLifted, sc: sc})
+			}
+		}
+		for _, ag := range r.Body.Aggregates {
+			lift(ag.Body)
+		}
+		if r.Choose != nil {
+			lift(r.Choose.Body)
+			for _, ag := range r.Choose.Body.Aggregates {
+				lift(ag.Body)
+			}
+		}
+		if r.Derives() {
+			for _, h := range r.Heads {
+				add(site{r: r, p: e.headPattern(h), kind: siteHead})
+			}
+		}
+	}
+	return out
+}
+
+// matchKey binds p's path variables from key, or reports that key does not
+// fit p's literals.
+func matchKey(p *rules.Pattern, key string) (*binding, bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != len(p.Segs) {
+		return nil, false
+	}
+	b := &binding{}
+	for i, sg := range p.Segs {
+		if sg.Var == "" {
+			if sg.Lit != parts[i] {
+				return nil, false
+			}
+			continue
+		}
+		if v, ok := b.get(sg.Var); ok {
+			if v.str != parts[i] {
+				return nil, false
+			}
+			continue
+		}
+		b.push(sg.Var, strVal(parts[i]))
+	}
+	return b, true
+}
+
+// dispatch turns a changed fact into tasks. from is the rule whose firing
+// wrote it (nil for a change from outside): a rule's own writes do not
+// re-trigger its aggregates, its choice or its head, because the task that
+// wrote already evaluated with read-your-writes.
+func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
+	k, err := rd.e.rs.Schema.Parse(c.Key)
+	if err != nil {
+		return
+	}
+	for _, s := range rd.e.sites[k.Type] {
+		if rd.stopped[s.r.Name] || (from == s.r && s.kind != siteDirect) {
+			continue
+		}
+		kb, ok := matchKey(s.p, c.Key)
+		if !ok {
+			continue
+		}
+		switch s.kind {
+		case siteDirect:
+			rd.enqueue(s.r, kb.restrict(func(n string) bool { return isBodyVar(s.r, n) }))
+		case siteHead:
+			rd.enqueue(s.r, kb)
+		case siteLifted:
+			rd.lift(s, kb, c)
+		}
+	}
+}
+
+// lift finds the body bindings a change to an aggregate or choice pattern
+// affects: it joins the changed fact with the rest of its scope and keeps
+// the rule body's variables. When the join finds nothing (the fact's
+// siblings are gone too), what the key itself binds is used.
+func (rd *round) lift(s site, kb *binding, c facts.Change) {
+	if s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) && c.Value != nil {
+		if dv, err := s.p.Type.Value.Decode(c.Value); err == nil {
+			kb.push(s.p.Alias, goVal(dv))
+		}
+	}
+	var rest []*rules.Pattern
+	for _, p := range s.sc.Match {
+		if p != s.p {
+			rest = append(rest, p)
+		}
+	}
+	keep := func(n string) bool { return isBodyVar(s.r, n) }
+	found := false
+	var reads []Read
+	rd.join(rest, kb, &reads, func() bool {
+		found = true
+		rd.enqueue(s.r, kb.restrict(keep))
+		return !rd.queued[s.r.Index][""]
+	})
+	if !found {
+		rd.enqueue(s.r, kb.restrict(keep))
+	}
+}

@@ -1,0 +1,219 @@
+package eval
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// val is a bound value: its CEL form and the string form joins and
+// firing records use (a string as is, anything else as canonical JSON).
+type val struct {
+	cel ref.Val
+	str string
+}
+
+func strVal(s string) val { return val{cel: types.String(s), str: s} }
+
+// goVal wraps a decoded fact value (facts.ValueType.Decode).
+func goVal(v any) val {
+	c := types.DefaultTypeAdapter.NativeToValue(v)
+	return val{cel: c, str: stringOf(v)}
+}
+
+// celVal wraps a value computed by CEL.
+func celVal(c ref.Val) val {
+	n, err := native(c)
+	if err != nil {
+		return val{cel: c, str: fmt.Sprint(c.Value())}
+	}
+	return val{cel: c, str: stringOf(n)}
+}
+
+func stringOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case time.Duration:
+		return x.String()
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case nil:
+		return "null"
+	}
+	b, err := facts.CanonicalJSON(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// native converts a CEL value to the Go value facts.ValueType.Encode takes.
+func native(v ref.Val) (any, error) {
+	switch x := v.(type) {
+	case types.String:
+		return string(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		return int64(x), nil
+	case types.Double:
+		return float64(x), nil
+	case types.Bool:
+		return bool(x), nil
+	case types.Duration:
+		return x.Duration, nil
+	case types.Timestamp:
+		return x.Time, nil
+	case types.Null:
+		return nil, nil
+	case *types.Optional:
+		if !x.HasValue() {
+			return nil, nil
+		}
+		return native(x.GetValue())
+	case *types.Err:
+		return nil, x
+	}
+	if m, ok := v.(traits.Mapper); ok {
+		out := map[string]any{}
+		it := m.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %v is not a string: JSON objects have string keys", k.Value())
+			}
+			e, err := native(m.Get(k))
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = e
+		}
+		return out, nil
+	}
+	if l, ok := v.(traits.Lister); ok {
+		n := int(l.Size().(types.Int))
+		out := make([]any, n)
+		for i := 0; i < n; i++ {
+			e, err := native(l.Get(types.Int(i)))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("cannot store a CEL %s as a fact value", v.Type())
+}
+
+// binding is a stack of variable bindings: patterns push as they match and
+// pop as the join backtracks. Lookups search from the top.
+type binding struct {
+	names []string
+	vals  []val
+}
+
+func (b *binding) get(name string) (val, bool) {
+	for i := len(b.names) - 1; i >= 0; i-- {
+		if b.names[i] == name {
+			return b.vals[i], true
+		}
+	}
+	return val{}, false
+}
+
+func (b *binding) has(name string) bool { _, ok := b.get(name); return ok }
+
+func (b *binding) push(name string, v val) {
+	b.names = append(b.names, name)
+	b.vals = append(b.vals, v)
+}
+
+func (b *binding) len() int { return len(b.names) }
+
+func (b *binding) truncate(n int) {
+	b.names = b.names[:n]
+	b.vals = b.vals[:n]
+}
+
+func (b *binding) clone() *binding {
+	return &binding{names: append([]string(nil), b.names...), vals: append([]val(nil), b.vals...)}
+}
+
+// str returns a bound variable's string form ("" when unbound).
+func (b *binding) str(name string) string {
+	v, _ := b.get(name)
+	return v.str
+}
+
+// restrict keeps only the named variables.
+func (b *binding) restrict(keep func(string) bool) *binding {
+	out := &binding{}
+	for i, n := range b.names {
+		if keep(n) && !out.has(n) {
+			out.push(n, b.vals[i])
+		}
+	}
+	return out
+}
+
+// strings returns the binding as a map of string forms, for plans.
+func (b *binding) strings() map[string]string {
+	out := make(map[string]string, len(b.names))
+	for i, n := range b.names {
+		out[n] = b.vals[i].str
+	}
+	return out
+}
+
+// key is a canonical rendering of the binding: names sorted, for dedup and order.
+func (b *binding) key() string {
+	idx := make([]int, len(b.names))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool { return b.names[idx[i]] < b.names[idx[j]] })
+	var s strings.Builder
+	for _, i := range idx {
+		s.WriteString(b.names[i])
+		s.WriteByte('=')
+		s.WriteString(b.vals[i].str)
+		s.WriteByte(0)
+	}
+	return s.String()
+}
+
+// activation lets CEL read a binding without building a map.
+type activation struct {
+	b   *binding
+	now ref.Val
+}
+
+var _ interpreter.Activation = (*activation)(nil)
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	if v, ok := a.b.get(name); ok {
+		return v.cel, true
+	}
+	if name == "now" {
+		return a.now, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
