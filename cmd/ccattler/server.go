@@ -74,7 +74,14 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runServer(ctx, cfg)
+			err := runServer(ctx, cfg)
+			if err != nil && ctx.Err() != nil {
+				// Interrupted while starting: what failed was cut short on
+				// purpose, so say so rather than report it.
+				cfg.Log.Info("interrupted while starting", "err", err)
+				return nil
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
