@@ -143,19 +143,19 @@ type task struct {
 
 // round is the state of one evaluation round.
 type round struct {
-	e        *Evaluator
-	ov       *overlay
-	plan     *Plan
-	now      ref.Val
-	queue    [][]task          // pending tasks by rule index
-	queued   []map[string]bool // binding keys in queue, by rule index
-	stopped  map[string]bool   // rules skipped for the rest of the round
-	history  map[string][]string
-	writers  map[string][]string
-	drawn    map[string]bool
-	cur      *rules.Rule
-	rejIdx   map[string]int
-	osc      []string // rules found oscillating: the round is redone without them
+	e       *Evaluator
+	ov      *overlay
+	plan    *Plan
+	now     ref.Val
+	queue   [][]task          // pending tasks by rule index
+	queued  []map[string]bool // binding keys in queue, by rule index
+	stopped map[string]bool   // rules skipped for the rest of the round
+	history map[string][]string
+	writers map[string][]string
+	drawn   map[string]bool
+	cur     *rules.Rule
+	rejIdx  map[string]int
+	osc     []string // rules found oscillating: the round is redone without them
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
@@ -287,7 +287,6 @@ func (rd *round) reject(r Rejection) {
 	rd.rejIdx[k.String()] = len(rd.plan.Rejections)
 	rd.plan.Rejections = append(rd.plan.Rejections, r)
 }
-
 
 const absentMark = "\x00absent"
 

@@ -1,0 +1,327 @@
+package ruletest
+
+import (
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Test is one rule test: facts, then a run to a fixpoint, then
+// expectations; optional steps change facts and expect again.
+type Test struct {
+	Name  string
+	File  string
+	Range hcl.Range
+	Seed  uint64
+	Now   time.Time
+	Steps []*Step // the first step holds the test's own facts and expect
+}
+
+// Step is a set of fact changes followed by a run to a fixpoint and the
+// expected outcome.
+type Step struct {
+	Name   string
+	Range  hcl.Range
+	Puts   []facts.Fact // values canonical JSON
+	Dels   []string
+	Expect *Expect
+}
+
+// Expect is what a step must produce. Keys may hold '*' for one segment
+// (a fresh id); every map is compared exactly: nothing missing, nothing extra.
+type Expect struct {
+	Writes     map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
+	Deletes    []string          // key patterns: keys that existed and are gone
+	Firings    map[string]int    // rule -> number of firings
+	Problems   []string          // rules with a problem
+	Rejections []string          // "rule var=value,...: filter, filter" patterns
+	Range      hcl.Range
+	has        map[string]bool // which of the above were written
+}
+
+var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "test", LabelNames: []string{"name"}}}}
+var testSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}, {Type: "then", LabelNames: []string{"name"}}},
+}
+var stepSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "delete"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}},
+}
+var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "writes"}, {Name: "deletes"}, {Name: "firings"}, {Name: "problems"}, {Name: "rejections"},
+}}
+
+// IsTestFile reports whether a file holds rule tests: *_test.hcl, or any
+// *.hcl under a tests/ directory.
+func IsTestFile(path string) bool {
+	return strings.HasSuffix(path, "_test.hcl") ||
+		(strings.HasSuffix(path, ".hcl") && filepath.Base(filepath.Dir(path)) == "tests")
+}
+
+// Find lists the test files of a rule directory: DIR/*_test.hcl and DIR/tests/*.hcl.
+func Find(dir string) ([]string, error) {
+	var out []string
+	for _, pat := range []string{filepath.Join(dir, "*_test.hcl"), filepath.Join(dir, "tests", "*.hcl")} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Parse reads test files against schema (to encode fact values).
+func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File, hcl.Diagnostics) {
+	var tests []*Test
+	var diags hcl.Diagnostics
+	files := map[string]*hcl.File{}
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read test file", Detail: err.Error()})
+			continue
+		}
+		ts, f, d := ParseFile(p, src, schema)
+		files[p] = f
+		tests = append(tests, ts...)
+		diags = append(diags, d...)
+	}
+	return tests, files, diags
+}
+
+// ParseFile parses one test file.
+func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.File, hcl.Diagnostics) {
+	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, f, diags
+	}
+	content, d := f.Body.Content(fileSchema)
+	diags = append(diags, d...)
+	var tests []*Test
+	for _, b := range content.Blocks {
+		t := &Test{Name: b.Labels[0], File: name, Range: b.DefRange, Seed: 1}
+		c, d := b.Body.Content(testSchema)
+		diags = append(diags, d...)
+		if a := c.Attributes["seed"]; a != nil {
+			v, d := a.Expr.Value(nil)
+			diags = append(diags, d...)
+			if !d.HasErrors() && v.Type() == cty.Number {
+				u, _ := v.AsBigFloat().Uint64()
+				t.Seed = u
+			}
+		}
+		t.Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		if a := c.Attributes["now"]; a != nil {
+			v, d := a.Expr.Value(nil)
+			diags = append(diags, d...)
+			if !d.HasErrors() {
+				tm, err := time.Parse(time.RFC3339, v.AsString())
+				if err != nil {
+					rng := a.Expr.Range()
+					diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid time",
+						Detail: fmt.Sprintf("now = %q: expected an RFC 3339 time such as \"2026-11-29T12:00:00Z\".", v.AsString()), Subject: &rng})
+				}
+				t.Now = tm
+			}
+		}
+		first := &Step{Name: "", Range: b.DefRange}
+		diags = append(diags, parseStep(c, first, schema)...)
+		t.Steps = append(t.Steps, first)
+		for _, tb := range c.Blocks.OfType("then") {
+			sc, d := tb.Body.Content(stepSchema)
+			diags = append(diags, d...)
+			s := &Step{Name: tb.Labels[0], Range: tb.DefRange}
+			diags = append(diags, parseStep(sc, s, schema)...)
+			t.Steps = append(t.Steps, s)
+		}
+		tests = append(tests, t)
+	}
+	return tests, f, diags
+}
+
+func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if a := c.Attributes["facts"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(nil)
+			diags = append(diags, d...)
+			v, d2 := kv.Value.Value(nil)
+			diags = append(diags, d2...)
+			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String {
+				continue
+			}
+			raw, err := encode(schema, k.AsString(), v)
+			if err != nil {
+				rng := kv.Value.Range()
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid fact", Detail: err.Error(), Subject: &rng})
+				continue
+			}
+			s.Puts = append(s.Puts, facts.Fact{Key: k.AsString(), Value: raw})
+		}
+	}
+	if a := c.Attributes["delete"]; a != nil {
+		s.Dels, diags = strList(a, diags)
+	}
+	for i, b := range c.Blocks.OfType("expect") {
+		if i > 0 {
+			rng := b.DefRange
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate expect", Detail: "A step has one expect block.", Subject: &rng})
+			continue
+		}
+		e, d := parseExpect(b, schema)
+		diags = append(diags, d...)
+		s.Expect = e
+	}
+	return diags
+}
+
+func parseExpect(b *hcl.Block, schema *facts.Schema) (*Expect, hcl.Diagnostics) {
+	e := &Expect{Writes: map[string][]byte{}, Firings: map[string]int{}, Range: b.DefRange, has: map[string]bool{}}
+	c, diags := b.Body.Content(expectSchema)
+	for n := range c.Attributes {
+		e.has[n] = true
+	}
+	if a := c.Attributes["writes"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(nil)
+			v, d2 := kv.Value.Value(nil)
+			diags = append(diags, d...)
+			diags = append(diags, d2...)
+			if d.HasErrors() || d2.HasErrors() {
+				continue
+			}
+			// A wildcard key is encoded with a stand-in id that parses.
+			raw, err := encode(schema, strings.ReplaceAll(k.AsString(), "*", "fffff"), v)
+			if err != nil {
+				rng := kv.Value.Range()
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid expected value", Detail: err.Error(), Subject: &rng})
+				continue
+			}
+			e.Writes[k.AsString()] = raw
+		}
+	}
+	if a := c.Attributes["deletes"]; a != nil {
+		e.Deletes, diags = strList(a, diags)
+	}
+	if a := c.Attributes["problems"]; a != nil {
+		e.Problems, diags = strList(a, diags)
+	}
+	if a := c.Attributes["rejections"]; a != nil {
+		e.Rejections, diags = strList(a, diags)
+	}
+	if a := c.Attributes["firings"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			name := hcl.ExprAsKeyword(kv.Key)
+			if name == "" {
+				k, d := kv.Key.Value(nil)
+				if d.HasErrors() || k.Type() != cty.String {
+					continue
+				}
+				name = k.AsString()
+			}
+			v, d := kv.Value.Value(nil)
+			diags = append(diags, d...)
+			if d.HasErrors() || v.Type() != cty.Number {
+				continue
+			}
+			n, _ := v.AsBigFloat().Int64()
+			e.Firings[name] = int(n)
+		}
+	}
+	return e, diags
+}
+
+func strList(a *hcl.Attribute, diags hcl.Diagnostics) ([]string, hcl.Diagnostics) {
+	v, d := a.Expr.Value(nil)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	if !v.CanIterateElements() {
+		rng := a.Expr.Range()
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Expected a list of strings", Subject: &rng})
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.Type() != cty.String {
+			rng := a.Expr.Range()
+			return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Expected a list of strings", Subject: &rng})
+		}
+		out = append(out, e.AsString())
+	}
+	return out, diags
+}
+
+// encode turns an HCL value into the key's canonical stored form.
+func encode(schema *facts.Schema, key string, v cty.Value) ([]byte, error) {
+	g, err := goOf(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", key, err)
+	}
+	return schema.Encode(key, g)
+}
+
+func goOf(v cty.Value) (any, error) {
+	if v.IsNull() {
+		return nil, nil
+	}
+	t := v.Type()
+	switch {
+	case t == cty.String:
+		return v.AsString(), nil
+	case t == cty.Bool:
+		return v.True(), nil
+	case t == cty.Number:
+		bf := v.AsBigFloat()
+		if bf.IsInt() {
+			i, acc := bf.Int64()
+			if acc == big.Exact {
+				return i, nil
+			}
+		}
+		f, _ := bf.Float64()
+		return f, nil
+	case t.IsObjectType() || t.IsMapType():
+		out := map[string]any{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			g, err := goOf(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k.AsString()] = g
+		}
+		return out, nil
+	case t.IsTupleType() || t.IsListType():
+		var out []any
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			g, err := goOf(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, g)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unsupported value of type %s", t.FriendlyName())
+}
