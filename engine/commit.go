@@ -132,12 +132,12 @@ func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 // transaction: as many as fit its operation, compare and byte limits, and
 // never two writes of one key (etcd refuses those in one transaction).
 func (e *Engine) chunkLen(t *term, pending []*staged) int {
-	ops, cmps, size := 0, len(e.guardsFor(t)), 0
+	ops, cmps, size := 0, len(e.guardsFor(t))+1, 0 // +1: the first record must be absent
 	written := map[string]bool{}
 	conds := map[string]int64{}
 	for i, st := range pending {
 		o := len(st.f.Writes) + 1
-		c := 1
+		c := 0
 		for _, r := range st.f.Reads {
 			if rev, ok := conds[r.Key]; !r.Own && (!ok || rev != r.Rev) {
 				c++
@@ -164,10 +164,14 @@ func (e *Engine) chunkLen(t *term, pending []*staged) int {
 }
 
 // commitChunk writes the firings of one chunk and their records in one
-// transaction guarded by every fact they read, the absence of their record
-// keys, and the leader key.
+// transaction guarded by every fact they read, the leader key, and the
+// absence of the chunk's first record: if an earlier attempt whose answer
+// was lost did commit, that record is there and this attempt fails instead
+// of writing twice. (Record ids strictly increase, from a seed read at the
+// start of the term, so the other records of the chunk are new too.)
 func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk []*staged) (int64, error) {
-	txn := facts.Txn{Guard: e.guardsFor(t)}
+	txn := facts.Txn{Guard: e.guardsFor(t), Checked: true}
+	txn.If = append(txn.If, facts.Cond{Key: facts.Event(chunk[0].id), Rev: 0})
 	conds := map[string]int64{}
 	for _, st := range chunk {
 		for _, r := range st.f.Reads {
@@ -181,7 +185,6 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 			txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: r.Rev})
 		}
 		key := facts.Event(st.id)
-		txn.If = append(txn.If, facts.Cond{Key: key, Rev: 0})
 		for _, w := range st.f.Writes {
 			txn.Ops = append(txn.Ops, facts.Op{Key: w.Key, Value: w.Value})
 		}

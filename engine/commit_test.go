@@ -42,15 +42,16 @@ func TestPlanSplitOnFiringBoundaries(t *testing.T) {
 	tests := []struct {
 		name         string
 		firings, w   int
+		reads        int // extra reads per firing, of absent keys
 		maxOps       int
 		wantTxns     int
 		wantPerTxnAt int // firings in the first transaction
 	}{
-		{"fits in one", 5, 3, 128, 1, 5},
-		{"two firings per txn", 10, 3, 8, 5, 2}, // 4 ops per firing
-		{"one firing per txn", 6, 3, 7, 6, 1},   // 4 ops each, 2 do not fit in 7
-		{"compares bind too", 9, 1, 6, 3, 3},    // 2 ops but 2 compares per firing
-		{"uneven last", 7, 2, 9, 3, 3},          // 3 ops each
+		{"fits in one", 5, 3, 0, 128, 1, 5},
+		{"two firings per txn", 10, 3, 0, 8, 5, 2}, // 4 ops per firing
+		{"one firing per txn", 6, 3, 0, 7, 6, 1},   // 4 ops each, 2 do not fit in 7
+		{"compares bind too", 9, 1, 2, 8, 5, 2},    // ops allow 4 firings, compares (3 each, +1 per txn) only 2
+		{"uneven last", 7, 2, 0, 9, 3, 3},          // 3 ops each
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +59,13 @@ func TestPlanSplitOnFiringBoundaries(t *testing.T) {
 			cfg := testConfig()
 			cfg.MaxTxnOps = tc.maxOps
 			e := v.engine(t, &copyEval{}, cfg)
-			if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(tc.firings, tc.w)); err != nil {
+			p := countPlan(tc.firings, tc.w)
+			for i := range p.Firings {
+				for j := 0; j < tc.reads; j++ {
+					p.Firings[i].Reads = append(p.Firings[i].Reads, eval.Read{Key: facts.ServiceInstances(fmt.Sprintf("r%d-%d", i, j))})
+				}
+			}
+			if err := e.apply(v.ctx, nil, &copyEval{}, p); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
 			evs := v.events(t)
