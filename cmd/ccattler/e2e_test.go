@@ -111,6 +111,40 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a directory is its *.hcl files, checked together", func(t *testing.T) {
+		sub := t.TempDir()
+		writeFile(t, sub, "a.hcl", "service \"web\" {\n  instances = 3\n}\n")
+		writeFile(t, sub, "b.hcl", "volume \"data\" {}\n\nservice \"web\" {}\n")
+		r := srv.ccattler(t, "apply", "-f", sub)
+		want := sub + `/b.hcl:3:9: error: Duplicate service "web"`
+		if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "already declared at "+sub+"/a.hcl:1:9.") {
+			t.Errorf("exit %d, stderr:\n%s\nwant it to contain %q", r.code, r.stderr, want)
+		}
+	})
+
+	t.Run("json output", func(t *testing.T) {
+		var res struct {
+			DryRun   bool  `json:"dry_run"`
+			Written  bool  `json:"written"`
+			Revision int64 `json:"revision"`
+			Changes  []struct {
+				Op  string          `json:"op"`
+				Key string          `json:"key"`
+				Old json.RawMessage `json:"old"`
+				New json.RawMessage `json:"new"`
+			} `json:"changes"`
+		}
+		two := writeFile(t, dir, "web3.hcl", "service \"web\" {\n  image = \"nginx:1.29\"\n  instances = 3\n  expose = [8080]\n}\n")
+		out := srv.ok(t, "apply", "-f", two, "--dry-run", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		if !res.DryRun || res.Written || len(res.Changes) != 1 || res.Changes[0].Op != "change" ||
+			res.Changes[0].Key != "desired/service/web/image" || string(res.Changes[0].Old) != `"nginx:1.28"` || string(res.Changes[0].New) != `"nginx:1.29"` {
+			t.Errorf("apply --dry-run -o json:\n%s", out)
+		}
+	})
+
 	t.Run("get services", func(t *testing.T) {
 		out := srv.ok(t, "get", "services")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
