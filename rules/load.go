@@ -44,9 +44,17 @@ func IsRuleFile(name string) bool {
 // compiles and checks them. Every problem of every file is in the
 // diagnostics; the rule set is nil when any is an error.
 func Load(dir string, opts ...Option) (*RuleSet, hcl.Diagnostics) {
+	rs, _, diags := LoadWithFiles(dir, opts...)
+	return rs, diags
+}
+
+// LoadWithFiles is Load that also returns the parsed files, also when the
+// set is rejected, so that diagnostics can be printed with source snippets
+// (hcl.NewDiagnosticTextWriter).
+func LoadWithFiles(dir string, opts ...Option) (*RuleSet, map[string]*hcl.File, hcl.Diagnostics) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule directory",
+		return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule directory",
 			Detail: fmt.Sprintf("Reading %s: %v.", dir, err)}}
 	}
 	files := map[string][]byte{}
@@ -57,20 +65,25 @@ func Load(dir string, opts ...Option) (*RuleSet, hcl.Diagnostics) {
 		p := filepath.Join(dir, e.Name())
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule file",
+			return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule file",
 				Detail: fmt.Sprintf("Reading %s: %v.", p, err)}}
 		}
 		files[p] = b
 	}
 	if len(files) == 0 {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No rule files",
+		return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No rule files",
 			Detail: fmt.Sprintf("%s holds no *.hcl rule files.", dir)}}
 	}
-	return LoadFiles(files, opts...)
+	return loadFiles(files, opts...)
 }
 
 // LoadFiles compiles and checks rule files given by name and content.
 func LoadFiles(files map[string][]byte, opts ...Option) (*RuleSet, hcl.Diagnostics) {
+	rs, _, diags := loadFiles(files, opts...)
+	return rs, diags
+}
+
+func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*hcl.File, hcl.Diagnostics) {
 	l := &loader{schema: facts.Default, costLimit: DefaultCostLimit, envs: envCache{}}
 	for _, o := range opts {
 		o(l)
@@ -121,13 +134,13 @@ func LoadFiles(files map[string][]byte, opts ...Option) (*RuleSet, hcl.Diagnosti
 	if diags.HasErrors() {
 		// Still run the set-wide checks on what compiled: one pass reports all.
 		diags = append(diags, check(rs)...)
-		return nil, sortDiags(diags)
+		return nil, rs.Sources, sortDiags(diags)
 	}
 	diags = append(diags, check(rs)...)
 	if diags.HasErrors() {
-		return nil, sortDiags(diags)
+		return nil, rs.Sources, sortDiags(diags)
 	}
-	return rs, diags
+	return rs, rs.Sources, diags
 }
 
 // sortDiags orders diagnostics by file and position, so a reader goes down
