@@ -151,6 +151,7 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 		poke(ch)
 	}
 	f.mu.Unlock()
+	f.log.Info("listed placements and services", "rev", rev, "placements", len(pl), "service_facts", len(sv))
 	f.fillServices(ctx)
 	return rev, nil
 }

@@ -1,0 +1,237 @@
+package containerd_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+)
+
+// skipOrFail skips outside CI and fails in CI (CI=true), where a missing
+// service is a broken test machine, not an excuse.
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// daemon is a containerd started by the test with its own root, state and socket.
+type daemon struct {
+	dir, sock string
+	cmd       *exec.Cmd
+}
+
+const testNamespace = "ccattler-test"
+
+// startDaemon starts `containerd --root T/root --state T/state --address T/containerd.sock`
+// with a minimal config (the CRI plugin off), as root. At cleanup it kills
+// and removes every container of the test namespace, then stops the daemon.
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	if os.Getuid() != 0 {
+		skipOrFail(t, "containerd tests need root (uid %d)", os.Getuid())
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		skipOrFail(t, "containerd not installed (apt-get install -y containerd runc): %v", err)
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		skipOrFail(t, "runc not installed (apt-get install -y runc): %v", err)
+	}
+	// A short directory: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "ccd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{dir: dir, sock: filepath.Join(dir, "containerd.sock")}
+	conf := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`version = 2
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+`, d.sock)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(bin, "--config", conf, "--root", filepath.Join(dir, "root"),
+		"--state", filepath.Join(dir, "state"), "--address", d.sock)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := d.cmd.Start(); err != nil {
+		skipOrFail(t, "start containerd: %v", err)
+	}
+	t.Cleanup(func() { d.stop(t); logf.Close(); os.RemoveAll(dir) })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err = c.Version(ctx)
+			cancel()
+			c.Close()
+			if err == nil {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			skipOrFail(t, "containerd did not answer on %s within 15s: %v\n%s", d.sock, err, tail(log, 2000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (d *daemon) client(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace))
+	if err != nil {
+		t.Fatalf("containerd client: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (d *daemon) stop(t *testing.T) {
+	if c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace)); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctrs, _ := c.Containers(ctx)
+		for _, ctr := range ctrs {
+			if task, err := ctr.Task(ctx, nil); err == nil {
+				_, _ = task.Delete(ctx, client.WithProcessKill)
+			}
+			_ = ctr.Delete(ctx, client.WithSnapshotCleanup)
+		}
+		cancel()
+		c.Close()
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// buildServer compiles testdata/healthz.go.txt into a static binary.
+func buildServer(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile("testdata/healthz.go.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module healthz\n\ngo 1.22\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "server")
+	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build test server: %v\n%s", err, b)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// writeImage writes an OCI image archive (oci-layout, index.json, manifest,
+// config and one gzipped layer holding /server) named ref, built by hand.
+func writeImage(t *testing.T, path, ref string, server []byte) {
+	t.Helper()
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	if err := tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(server)), ModTime: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(server)
+	tw.Close()
+	diffID := sha256.Sum256(layer.Bytes())
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(layer.Bytes())
+	zw.Close()
+
+	blobs := map[string][]byte{}
+	desc := func(mediaType string, b []byte) map[string]any {
+		sum := sha256.Sum256(b)
+		h := hex.EncodeToString(sum[:])
+		blobs[h] = b
+		return map[string]any{"mediaType": mediaType, "digest": "sha256:" + h, "size": len(b)}
+	}
+	mustJSON := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	config := mustJSON(map[string]any{
+		"architecture": goruntime.GOARCH, "os": "linux",
+		"config": map[string]any{"Entrypoint": []string{"/server"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
+	})
+	manifest := mustJSON(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": desc("application/vnd.oci.image.config.v1+json", config),
+		"layers": []any{desc("application/vnd.oci.image.layer.v1.tar+gzip", gz.Bytes())},
+	})
+	md := desc("application/vnd.oci.image.manifest.v1+json", manifest)
+	md["annotations"] = map[string]string{"org.opencontainers.image.ref.name": ref}
+	index := mustJSON(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+		"manifests": []any{md}})
+
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	aw := tar.NewWriter(f)
+	add := func(name string, b []byte) {
+		if err := aw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		aw.Write(b)
+	}
+	add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	add("index.json", index)
+	for h, b := range blobs {
+		add("blobs/sha256/"+h, b)
+	}
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
