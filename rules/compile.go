@@ -145,12 +145,13 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 			r.Heads = append(r.Heads, h)
 		}
 	}
-	c.checkHeadKinds(r, block)
+	c.checkHeadKinds(r, block, content)
 	return r
 }
 
-func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block) {
-	if len(r.Heads) == 0 {
+func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyContent) {
+	declared := len(content.Blocks.OfType("derive")) + len(content.Blocks.OfType("emit")) + len(content.Blocks.OfType("delete"))
+	if declared == 0 {
 		c.errorf(block.DefRange, "Rule writes nothing", "Rule %q has no derive, emit or delete head.", r.Name)
 		return
 	}
@@ -201,6 +202,8 @@ func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
 			if p := c.pattern(a.Name, a.NameRange, a.Expr, false, false); p != nil {
 				c.bindPattern(p, vs, binds)
 				sc.Match = append(sc.Match, p)
+			} else {
+				c.declareBroken(a, vs)
 			}
 		}
 	}
@@ -210,6 +213,7 @@ func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
 		for _, a := range as {
 			p := c.pattern(a.Name, a.NameRange, a.Expr, true, false)
 			if p == nil {
+				c.declareBroken(a, vs)
 				continue
 			}
 			for _, v := range p.Vars() {
@@ -286,6 +290,21 @@ func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
 		}
 	}
 	return sc
+}
+
+// declareBroken declares the names of a pattern that did not compile as
+// dyn, so that one mistake is reported once, not again at every use.
+func (c *compiler) declareBroken(a *hcl.Attribute, vs *vars) {
+	if !vs.has(a.Name) && identRE.MatchString(a.Name) {
+		vs.add(a.Name, cel.DynType)
+	}
+	if s, d := stringOf(a.Expr, c.src, ""); d == nil {
+		for _, p := range strings.Split(s.val, "/") {
+			if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") && identRE.MatchString(p[1:len(p)-1]) && !vs.has(p[1:len(p)-1]) {
+				vs.add(p[1:len(p)-1], cel.StringType)
+			}
+		}
+	}
 }
 
 func appendUnique(s []string, v string) []string {
