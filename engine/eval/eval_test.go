@@ -1,0 +1,299 @@
+package eval_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+func loadSrc(t testing.TB, src string, opts ...rules.Option) *rules.RuleSet {
+	t.Helper()
+	rs, diags := rules.LoadFiles(map[string][]byte{"r.hcl": []byte(src)}, opts...)
+	if diags.HasErrors() {
+		t.Fatalf("load: %s", diags.Error())
+	}
+	return rs
+}
+
+// table is a facts.Table with a revision counter.
+type table struct {
+	*facts.Table
+	rev int64
+}
+
+func newTable() *table { return &table{Table: facts.NewTable(nil)} }
+
+func (tb *table) put(key, value string) facts.Change {
+	tb.rev++
+	f := facts.Fact{Key: key, Value: []byte(value), ModRevision: tb.rev, CreateRevision: tb.rev}
+	tb.Put(f)
+	tb.SetRev(tb.rev)
+	return facts.Change{Fact: f}
+}
+
+// apply writes a plan's writes and returns them as changes.
+func (tb *table) apply(p eval.Plan) []facts.Change {
+	var out []facts.Change
+	for _, f := range p.Firings {
+		for _, w := range f.Writes {
+			if w.Value == nil {
+				tb.rev++
+				old, _ := tb.Delete(w.Key)
+				out = append(out, facts.Change{Fact: old, Deleted: true})
+				continue
+			}
+			out = append(out, tb.put(w.Key, string(w.Value)))
+		}
+	}
+	return out
+}
+
+const endpointRule = `rule "publish_endpoint" {
+  doc       = "An endpoint per running instance and exposed port."
+  principal = "network"
+  match {
+    svc    = "observed/instance/{id}/service"
+    state  = "observed/instance/{id}/state"
+    ip     = "observed/instance/{id}/ip"
+    expose = "desired/service/{svc}/expose/{port}"
+  }
+  when = "state == 'running'"
+  derive "endpoint/service/{svc}/{id}" {
+    value = "{'ip': ip, 'port': int(port)}"
+  }
+}
+`
+
+// fill builds n services of 3 running instances each.
+func fill(tb *table, n int) {
+	for s := 0; s < n; s++ {
+		svc := fmt.Sprintf("svc-%d", s)
+		tb.put(facts.ServiceExpose(svc, 8080), "{}")
+		for i := 0; i < 3; i++ {
+			id := fmt.Sprintf("%05x", s*3+i)
+			tb.put(facts.InstanceService(id), `"`+svc+`"`)
+			tb.put(facts.InstanceState(id), `"running"`)
+			tb.put(facts.InstanceIP(id), `"10.0.0.1"`)
+		}
+	}
+}
+
+// TestIncrementalTouchesOnlyAffected: after a full evaluation, one changed
+// fact costs the same work whatever the number of facts.
+func TestIncrementalTouchesOnlyAffected(t *testing.T) {
+	var visited []int64
+	for _, n := range []int{10, 1000} {
+		rs := loadSrc(t, endpointRule)
+		tb := newTable()
+		fill(tb, n)
+		ev := eval.New(rs)
+		p := ev.Full(tb)
+		if len(p.Firings) != 3*n {
+			t.Fatalf("n=%d: full evaluation fired %d times, want %d", n, len(p.Firings), 3*n)
+		}
+		tb.apply(p)
+		before := ev.Stats()
+		ch := tb.put(facts.InstanceState("00004"), `"stopped"`)
+		p = ev.Incremental(tb, []facts.Change{ch})
+		after := ev.Stats()
+		if len(p.Firings) != 1 || p.Firings[0].Writes[0].Key != "endpoint/service/svc-1/00004" || p.Firings[0].Writes[0].Value != nil {
+			t.Fatalf("n=%d: plan %+v, want the one endpoint deleted", n, p.Firings)
+		}
+		if d := after.Tasks - before.Tasks; d != 1 {
+			t.Errorf("n=%d: %d tasks for one change, want 1", n, d)
+		}
+		if d := after.TypeScans - before.TypeScans; d != 0 {
+			t.Errorf("n=%d: %d whole-type scans for one change, want 0", n, d)
+		}
+		visited = append(visited, after.FactsVisited-before.FactsVisited)
+	}
+	if visited[0] != visited[1] || visited[0] > 10 {
+		t.Errorf("facts visited for one change: %d with 30 instances, %d with 3000: want equal and small", visited[0], visited[1])
+	}
+}
+
+// TestReadFlags checks what the committer guards: read-your-writes marked
+// Own, aggregate members NoGuard, fresh keys and absences Rev 0, an
+// existential absence as a prefix.
+func TestReadFlags(t *testing.T) {
+	src := `rule "place" {
+  doc       = "Place pending instances on node-1 while it has fewer than 10."
+  principal = "scheduler"
+  match {
+    st = "observed/instance/{id}/state"
+  }
+  absent = ["placement/instance/{id}", "endpoint/service/web/{any}"]
+  aggregate "n" {
+    match {
+      node = "placement/instance/{other}"
+    }
+    where = "node == 'node-1'"
+    count = true
+  }
+  when = "st == 'pending' && n < 10"
+  emit "placement/instance/{id}" {
+    value = "'node-1'"
+  }
+}
+rule "spawn" {
+  doc       = "One fresh instance per service asking for one."
+  principal = "instances"
+  match {
+    want = "desired/service/{name}/instances"
+  }
+  fresh "id" {}
+  emit "observed/instance/{id}/service" {
+    value = "name"
+  }
+}
+`
+	rs := loadSrc(t, src)
+	tb := newTable()
+	tb.put(facts.InstanceState("a0001"), `"pending"`)
+	tb.put(facts.InstanceState("a0002"), `"pending"`)
+	tb.put(facts.ServiceInstances("web"), `1`)
+	p := eval.New(rs, eval.WithSeed(3)).Full(tb)
+	var place []eval.Firing
+	var spawn *eval.Firing
+	for i, f := range p.Firings {
+		switch f.Rule {
+		case "place":
+			place = append(place, f)
+		case "spawn":
+			spawn = &p.Firings[i]
+		}
+	}
+	if len(place) != 2 || spawn == nil {
+		t.Fatalf("firings %+v", p.Firings)
+	}
+	has := func(f eval.Firing, want eval.Read) bool {
+		for _, r := range f.Reads {
+			if r == want {
+				return true
+			}
+		}
+		return false
+	}
+	for _, want := range []eval.Read{
+		{Key: "observed/instance/a0001/state", Rev: 1},
+		{Key: "placement/instance/a0001", Rev: 0},
+		{Key: "endpoint/service/web/", Prefix: true},
+	} {
+		if !has(place[0], want) {
+			t.Errorf("first placement reads %+v; want %+v", place[0].Reads, want)
+		}
+	}
+	// The second placement counted the first one's write: read as Own,
+	// and not guarded, as an aggregate member.
+	if !has(place[1], eval.Read{Key: "placement/instance/a0001", Own: true, NoGuard: true}) {
+		t.Errorf("second placement reads %+v; want the first's placement as Own, NoGuard", place[1].Reads)
+	}
+	key := spawn.Writes[0].Key
+	if !strings.HasPrefix(key, "observed/instance/") || !has(*spawn, eval.Read{Key: key, Rev: 0}) {
+		t.Errorf("fresh firing writes %s, reads %+v: want its new key read with Rev 0", key, spawn.Reads)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	fine := `rule "fine" {
+  doc       = "Always fires."
+  principal = "scheduler"
+  match {
+    s = "observed/instance/{id}/state"
+  }
+  emit "placement/instance/{id}" {
+    value = "'node-1'"
+  }
+}
+`
+	t.Run("over the CEL cost budget", func(t *testing.T) {
+		rs := loadSrc(t, fine+`rule "costly" {
+  doc       = "A guard far over a small budget."
+  principal = "intent-resolver"
+  match {
+    n = "intent/user/service/{name}/instances"
+  }
+  when = "[1,2,3,4,5,6,7,8,9,10].map(x, [1,2,3,4,5,6,7,8,9,10].map(y, x * y)).size() > n"
+  derive "effective/service/{name}/instances" {
+    value = "n"
+  }
+}
+`, rules.WithCostLimit(50))
+		tb := newTable()
+		tb.put(facts.Intent("user", "web"), "3")
+		tb.put(facts.InstanceState("a0001"), `"pending"`)
+		p := eval.New(rs).Full(tb)
+		if len(p.Problems) != 1 || p.Problems[0].Rule != "costly" || !strings.Contains(p.Problems[0].Err.Error(), "cost budget") {
+			t.Errorf("problems %v: want costly over its budget", p.Problems)
+		}
+		if len(p.Firings) != 1 || p.Firings[0].Rule != "fine" {
+			t.Errorf("firings %+v: want fine to fire", p.Firings)
+		}
+	})
+	t.Run("a panic is recovered with the rule's name", func(t *testing.T) {
+		rs := loadSrc(t, fine+`rule "broken" {
+  doc       = "Its head is sabotaged below."
+  principal = "intent-resolver"
+  match {
+    n = "intent/user/service/{name}/instances"
+  }
+  derive "effective/service/{name}/instances" {
+    value = "n"
+  }
+}
+`)
+		r, _ := rs.Rule("broken")
+		r.Heads[0].Type = nil // a programmer mistake the evaluator trips on
+		tb := newTable()
+		tb.put(facts.Intent("user", "web"), "3")
+		tb.put(facts.InstanceState("a0001"), `"pending"`)
+		p := eval.New(rs).Full(tb)
+		if len(p.Problems) != 1 || p.Problems[0].Rule != "broken" || !strings.Contains(p.Problems[0].Err.Error(), "panic") {
+			t.Errorf("problems %v: want broken's panic", p.Problems)
+		}
+		if len(p.Firings) != 1 || p.Firings[0].Rule != "fine" {
+			t.Errorf("firings %+v: want fine to fire", p.Firings)
+		}
+	})
+	t.Run("a rule flipping its own key", func(t *testing.T) {
+		rs := loadSrc(t, `rule "flip" {
+  doc       = "Flips a node between alive and draining."
+  principal = "failure"
+  match {
+    s = "observed/node/{n}/state"
+  }
+  emit "observed/node/{n}/state" {
+    value = "s == 'alive' ? 'draining' : 'alive'"
+  }
+}
+`)
+		tb := newTable()
+		tb.put(facts.NodeState("node-1"), `"alive"`)
+		p := eval.New(rs).Full(tb)
+		if len(p.Firings) != 0 || len(p.Problems) == 0 || p.Problems[0].Rule != "flip" || !strings.Contains(p.Problems[0].Err.Error(), "oscillation") {
+			t.Errorf("firings %+v problems %v: want flip stopped, nothing written", p.Firings, p.Problems)
+		}
+	})
+}
+
+// TestDeterministic: the same facts and seed give the same plan.
+func TestDeterministic(t *testing.T) {
+	rs, diags := rules.Load("testdata/aggregate")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	plan := func() string {
+		tb := newTable()
+		tb.put(facts.Intent("user", "web"), "5")
+		tb.put(facts.Intent("user", "db"), "2")
+		p := eval.New(rs, eval.WithSeed(42)).Full(tb)
+		return fmt.Sprintf("%+v", p.Firings)
+	}
+	if a, b := plan(), plan(); a != b {
+		t.Errorf("two runs differ:\n%s\n%s", a, b)
+	}
+}
