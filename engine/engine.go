@@ -236,7 +236,12 @@ func (e *Engine) noteProblems(p eval.Plan) {
 		e.log.Warn("engine: rule not evaluated this round", "rule", pr.Rule, "err", pr.Err, "version", p.RuleSetVersion)
 	}
 	if len(p.Problems) > 0 {
-		e.m.update(func(s *Stats) { s.Problems += int64(len(p.Problems)) })
+		e.m.update(func(s *Stats) {
+			s.Problems += int64(len(p.Problems))
+			for _, pr := range p.Problems {
+				s.ProblemsByRule[pr.Rule]++
+			}
+		})
 	}
 }
 

@@ -26,10 +26,12 @@ type Stats struct {
 	Unavailable    int64            // attempts that failed because etcd did not answer
 	Rejected       int64            // firings that cannot be committed (too large, invalid)
 	Problems       int64            // rule problems reported by the evaluator
+	ProblemsByRule map[string]int64 // the same, by rule
 	CommitTime     time.Duration    // total time spent in successful commits
 	MaxCommitTime  time.Duration    // slowest successful commit
 	EventsPruned   int64            // firing records deleted by retention
 	LastRev        int64            // revision of the last commit
+	SettledRev     int64            // every change up to this revision is evaluated and its plan committed
 	RuleSetVersion string           // version of the evaluator in use
 }
 
@@ -39,7 +41,9 @@ type metrics struct {
 	s  Stats
 }
 
-func newMetrics() *metrics { return &metrics{s: Stats{FiringsByRule: map[string]int64{}}} }
+func newMetrics() *metrics {
+	return &metrics{s: Stats{FiringsByRule: map[string]int64{}, ProblemsByRule: map[string]int64{}}}
+}
 
 func (m *metrics) update(fn func(s *Stats)) {
 	m.mu.Lock()
@@ -52,6 +56,7 @@ func (m *metrics) snapshot() Stats {
 	defer m.mu.Unlock()
 	s := m.s
 	s.FiringsByRule = maps.Clone(m.s.FiringsByRule)
+	s.ProblemsByRule = maps.Clone(m.s.ProblemsByRule)
 	return s
 }
 

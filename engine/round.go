@@ -29,6 +29,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	full := true
 	e.needFull = false
 	var retry <-chan time.Time
+	var seen int64 // the mirror revision of the latest evaluation
 	for {
 		ev, swapped := e.evaluator()
 		if swapped {
@@ -36,6 +37,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			full = true
 		}
 		if !full {
+			e.settle(sub, seen)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -65,6 +67,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			}
 			p, err = e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changes) })
 		}
+		seen = max(seen, p.Rev)
 		wasFull := full
 		full = false
 		e.m.update(func(s *Stats) {
@@ -104,6 +107,18 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			retry = time.After(e.cfg.BackoffMax)
 		}
 	}
+}
+
+// settle records, before the loop waits, the revision up to which every
+// change has been evaluated and its plan committed: that of the latest
+// evaluation, or the mirror's own when no batch waits (revisions made
+// outside the root, or by the engine's own writes already seen).
+func (e *Engine) settle(sub *facts.Subscription, seen int64) {
+	rev := e.mirror.Rev() // before looking at the queue: a batch up to rev is queued by now
+	if len(sub.Ready()) == 0 {
+		seen = max(seen, rev)
+	}
+	e.m.update(func(s *Stats) { s.SettledRev = max(s.SettledRev, seen) })
 }
 
 // catchUp makes the mirror hold everything committed before this term

@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/engine/eval/ruletest"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// TestRuleSetsAgainstEtcd runs the rule tests written as data (engine/testdata
+// and the evaluator's engine/eval/testdata) through the whole engine on a
+// real etcd: each step's facts are written to etcd, the engine evaluates
+// and commits until it settles, and etcd's content must show the expected
+// writes and deletes, with a firing record for every expected firing.
+func TestRuleSetsAgainstEtcd(t *testing.T) {
+	var dirs []string
+	for _, pat := range []string{"testdata/*", "eval/testdata/*"} {
+		m, _ := filepath.Glob(pat)
+		for _, d := range m {
+			if st, err := os.Stat(d); err == nil && st.IsDir() {
+				if ts, _ := ruletest.Find(d); len(ts) > 0 {
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no rule test directories")
+	}
+	et := etcdtest.Start(t)
+	client := et.Store(t)
+	n := 0
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			schema := facts.NewSchema()
+			rs, diags := rules.Load(dir, rules.WithSchema(schema))
+			if diags.HasErrors() {
+				t.Fatalf("load %s: %s", dir, diags.Error())
+			}
+			paths, _ := ruletest.Find(dir)
+			tests, _, diags := ruletest.Parse(paths, schema)
+			if diags.HasErrors() {
+				t.Fatalf("parse tests of %s: %s", dir, diags.Error())
+			}
+			for _, tc := range tests {
+				n++
+				root := fmt.Sprintf("/rt%d/", n) // a fresh tree per test on the shared etcd
+				t.Run(tc.Name, func(t *testing.T) {
+					store := facts.NewStore(client.Client, root, schema)
+					runRuleTest(t, store, rs, tc)
+				})
+			}
+		})
+	}
+}
+
+func runRuleTest(t *testing.T, store *facts.Store, rs *rules.RuleSet, tc *ruletest.Test) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := facts.NewMirror(store, nil)
+	mdone := make(chan struct{})
+	go func() { defer close(mdone); m.Run(ctx) }()
+	defer func() { cancel(); <-mdone }()
+	v := &env{store: store, mirror: m, ctx: ctx}
+
+	now := tc.Now
+	ev := NewRuleSetEvaluator(rs, nil, eval.WithSeed(tc.Seed), eval.WithClock(func() time.Time { return now }))
+	cfg := testConfig()
+	cfg.LeaderPrefix = strings.TrimSuffix(store.Root, "/") + "-leader/"
+	e := v.engine(t, ev, cfg)
+	var edone chan struct{}
+	defer func() {
+		cancel()
+		if edone != nil {
+			<-edone
+		}
+	}()
+
+	state := map[string][]byte{}
+	for i, step := range tc.Steps {
+		txn := facts.Txn{}
+		before := map[string][]byte{}
+		for k, val := range state {
+			before[k] = val
+		}
+		for _, f := range step.Puts {
+			txn.Ops = append(txn.Ops, facts.Put(f.Key, f.Value))
+			before[f.Key] = f.Value
+		}
+		for _, k := range step.Dels {
+			txn.Ops = append(txn.Ops, facts.Delete(k))
+			delete(before, k)
+		}
+		start, err := store.Commit(ctx, txn)
+		if err != nil {
+			t.Fatalf("step %d: write facts: %v", i, err)
+		}
+		if i == 0 {
+			edone = make(chan struct{})
+			go func() { defer close(edone); e.Run(ctx) }()
+		}
+		settle(t, v, e)
+		state = snapshotFacts(t, v)
+		firings := map[string]int{}
+		for _, r := range v.events(t) {
+			if r.Rev > start {
+				firings[r.Rule]++
+			}
+		}
+		if step.Expect == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s (step %d %q)", step.Range, i, step.Name)
+		for _, d := range diffState(step.Expect, before, state) {
+			t.Errorf("%s: %s", where, d)
+		}
+		for rule, want := range step.Expect.Firings {
+			if firings[rule] != want {
+				t.Errorf("%s: rule %s: %d firing records, want %d", where, rule, firings[rule], want)
+			}
+		}
+		st := e.Stats()
+		for _, rule := range step.Expect.Problems {
+			if st.ProblemsByRule[rule] == 0 {
+				t.Errorf("%s: rule %s: no problem reported", where, rule)
+			}
+		}
+	}
+}
+
+// settle waits until the engine has evaluated every change in etcd and
+// committed what it planned.
+func settle(t *testing.T, v *env, e *Engine) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	stable := 0
+	var last int64
+	for stable < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine did not settle: %+v", e.Stats())
+		}
+		resp, err := v.store.Client.Get(v.ctx, "settle-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := resp.Header.Revision
+		if err := v.mirror.WaitRev(v.ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.Stats(); st.SettledRev >= rev && rev == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = rev
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// snapshotFacts returns every fact in etcd but the firing records.
+func snapshotFacts(t *testing.T, v *env) map[string][]byte {
+	fs, _, err := v.store.List(v.ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, f := range fs {
+		if !strings.HasPrefix(f.Key, "event/") {
+			out[f.Key] = f.Value
+		}
+	}
+	return out
+}
+
+// diffState compares a step's net change with its expected writes and
+// deletes ('*' matches one key segment).
+func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
+	var out []string
+	matched := map[string]bool{}
+	var keys []string
+	for k := range after {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		val := after[k]
+		if old, ok := before[k]; ok && bytes.Equal(old, val) {
+			continue
+		}
+		pat, ok := "", false
+		for p := range e.Writes {
+			if segMatch(p, k) && (!ok || p == k) {
+				pat, ok = p, true
+			}
+		}
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("+ %s = %s (written, not expected)", k, val))
+		case !bytes.Equal(e.Writes[pat], val):
+			out = append(out, fmt.Sprintf("~ %s: expected %s, got %s", k, e.Writes[pat], val))
+			matched[pat] = true
+		default:
+			matched[pat] = true
+		}
+	}
+	for p, val := range e.Writes {
+		if !matched[p] {
+			out = append(out, fmt.Sprintf("- %s = %s (expected, not written)", p, val))
+		}
+	}
+	dm := map[string]bool{}
+	for k := range before {
+		if _, ok := after[k]; ok {
+			continue
+		}
+		hit := false
+		for _, p := range e.Deletes {
+			if segMatch(p, k) {
+				hit, dm[p] = true, true
+			}
+		}
+		if !hit {
+			out = append(out, fmt.Sprintf("+ %s (deleted, not expected)", k))
+		}
+	}
+	for _, p := range e.Deletes {
+		if !dm[p] {
+			out = append(out, fmt.Sprintf("- %s (expected deleted, still there)", p))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func segMatch(pattern, key string) bool {
+	ps, ks := strings.Split(pattern, "/"), strings.Split(key, "/")
+	if len(ps) != len(ks) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != "*" && ps[i] != ks[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// hookEval runs hook on the first plan that has firings, while the
+// evaluator still holds the mirror's view: a write made there lands between
+// the plan's reads and its commit.
+type hookEval struct {
+	Evaluator
+	done bool
+	hook func(p *eval.Plan)
+}
+
+func (h *hookEval) Full(r facts.Reader) eval.Plan { return h.after(h.Evaluator.Full(r)) }
+func (h *hookEval) Incremental(r facts.Reader, c []facts.Change) eval.Plan {
+	return h.after(h.Evaluator.Incremental(r, c))
+}
+func (h *hookEval) after(p eval.Plan) eval.Plan {
+	if !h.done && len(p.Firings) > 0 {
+		h.done = true
+		h.hook(&p)
+	}
+	return p
+}
+
+// A fresh id the rule set drew is created by someone else before the plan
+// commits: the firing fails its "still absent" guard, is evaluated again and
+// draws another id; the other writer's key is left alone.
+func TestFreshIDCollisionWithRules(t *testing.T) {
+	v := newEnv(t)
+	rs, diags := rules.Load("eval/testdata/fresh", rules.WithSchema(v.store.Schema))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	v.put(t, facts.ServiceInstances("web"), "2")
+	var stolen string
+	ev := &hookEval{Evaluator: NewRuleSetEvaluator(rs, nil, eval.WithSeed(7))}
+	ev.hook = func(p *eval.Plan) {
+		for _, f := range p.Firings {
+			for _, w := range f.Writes {
+				if strings.HasSuffix(w.Key, "/service") {
+					stolen = w.Key
+					v.put(t, w.Key, `"other"`)
+					return
+				}
+			}
+		}
+		t.Errorf("no instance created in the first plan: %+v", p.Firings)
+	}
+	e := v.engine(t, ev, testConfig())
+	v.run(t, e)
+	settle(t, v, e)
+
+	if f, _ := v.get(t, stolen); string(f.Value) != `"other"` {
+		t.Errorf("%s overwritten: %s", stolen, f.Value)
+	}
+	state := snapshotFacts(t, v)
+	web := 0
+	for k, val := range state {
+		if strings.HasSuffix(k, "/service") && string(val) == `"web"` {
+			web++
+			id := strings.Split(k, "/")[2]
+			if st := state[facts.InstanceState(id)]; string(st) != `"pending"` {
+				t.Errorf("instance %s: state %s, want pending", id, st)
+			}
+		}
+	}
+	if web != 2 {
+		t.Errorf("%d instances of web, want 2: %v", web, state)
+	}
+	if st := e.Stats(); st.Conflicts < 1 || st.FiringsByRule["create_instances"] != 2 {
+		t.Errorf("want a conflict and 2 committed firings: %+v", st)
+	}
+}
