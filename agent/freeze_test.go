@@ -1,0 +1,151 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/agent"
+	"github.com/ccattler/ccattler/agent/sim"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// An agent can be run in a child process (the test binary re-executed), so
+// that a test can freeze it with SIGSTOP like a stalled machine.
+const childEnv = "CCATTLER_AGENT_CHILD"
+
+type childConfig struct {
+	Endpoints []string
+	Node      string
+	StateDir  string
+	LeaseTTL  time.Duration
+	Nodes     int  // simulated nodes; 0 means 1
+	Report    bool // print Stats and heap size as a JSON line on stdout every second
+}
+
+func TestMain(m *testing.M) {
+	if js := os.Getenv(childEnv); js != "" {
+		os.Exit(runChild(js))
+	}
+	os.Exit(m.Run())
+}
+
+func runChild(js string) int {
+	var cc childConfig
+	if err := json.Unmarshal([]byte(js), &cc); err != nil {
+		fmt.Fprintln(os.Stderr, "child config:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	store, err := agent.Connect(cc.Endpoints, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fleet, _ := sim.NewFleet(sim.NewConfig())
+	cfg := fastConfig(store, cc.StateDir)
+	cfg.LeaseTTL = cc.LeaseTTL
+	if cc.Nodes > 1 {
+		cfg.Resync = 5 * time.Second // what a large simulated fleet would use
+	}
+	a, err := agent.New(cfg, simNodes(fleet, cc.Node, max(cc.Nodes, 1)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if cc.Report {
+		go reportStats(ctx, a)
+	}
+	a.Run(ctx)
+	return 0
+}
+
+func TestFrozenAgentReplacesItsExpiredLease(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	dir := t.TempDir()
+	js, _ := json.Marshal(childConfig{Endpoints: e.Endpoints(), Node: "frozen-", StateDir: dir, LeaseTTL: 2 * time.Second})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait(); logf.Close() })
+	const node = "frozen-0001"
+	leaseOf := func() int64 {
+		resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
+		if err != nil || len(resp.Kvs) == 0 {
+			return 0
+		}
+		return resp.Kvs[0].Lease
+	}
+	var first int64
+	waitFor(t, 20*time.Second, func() string {
+		if first = leaseOf(); first == 0 {
+			return "no lease"
+		}
+		return ""
+	})
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() string {
+		if leaseOf() != 0 {
+			return "the frozen agent's lease has not expired"
+		}
+		return ""
+	})
+	rev := currentRev(t, s)
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() string {
+		l := leaseOf()
+		if l == 0 || l == first {
+			return fmt.Sprintf("lease %x after resume (first %x)", l, first)
+		}
+		f, ok, _ := s.Get(context.Background(), facts.NodeState(node))
+		if !ok || f.ModRevision <= rev {
+			return "node not registered again"
+		}
+		return ""
+	})
+}
+
+// childStats is what a reporting child prints.
+type childStats struct {
+	agent.Stats
+	HeapInuse uint64
+}
+
+func reportStats(ctx context.Context, a *agent.Agent) {
+	enc := json.NewEncoder(os.Stdout)
+	for ctx.Err() == nil {
+		time.Sleep(time.Second)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		enc.Encode(childStats{Stats: a.Stats(), HeapInuse: ms.HeapInuse})
+	}
+}
+
+func currentRev(t *testing.T, s *facts.Store) int64 {
+	t.Helper()
+	resp, err := s.Client.Get(context.Background(), "health-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}

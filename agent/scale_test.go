@@ -1,0 +1,140 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestSimScale runs simulated nodes in a child process against an embedded
+// etcd, places instances on them, and logs the time to register and to run
+// everything, the write rate and the agent's heap per simulated node.
+// By default it is small (100 nodes, 1,000 instances); the issue's figure is
+//
+//	CCATTLER_SIM_SCALE=2000x20000 go test -run TestSimScale -v -timeout 30m ./agent/
+func TestSimScale(t *testing.T) {
+	nodes, insts := 100, 1000
+	if v := os.Getenv("CCATTLER_SIM_SCALE"); v != "" {
+		if _, err := fmt.Sscanf(v, "%dx%d", &nodes, &insts); err != nil {
+			t.Fatalf("CCATTLER_SIM_SCALE=%q: expected NODESxINSTANCES such as 2000x20000", v)
+		}
+	}
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	putService(t, s, "web", "nginx:1.28", facts.ServiceCPU("web"), 0.1, facts.ServiceMemory("web"), "64Mi")
+
+	dir := t.TempDir()
+	js, _ := json.Marshal(childConfig{Endpoints: e.Endpoints(), Node: "sim-", StateDir: dir, LeaseTTL: 30 * time.Second, Nodes: nodes, Report: true})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
+	cmd.Stderr = logf
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); logf.Close() })
+	var mu sync.Mutex
+	var last childStats
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var cs childStats
+			if json.Unmarshal(sc.Bytes(), &cs) == nil {
+				mu.Lock()
+				last = cs
+				mu.Unlock()
+			}
+		}
+	}()
+	stats := func() childStats { mu.Lock(); defer mu.Unlock(); return last }
+	count := func(prefix string) int64 {
+		resp, err := s.Client.Get(context.Background(), s.Abs(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return -1
+		}
+		return resp.Count
+	}
+
+	t0 := time.Now()
+	waitFor(t, 5*time.Minute, func() string {
+		if n := count("lease/node/"); n != int64(nodes) {
+			return fmt.Sprintf("%d of %d leases", n, nodes)
+		}
+		if st := stats(); st.Leases != nodes {
+			return fmt.Sprintf("child holds %d of %d leases", st.Leases, nodes)
+		}
+		return ""
+	})
+	registered := time.Since(t0)
+	base := stats()
+
+	t1 := time.Now()
+	var ops []facts.Op
+	flush := func() {
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: ops}); err != nil {
+			t.Fatal(err)
+		}
+		ops = ops[:0]
+	}
+	for i := 0; i < insts; i++ {
+		id := fmt.Sprintf("%08x", i)
+		ops = append(ops, facts.Put(facts.InstanceService(id), []byte(`"web"`)),
+			facts.Put(facts.Placement(id), []byte(fmt.Sprintf(`"sim-%04d"`, i%nodes+1))))
+		if len(ops) >= 1000 {
+			flush()
+		}
+	}
+	if len(ops) > 0 {
+		flush()
+	}
+	waitFor(t, 10*time.Minute, func() string {
+		if st := stats(); st.Running != insts {
+			return fmt.Sprintf("%d of %d instances running", st.Running, insts)
+		}
+		return ""
+	})
+	// Every instance reported running: state keys under observed/instance/ with "running".
+	waitFor(t, 5*time.Minute, func() string {
+		fs, _, err := s.List(context.Background(), "observed/instance/", 0)
+		if err != nil {
+			return err.Error()
+		}
+		running := 0
+		for _, f := range fs {
+			if v, _ := facts.StringValue(f.Value); v == "running" {
+				running++
+			}
+		}
+		if running != insts {
+			return fmt.Sprintf("%d of %d reported running", running, insts)
+		}
+		return ""
+	})
+	converged := time.Since(t1)
+	done := stats()
+	time.Sleep(5 * time.Second)
+	idle := stats()
+
+	ops1, txns1 := done.Ops-base.Ops, done.Txns-base.Txns
+	t.Logf("%d simulated nodes registered and holding leases in %s", nodes, registered.Round(time.Millisecond))
+	t.Logf("%d instances placed, running and reported in %s: %d writes in %d transactions (%.0f writes/s, %.0f txn/s)",
+		insts, converged.Round(time.Millisecond), ops1, txns1, float64(ops1)/converged.Seconds(), float64(txns1)/converged.Seconds())
+	t.Logf("steady state over 5s: %d writes in %d transactions", idle.Ops-done.Ops, idle.Txns-done.Txns)
+	t.Logf("agent heap in use: %.1f MiB, %.1f KiB per simulated node (%d instances each)",
+		float64(done.HeapInuse)/(1<<20), float64(done.HeapInuse)/1024/float64(nodes), insts/nodes)
+	if idle.Ops-done.Ops > int64(nodes) {
+		t.Errorf("an idle fleet wrote %d facts in 5s: reports are not diffed", idle.Ops-done.Ops)
+	}
+}
