@@ -40,6 +40,9 @@ type Step struct {
 // (a fresh id); every map is compared exactly: nothing missing, nothing extra.
 type Expect struct {
 	Writes     map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
+	// Multi holds a wildcard key given a list: the keys it matches hold
+	// exactly these values, in any order ("placement/instance/*" = ["node-1", "node-2"]).
+	Multi map[string][][]byte
 	Deletes    []string          // key patterns: keys that existed and are gone
 	Firings    map[string]int    // rule -> number of firings
 	Problems   []string          // rules with a problem
@@ -190,7 +193,7 @@ func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostic
 }
 
 func parseExpect(b *hcl.Block, schema *facts.Schema) (*Expect, hcl.Diagnostics) {
-	e := &Expect{Writes: map[string][]byte{}, Firings: map[string]int{}, Range: b.DefRange, has: map[string]bool{}}
+	e := &Expect{Writes: map[string][]byte{}, Multi: map[string][][]byte{}, Firings: map[string]int{}, Range: b.DefRange, has: map[string]bool{}}
 	c, diags := b.Body.Content(expectSchema)
 	for n := range c.Attributes {
 		e.has[n] = true
@@ -207,7 +210,21 @@ func parseExpect(b *hcl.Block, schema *facts.Schema) (*Expect, hcl.Diagnostics) 
 				continue
 			}
 			// A wildcard key is encoded with a stand-in id that parses.
-			raw, err := encode(schema, strings.ReplaceAll(k.AsString(), "*", "fffff"), v)
+			stand := strings.ReplaceAll(k.AsString(), "*", "fffff")
+			if strings.Contains(k.AsString(), "*") && v.Type().IsTupleType() {
+				for it := v.ElementIterator(); it.Next(); {
+					_, ev := it.Element()
+					raw, err := encode(schema, stand, ev)
+					if err != nil {
+						rng := kv.Value.Range()
+						diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid expected value", Detail: err.Error(), Subject: &rng})
+						continue
+					}
+					e.Multi[k.AsString()] = append(e.Multi[k.AsString()], raw)
+				}
+				continue
+			}
+			raw, err := encode(schema, stand, v)
 			if err != nil {
 				rng := kv.Value.Range()
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid expected value", Detail: err.Error(), Subject: &rng})

@@ -179,6 +179,25 @@ func compare(e *Expect, before, after map[string][]byte, firings map[string]int,
 		}
 	}
 	var diff []string
+	// Multisets first: the keys a list pattern matches are its own.
+	for _, p := range sortedKeys(e.Multi) {
+		var got []string
+		for _, k := range sortedKeys(written) {
+			if _, exact := e.Writes[k]; !exact && keyMatch(p, k) {
+				got = append(got, string(written[k]))
+				delete(written, k)
+			}
+		}
+		var want []string
+		for _, w := range e.Multi[p] {
+			want = append(want, string(w))
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			diff = append(diff, fmt.Sprintf("    ~ %s: expected values [%s], got [%s]", p, strings.Join(want, ", "), strings.Join(got, ", ")))
+		}
+	}
 	matched := map[string]bool{}
 	for _, k := range sortedKeys(written) {
 		pat, ok := "", false
