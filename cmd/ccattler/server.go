@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/spf13/cobra"
 )
@@ -28,10 +29,14 @@ type serverConfig struct {
 	Root        string
 	DialTimeout time.Duration
 	Log         *slog.Logger
+	// Policies is the rule directory the engine runs (--policies); empty:
+	// no engine. Engine configures it (server_engine.go).
+	Policies string
+	Engine   engine.Config
 }
 
 func newServerCmd() *cobra.Command {
-	cfg := serverConfig{Embed: facts.NewEmbedConfig()}
+	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig()}
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -90,6 +95,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 	f.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "peer URL of the embedded etcd")
 	f.UintVar(&cfg.Embed.MaxTxnOps, "max-txn-ops", cfg.Embed.MaxTxnOps, "operations allowed in one transaction of the embedded etcd")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addEngineFlags(f, &cfg)
 	return cmd
 }
 
@@ -153,10 +159,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		<-mirrorDone
 	}()
 
-	// ---- The rules engine starts here, once the mirror is synced. ----
-	// It will load a RuleSet (the default policies, or --policies DIR),
-	// evaluate it on mirror and commit its plans through store; its run
-	// loop joins the select below so that its failure stops the server.
+	// The rules engine starts once the mirror is synced.
+	engineDone, stopEngine, err := startEngine(ctx, cfg, store, mirror, log)
+	if err != nil {
+		return err
+	}
+	defer stopEngine()
 
 	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
 	select {
@@ -165,6 +173,8 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return nil
 	case err := <-etcdErr:
 		return fmt.Errorf("embedded etcd failed: %w", err)
+	case err := <-engineDone:
+		return fmt.Errorf("rules engine: %w", err)
 	case err := <-mirrorDone:
 		mirrorDone <- err // for the deferred wait
 		if err == nil || errors.Is(err, context.Canceled) {
