@@ -1,0 +1,37 @@
+package rules
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzLoad feeds arbitrary bytes to the rule-file loader: it must return a
+// rule set or diagnostics, never panic, and a rule set only without errors.
+func FuzzLoad(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*/*.hcl")
+	more, _ := filepath.Glob("../engine/eval/testdata/*/*.hcl")
+	lc, _ := filepath.Glob("../engine/testdata/*/*.hcl")
+	for _, p := range append(append(seeds, more...), lc...) {
+		if b, err := os.ReadFile(p); err == nil && IsRuleFile(p) {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(okRule))
+	f.Add([]byte(`rule "x" { when = "a >" }`))
+	f.Add([]byte("rule \"x\" {\n  match { a = \"observed/{x}/{y}\" }\n}\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		rs, diags := LoadFiles(map[string][]byte{"f.hcl": src})
+		if rs != nil && diags.HasErrors() {
+			t.Fatalf("a rule set with errors: %s", diags.Error())
+		}
+		if rs == nil && !diags.HasErrors() {
+			t.Fatal("no rule set and no error")
+		}
+		for _, d := range diags {
+			if d.Subject != nil && d.Subject.Start.Byte > len(src)+1 {
+				t.Fatalf("diagnostic %q points past the end: %v", d.Summary, d.Subject)
+			}
+		}
+	})
+}
