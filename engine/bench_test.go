@@ -61,7 +61,7 @@ func BenchmarkCommit(b *testing.B) {
 					for j, wr := range fr.Writes {
 						same = append(same, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("q%d-%d-%d-w%d", i, f, j, w))), string(wr.Value)))
 					}
-					id, at := e.ids.next()
+					id, at := e.ids.Next()
 					rec, _ := encodeRecord(&fr, "bench", "engine-a", at, nil)
 					same = append(same, clientv3.OpPut(v.store.Abs(facts.Event(id)), string(rec)))
 				}

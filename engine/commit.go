@@ -9,6 +9,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // errLostLeadership ends a term: the leader key is gone, so every further
@@ -53,7 +54,7 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 			e.m.update(func(s *Stats) { s.Rejected++ })
 			continue
 		}
-		id, at := e.ids.next()
+		id, at := e.ids.Next()
 		n := 512 + len(e.store.Root)
 		for _, w := range f.Writes {
 			n += 2*len(w.Key) + 2*len(w.Value) + 2*len(e.store.Root) // the write and its copy in the record
@@ -72,7 +73,7 @@ func (e *Engine) checkFiring(f *eval.Firing) error {
 	}
 	reads := 0
 	for _, r := range f.Reads {
-		if !r.Own {
+		if guarded(r) {
 			reads++
 		}
 	}
@@ -139,7 +140,7 @@ func (e *Engine) chunkLen(t *term, pending []*staged) int {
 		o := len(st.f.Writes) + 1
 		c := 0
 		for _, r := range st.f.Reads {
-			if rev, ok := conds[r.Key]; !r.Own && (!ok || rev != r.Rev) {
+			if rev, ok := conds[condKey(r)]; guarded(r) && (!ok || rev != r.Rev) {
 				c++
 			}
 		}
@@ -155,8 +156,8 @@ func (e *Engine) chunkLen(t *term, pending []*staged) int {
 			written[w.Key] = true
 		}
 		for _, r := range st.f.Reads {
-			if !r.Own {
-				conds[r.Key] = r.Rev
+			if guarded(r) {
+				conds[condKey(r)] = r.Rev
 			}
 		}
 	}
@@ -175,13 +176,17 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 	conds := map[string]int64{}
 	for _, st := range chunk {
 		for _, r := range st.f.Reads {
-			if r.Own {
+			if !guarded(r) {
 				continue
 			}
-			if rev, ok := conds[r.Key]; ok && rev == r.Rev {
+			if rev, ok := conds[condKey(r)]; ok && rev == r.Rev {
 				continue
 			}
-			conds[r.Key] = r.Rev
+			conds[condKey(r)] = r.Rev
+			if r.Prefix { // no key under the prefix: every key of the range must be absent
+				txn.Guard = append(txn.Guard, clientv3.Compare(clientv3.ModRevision(e.store.Abs(r.Key)), "=", 0).WithPrefix())
+				continue
+			}
 			txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: r.Rev})
 		}
 		key := facts.Event(st.id)
@@ -272,7 +277,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				}
 				for _, st := range chunk {
 					if _, taken := r.Get(facts.Event(st.id)); taken {
-						st.id, st.at = e.ids.next()
+						st.id, st.at = e.ids.Next()
 					}
 				}
 				pending, stale = dropStale(r, pending)
@@ -321,7 +326,15 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 	for _, st := range pending {
 		fresh := true
 		for _, rd := range st.f.Reads {
-			if rd.Own {
+			if !guarded(rd) {
+				continue
+			}
+			if rd.Prefix {
+				r.Prefix(rd.Key, func(f facts.Fact) bool {
+					fresh = false
+					changed = append(changed, f.Key) // the key that now matches the absent pattern
+					return false
+				})
 				continue
 			}
 			var cur int64
@@ -338,6 +351,19 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 		}
 	}
 	return out, changed
+}
+
+// guarded reports whether a read becomes a compare: not a value written
+// earlier in the plan (Own: ordering protects it), not an aggregate member
+// (NoGuard: listed in the record only).
+func guarded(r eval.Read) bool { return !r.Own && !r.NoGuard }
+
+// condKey tells a prefix compare from a compare of the key itself.
+func condKey(r eval.Read) string {
+	if r.Prefix {
+		return r.Key + "\x00prefix"
+	}
+	return r.Key
 }
 
 // changesFor presents keys as changes, as they stand in r, so that the

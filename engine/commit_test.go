@@ -298,3 +298,40 @@ func TestStallsWhileEtcdIsDown(t *testing.T) {
 		t.Errorf("want failed attempts then one transaction: %+v", st)
 	}
 }
+
+// A prefix read ("no key under it") becomes a ranged compare; an aggregate
+// member (NoGuard) is recorded but not compared.
+func TestPrefixAndUnguardedReads(t *testing.T) {
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{}, testConfig())
+	taken := facts.InstanceState("abcde")
+	member := facts.ServiceInstances("member")
+	v.put(t, taken, `"pending"`) // under the prefix the first firing read as empty
+	v.put(t, member, "1")        // changed since the second firing read it at 1
+	ok, blocked := facts.EffectiveInstances("ok"), facts.EffectiveInstances("blocked")
+	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "absent", Reads: []eval.Read{{Key: "observed/instance/abcde/", Prefix: true}, {Key: blocked}},
+			Writes: []eval.Write{{Key: blocked, Value: []byte("1")}}},
+		{Rule: "aggregate", Reads: []eval.Read{{Key: member, Rev: 1, NoGuard: true}, {Key: ok}},
+			Writes: []eval.Write{{Key: ok, Value: []byte("2")}}},
+	}}
+	if err := v.mirror.WaitRev(v.ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	ev := &copyEval{version: "v1"}
+	if err := e.apply(v.ctx, nil, ev, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := v.get(t, blocked); found {
+		t.Error("the firing that read an empty prefix committed although a key is under it now")
+	}
+	evs := v.events(t)
+	if len(evs) != 1 || evs[0].Rule != "aggregate" || evs[0].Reads[0].Rev != 1 {
+		t.Fatalf("want the aggregate's record only, with the member read at 1: %+v", evs)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.calls) != 1 || ev.calls[0] != taken {
+		t.Errorf("re-evaluated with %v, want the key now under the prefix (%s)", ev.calls, taken)
+	}
+}

@@ -37,7 +37,7 @@ type Engine struct {
 	store  *facts.Store
 	mirror *facts.Mirror
 	log    *slog.Logger
-	ids    *idGen
+	ids    *facts.EventIDs
 	m      *metrics
 
 	mu   sync.Mutex // guards ev and next
@@ -74,7 +74,7 @@ func New(store *facts.Store, mirror *facts.Mirror, ev Evaluator, cfg Config) (*E
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, store: store, mirror: mirror, log: log.With("engine", cfg.Identity),
-		ids: newIDGen(), m: newMetrics(), ev: ev, swap: make(chan struct{}, 1)}
+		ids: facts.NewEventIDs(), m: newMetrics(), ev: ev, swap: make(chan struct{}, 1)}
 	e.m.update(func(s *Stats) { s.RuleSetVersion = ev.Version() })
 	return e, nil
 }

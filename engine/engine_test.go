@@ -33,11 +33,11 @@ func TestFiringRecordInSameRevisionAsWrites(t *testing.T) {
 	if err := facts.CheckSegment("event-id", strings.TrimPrefix(r.Key, "event/")); err != nil {
 		t.Errorf("record key: %v", err)
 	}
-	want := Record{Rule: "copy", Version: "v1", Kind: "derive", Bindings: map[string]string{"name": "web"},
-		Reads:  []RecordRead{{Key: facts.ServiceInstances("web"), Rev: dRev}, {Key: facts.EffectiveInstances("web"), Rev: 0}},
-		Writes: []RecordWrite{{Key: facts.EffectiveInstances("web"), Value: json.RawMessage("3")}},
+	want := facts.EventRecord{Rule: "copy", Version: "v1", Kind: "derive", Bindings: map[string]string{"name": "web"},
+		Reads:  []facts.EventRead{{Key: facts.ServiceInstances("web"), Rev: dRev}, {Key: facts.EffectiveInstances("web"), Rev: 0}},
+		Writes: []facts.EventWrite{{Key: facts.EffectiveInstances("web"), Value: facts.RawJSON("3")}},
 		Leader: "engine-a"}
-	got := r.Record
+	got := r.EventRecord
 	if _, err := time.Parse(time.RFC3339Nano, got.Time); err != nil {
 		t.Errorf("time %q: %v", got.Time, err)
 	}
@@ -194,19 +194,19 @@ func TestSwapEvaluatesEverythingWithTheNewSet(t *testing.T) {
 }
 
 func TestEventIDs(t *testing.T) {
-	g := newIDGen()
-	g.seed("29991231T235959.999999999Z-000001")
+	g := facts.NewEventIDs()
+	g.Seed("29991231T235959.999999999Z-000001")
 	prev := ""
 	for i := 0; i < 1000; i++ {
-		id, at := g.next()
+		id, at := g.Next()
 		if err := facts.CheckSegment("event-id", id); err != nil {
 			t.Fatal(err)
 		}
 		if id <= prev {
 			t.Fatalf("id %s after %s: want strictly increasing", id, prev)
 		}
-		if got, ok := eventTime(id); !ok || !got.Equal(at) {
-			t.Fatalf("eventTime(%s) = %v %v, want %v", id, got, ok, at)
+		if got, ok := facts.EventTime(id); !ok || !got.Equal(at) {
+			t.Fatalf("EventTime(%s) = %v %v, want %v", id, got, ok, at)
 		}
 		prev = id
 	}

@@ -113,7 +113,7 @@ func (v *env) waitValue(t testing.TB, key, raw string) facts.Fact {
 type event struct {
 	Key string
 	Rev int64
-	Record
+	facts.EventRecord
 }
 
 // events returns every firing record in etcd, oldest first.
@@ -126,7 +126,7 @@ func (v *env) events(t testing.TB) []event {
 	var out []event
 	for _, f := range fs {
 		e := event{Key: f.Key, Rev: f.ModRevision}
-		if err := json.Unmarshal(f.Value, &e.Record); err != nil {
+		if err := json.Unmarshal(f.Value, &e.EventRecord); err != nil {
 			t.Fatalf("%s: %v", f.Key, err)
 		}
 		out = append(out, e)

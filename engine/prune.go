@@ -39,7 +39,7 @@ func (e *Engine) prune(ctx context.Context, t *term, now time.Time) (int, error)
 			}
 		}
 		r.Prefix("event/", func(f facts.Fact) bool {
-			at, ok := eventTime(strings.TrimPrefix(f.Key, "event/"))
+			at, ok := facts.EventTime(strings.TrimPrefix(f.Key, "event/"))
 			if !ok {
 				return true // not a firing record: not ours to delete
 			}

@@ -132,7 +132,7 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		return fmt.Errorf("read the newest firing record under %s: %w", prefix, err)
 	}
 	if len(resp.Kvs) == 1 {
-		e.ids.seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
+		e.ids.Seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
 	}
 	return e.mirror.WaitRev(ctx, resp.Header.Revision)
 }

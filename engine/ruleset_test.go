@@ -190,14 +190,35 @@ func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
 	matched := map[string]bool{}
 	var keys []string
 	for k := range after {
-		keys = append(keys, k)
+		if old, ok := before[k]; !ok || !bytes.Equal(old, after[k]) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
+	// A wildcard key given a list of values owns the keys it matches: their
+	// values must be the list's, in any order.
+	for p, vals := range e.Multi {
+		var got, want []string
+		rest := keys[:0]
+		for _, k := range keys {
+			if _, exact := e.Writes[k]; !exact && segMatch(p, k) {
+				got = append(got, string(after[k]))
+			} else {
+				rest = append(rest, k)
+			}
+		}
+		keys = rest
+		for _, v := range vals {
+			want = append(want, string(v))
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			out = append(out, fmt.Sprintf("~ %s: expected values %v, got %v", p, want, got))
+		}
+	}
 	for _, k := range keys {
 		val := after[k]
-		if old, ok := before[k]; ok && bytes.Equal(old, val) {
-			continue
-		}
 		pat, ok := "", false
 		for p := range e.Writes {
 			if segMatch(p, k) && (!ok || p == k) {
