@@ -39,14 +39,14 @@ type Step struct {
 // Expect is what a step must produce. Keys may hold '*' for one segment
 // (a fresh id); every map is compared exactly: nothing missing, nothing extra.
 type Expect struct {
-	Writes     map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
+	Writes map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
 	// Multi holds a wildcard key given a list: the keys it matches hold
 	// exactly these values, in any order ("placement/instance/*" = ["node-1", "node-2"]).
-	Multi map[string][][]byte
-	Deletes    []string          // key patterns: keys that existed and are gone
-	Firings    map[string]int    // rule -> number of firings
-	Problems   []string          // rules with a problem
-	Rejections []string          // "rule var=value,...: filter, filter" patterns
+	Multi      map[string][][]byte
+	Deletes    []string       // key patterns: keys that existed and are gone
+	Firings    map[string]int // rule -> number of firings
+	Problems   []string       // rules with a problem
+	Rejections []string       // "rule var=value,...: filter, filter" patterns
 	Range      hcl.Range
 	has        map[string]bool // which of the above were written
 }
@@ -65,16 +65,18 @@ var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 }}
 
 // IsTestFile reports whether a file holds rule tests: *_test.hcl, or any
-// *.hcl under a tests/ directory.
+// *.hcl under a tests/ or testdata/ directory.
 func IsTestFile(path string) bool {
+	d := filepath.Base(filepath.Dir(path))
 	return strings.HasSuffix(path, "_test.hcl") ||
-		(strings.HasSuffix(path, ".hcl") && filepath.Base(filepath.Dir(path)) == "tests")
+		(strings.HasSuffix(path, ".hcl") && (d == "tests" || d == "testdata"))
 }
 
-// Find lists the test files of a rule directory: DIR/*_test.hcl and DIR/tests/*.hcl.
+// Find lists the test files of a rule directory: DIR/*_test.hcl,
+// DIR/tests/*.hcl and DIR/testdata/*.hcl.
 func Find(dir string) ([]string, error) {
 	var out []string
-	for _, pat := range []string{filepath.Join(dir, "*_test.hcl"), filepath.Join(dir, "tests", "*.hcl")} {
+	for _, pat := range []string{filepath.Join(dir, "*_test.hcl"), filepath.Join(dir, "tests", "*.hcl"), filepath.Join(dir, "testdata", "*.hcl")} {
 		m, err := filepath.Glob(pat)
 		if err != nil {
 			return nil, err
