@@ -77,6 +77,12 @@ func LoadWithFiles(dir string, opts ...Option) (*RuleSet, map[string]*hcl.File, 
 	return loadFiles(files, opts...)
 }
 
+// LoadFilesWithSources is LoadFiles that also returns the parsed files, for
+// printing diagnostics with source snippets.
+func LoadFilesWithSources(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*hcl.File, hcl.Diagnostics) {
+	return loadFiles(files, opts...)
+}
+
 // LoadFiles compiles and checks rule files given by name and content.
 func LoadFiles(files map[string][]byte, opts ...Option) (*RuleSet, hcl.Diagnostics) {
 	rs, _, diags := loadFiles(files, opts...)

@@ -131,7 +131,7 @@ func (s *server) stop(t *testing.T) time.Duration {
 // newServer starts a server on free ports with its data in dir.
 func newServer(t *testing.T, dir string) *server {
 	t.Helper()
-	return startServer(t, "--data-dir", dir,
+	return startServer(t, "--no-engine", "--data-dir", dir,
 		"--listen-client", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
 		"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)))
 }

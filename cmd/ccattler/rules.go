@@ -23,7 +23,7 @@ func newRulesCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "Check and test rule sets",
 		Long: `Work on rule sets: directories of HCL rule files (*.hcl) with their tests
-(*_test.hcl, or tests/*.hcl). See docs/rules.md for the language.`,
+(*_test.hcl, tests/*.hcl or testdata/*.hcl). See docs/rules.md for the language.`,
 	}
 	cmd.AddCommand(newRulesCheckCmd(), newRulesTestCmd())
 	for _, mk := range rulesCmdChildren {
@@ -69,7 +69,7 @@ func newRulesTestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test DIR",
 		Short: "Run a rule set's tests: facts in, run to a fixpoint, expected writes out",
-		Long: `Run the rule tests of DIR (DIR/*_test.hcl and DIR/tests/*.hcl) against the
+		Long: `Run the rule tests of DIR (DIR/*_test.hcl, DIR/tests/*.hcl and DIR/testdata/*.hcl) against the
 rule set of DIR. Each test gives facts, runs the rules to a fixpoint on an
 in-memory table (applying each plan's writes and re-evaluating incrementally),
 and compares the net writes, deletes, firings per rule, problems and choice
@@ -91,7 +91,7 @@ actual difference; any failure exits 1.`,
 				return err
 			}
 			if len(paths) == 0 {
-				return exitError{code: 1, err: fmt.Errorf("%s has no rule tests: expected *_test.hcl or tests/*.hcl", dir)}
+				return exitError{code: 1, err: fmt.Errorf("%s has no rule tests: expected *_test.hcl, tests/*.hcl or testdata/*.hcl", dir)}
 			}
 			tests, tfiles, diags := ruletest.Parse(paths, rs.Schema)
 			if diags.HasErrors() {

@@ -32,6 +32,7 @@ type serverConfig struct {
 	// Policies is the rule directory the engine runs (--policies); empty:
 	// no engine. Engine configures it (server_engine.go).
 	Policies string
+	NoEngine bool // --no-engine: serve the fact store only
 	Engine   engine.Config
 }
 

@@ -1,0 +1,73 @@
+test "mass loss: all three nodes lose their leases together: nothing marked, nothing replaced" {
+  seed = 1
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 4
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "lease/node/node-1"                    = {}
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/capacity/cpu"    = 4
+    "observed/node/node-2/capacity/memory" = "8Gi"
+    "lease/node/node-2"                    = {}
+    "observed/node/node-3/state"           = "alive"
+    "observed/node/node-3/capacity/cpu"    = 4
+    "observed/node/node-3/capacity/memory" = "8Gi"
+    "lease/node/node-3"                    = {}
+    "desired/service/web"                  = {}
+    "intent/user/service/web/instances"    = 3
+  }
+  expect {
+    writes = {
+      "effective/service/web/instances" = 3
+      "observed/instance/*/service"     = "web"
+      "observed/instance/*/state"       = "pending"
+      "placement/instance/*"            = ["node-1", "node-2", "node-3"]
+    }
+  }
+  then "the leases are gone" {
+    delete = ["lease/node/node-1", "lease/node/node-2", "lease/node/node-3"]
+    expect {
+      firings = {}
+    }
+  }
+  then "the leases return: nothing has moved" {
+    facts = {
+      "lease/node/node-1" = {}
+      "lease/node/node-2" = {}
+      "lease/node/node-3" = {}
+    }
+    expect {
+      firings = {}
+    }
+  }
+}
+
+test "a zone that loses most of its nodes is not failed over, another zone's lone loss is" {
+  facts = {
+    "observed/node/a-1/state" = "alive"
+    "observed/node/a-1/zone"  = "eu-1a"
+    "observed/node/a-2/state" = "alive"
+    "observed/node/a-2/zone"  = "eu-1a"
+    "observed/node/b-1/state" = "alive"
+    "observed/node/b-1/zone"  = "eu-1b"
+    "lease/node/b-1"          = {}
+    "observed/node/b-2/state" = "alive"
+    "observed/node/b-2/zone"  = "eu-1b"
+    "lease/node/b-2"          = {}
+    "observed/node/b-3/state" = "alive"
+    "observed/node/b-3/zone"  = "eu-1b"
+    "observed/node/c-1/state" = "alive"
+    "observed/node/c-1/zone"  = "eu-1c"
+    "lease/node/c-1"          = {}
+    "observed/node/c-2/state" = "alive"
+    "observed/node/c-2/zone"  = "eu-1c"
+    "lease/node/c-2"          = {}
+    "observed/node/c-3/state" = "alive"
+    "observed/node/c-3/zone"  = "eu-1c"
+    "lease/node/c-3"          = {}
+  }
+  expect {
+    writes = { "observed/node/b-3/state" = "unreachable" }
+    firings = { node_unreachable = 1 }
+  }
+}

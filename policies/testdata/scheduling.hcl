@@ -1,0 +1,103 @@
+test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, every node rejected for cpu" {
+  seed = 7
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 2
+    "observed/node/node-1/capacity/memory" = "4Gi"
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/capacity/cpu"    = 2
+    "observed/node/node-2/capacity/memory" = "4Gi"
+    "observed/node/node-3/state"           = "alive"
+    "observed/node/node-3/capacity/cpu"    = 2
+    "observed/node/node-3/capacity/memory" = "4Gi"
+    "observed/node/node-4/state"           = "alive"
+    "observed/node/node-4/capacity/cpu"    = 2
+    "observed/node/node-4/capacity/memory" = "4Gi"
+    "desired/service/batch"                  = {}
+    "desired/service/batch/image"            = "busybox:1"
+    "desired/service/batch/resources/cpu"    = 1
+    "desired/service/batch/resources/memory" = "128Mi"
+    "intent/user/service/batch/instances"    = 10
+  }
+  expect {
+    writes = {
+      "effective/service/batch/instances" = 10
+      "observed/instance/*/service"       = "batch"
+      "observed/instance/*/state"         = "pending"
+      "placement/instance/*" = ["node-1", "node-1", "node-2", "node-2", "node-3", "node-3", "node-4", "node-4"]
+    }
+    firings = { resolve_intent = 1, create_instances = 10, schedule = 8 }
+    rejections = [
+      "schedule node=node-1: cpu",
+      "schedule node=node-2: cpu",
+      "schedule node=node-3: cpu",
+      "schedule node=node-4: cpu",
+      "schedule node=node-1: cpu",
+      "schedule node=node-2: cpu",
+      "schedule node=node-3: cpu",
+      "schedule node=node-4: cpu",
+    ]
+  }
+}
+
+test "placement constraints: architecture and zone filter nodes; memory counts too" {
+  facts = {
+    "observed/node/arm-1/state"            = "alive"
+    "observed/node/arm-1/capacity/cpu"     = 8
+    "observed/node/arm-1/capacity/memory"  = "8Gi"
+    "observed/node/arm-1/architecture"     = "arm64"
+    "observed/node/arm-1/zone"             = "eu-1a"
+    "observed/node/amd-1/state"            = "alive"
+    "observed/node/amd-1/capacity/cpu"     = 8
+    "observed/node/amd-1/capacity/memory"  = "8Gi"
+    "observed/node/amd-1/architecture"     = "amd64"
+    "observed/node/amd-1/zone"             = "eu-1b"
+    "observed/node/amd-2/state"            = "alive"
+    "observed/node/amd-2/capacity/cpu"     = 8
+    "observed/node/amd-2/capacity/memory"  = "1Gi"
+    "observed/node/amd-2/architecture"     = "amd64"
+    "observed/node/amd-2/zone"             = "eu-1a"
+    "observed/node/amd-3/state"            = "draining"
+    "observed/node/amd-3/capacity/cpu"     = 8
+    "observed/node/amd-3/capacity/memory"  = "8Gi"
+    "observed/node/amd-3/architecture"     = "amd64"
+    "observed/node/amd-3/zone"             = "eu-1a"
+    "desired/service/api/resources/memory"       = "2Gi"
+    "desired/service/api/placement/architecture" = "amd64"
+    "desired/service/api/placement/zone"         = "eu-1a"
+    "observed/instance/a0001/service"            = "api"
+    "observed/instance/a0001/state"              = "pending"
+  }
+  expect {
+    rejections = [
+      "schedule node=amd-1: zone",
+      "schedule node=amd-2: memory",
+      "schedule node=amd-3: alive",
+      "schedule node=arm-1: architecture",
+    ]
+  }
+}
+
+test "spread: a service's instances go to different zones and nodes before doubling up" {
+  facts = {
+    "observed/node/a-1/state"           = "alive"
+    "observed/node/a-1/capacity/cpu"    = 4
+    "observed/node/a-1/capacity/memory" = "4Gi"
+    "observed/node/b-1/state"           = "alive"
+    "observed/node/b-1/capacity/cpu"    = 4
+    "observed/node/b-1/capacity/memory" = "4Gi"
+    "observed/instance/a0001/service"   = "web"
+    "observed/instance/a0001/state"     = "pending"
+    "observed/instance/a0002/service"   = "web"
+    "observed/instance/a0002/state"     = "pending"
+    "observed/instance/a0003/service"   = "web"
+    "observed/instance/a0003/state"     = "pending"
+  }
+  expect {
+    writes = {
+      "placement/instance/a0001" = "a-1"
+      "placement/instance/a0002" = "b-1"
+      "placement/instance/a0003" = "a-1"
+    }
+  }
+}
