@@ -17,7 +17,10 @@
 //     dropped bindings again on fresher state.
 //   - record.go: each firing's record, event/{timestamp}-{sequence},
 //     committed in the same transaction as the writes it explains.
+//   - rejections.go: for a choice that placed nothing, one record of every
+//     candidate and the filters it failed (`ccattler why-not`).
 //   - prune.go: retention of records by age and count.
+//   - evaluator.go: a compiled rules.RuleSet as an Evaluator (package eval).
 //   - metrics.go: counters (Stats).
 //
 // Usage:

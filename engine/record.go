@@ -17,12 +17,15 @@ import (
 // nanosecond still differ; the first record of every transaction is also
 // guarded with "must be absent".
 
+// timeLayout is how a record's "time" is written.
+const timeLayout = time.RFC3339Nano
+
 // encodeRecord renders the firing's record. ownRev gives the revision at
 // which an earlier transaction of the plan wrote a key (absent: this one,
 // recorded as Rev 0 with Own set).
 func encodeRecord(f *eval.Firing, version, leader string, at time.Time, ownRev map[string]int64) ([]byte, error) {
 	r := facts.EventRecord{Rule: f.Rule, Version: version, Kind: f.Kind, Bindings: f.Bindings,
-		Time: at.Format(time.RFC3339Nano), Leader: leader,
+		Time: at.Format(timeLayout), Leader: leader,
 		Reads: make([]facts.EventRead, 0, len(f.Reads)), Writes: make([]facts.EventWrite, 0, len(f.Writes))}
 	if r.Bindings == nil {
 		r.Bindings = map[string]string{}

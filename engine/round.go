@@ -29,7 +29,8 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	full := true
 	e.needFull = false
 	var retry <-chan time.Time
-	var seen int64 // the mirror revision of the latest evaluation
+	var seen int64                  // the mirror revision of the latest evaluation
+	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
 	for {
 		ev, swapped := e.evaluator()
 		if swapped {
@@ -82,9 +83,6 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			continue
 		}
 		e.noteProblems(p)
-		if len(p.Firings) == 0 {
-			continue
-		}
 		writes := 0
 		for _, f := range p.Firings {
 			writes += len(f.Writes)
@@ -98,6 +96,12 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
 		if p.RuleSetVersion == "" {
 			p.RuleSetVersion = ev.Version()
+		}
+		if err := e.recordRejections(ctx, t, p, rejected); err != nil {
+			return err
+		}
+		if len(p.Firings) == 0 {
+			continue
 		}
 		if err := e.apply(ctx, t, ev, p); err != nil {
 			return err

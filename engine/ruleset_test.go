@@ -114,7 +114,7 @@ func runRuleTest(t *testing.T, store *facts.Store, rs *rules.RuleSet, tc *rulete
 		state = snapshotFacts(t, v)
 		firings := map[string]int{}
 		for _, r := range v.events(t) {
-			if r.Rev > start {
+			if r.Rev > start && r.Kind != KindRejection {
 				firings[r.Rule]++
 			}
 		}
@@ -345,5 +345,63 @@ func TestFreshIDCollisionWithRules(t *testing.T) {
 	}
 	if st := e.Stats(); st.Conflicts < 1 || st.FiringsByRule["create_instances"] != 2 {
 		t.Errorf("want a conflict and 2 committed firings: %+v", st)
+	}
+}
+
+// A choice that places nothing leaves one rejection record naming every
+// candidate and the filters it failed, written again only when the reasons
+// change.
+func TestRejectionRecords(t *testing.T) {
+	v := newEnv(t)
+	rs, diags := rules.Load("eval/testdata/choice", rules.WithSchema(v.store.Schema))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for k, val := range map[string]string{
+		facts.ServiceCPU("web"):         "2",
+		facts.NodeState("node-1"):       `"alive"`,
+		facts.NodeCapacityCPU("node-1"): "1",
+		facts.NodeState("node-2"):       `"unreachable"`,
+		facts.NodeCapacityCPU("node-2"): "4",
+		facts.InstanceService("a8f31"):  `"web"`,
+		facts.InstanceState("a8f31"):    `"pending"`,
+	} {
+		v.put(t, k, val)
+	}
+	e := v.engine(t, NewRuleSetEvaluator(rs, nil), testConfig())
+	v.run(t, e)
+	settle(t, v, e)
+	rejections := func() []event {
+		var out []event
+		for _, ev := range v.events(t) {
+			if ev.Kind == KindRejection {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	rs1 := rejections()
+	if len(rs1) != 1 {
+		t.Fatalf("want 1 rejection record, have %+v", rs1)
+	}
+	r := rs1[0]
+	got := fmt.Sprintf("%s %s %v", r.Rule, r.Bindings["id"], r.Rejected)
+	want := "schedule a8f31 [{map[node:node-1] [cpu]} {map[node:node-2] [alive]}]"
+	if got != want {
+		t.Errorf("rejection record: %s, want %s", got, want)
+	}
+
+	v.put(t, facts.InstanceState("a8f31"), `"pending"`) // same value again: evaluated, same reasons
+	settle(t, v, e)
+	if n := len(rejections()); n != 1 {
+		t.Errorf("an unchanged rejection was recorded again: %d records", n)
+	}
+	v.put(t, facts.NodeState("node-2"), `"alive"`)
+	settle(t, v, e)
+	if f, _ := v.get(t, facts.Placement("a8f31")); string(f.Value) != `"node-2"` {
+		t.Errorf("placement after node-2 came back: %s", f.Value)
+	}
+	if n := len(rejections()); n != 1 {
+		t.Errorf("a placed instance got a rejection record: %d records", n)
 	}
 }
