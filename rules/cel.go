@@ -142,6 +142,7 @@ func (v *vars) signature() string {
 
 // compiled is a cached compilation: the program, or the issues.
 type compiled struct {
+	ast    *cel.Ast
 	prog   cel.Program
 	out    *cel.Type
 	issues *cel.Issues
@@ -228,7 +229,7 @@ func (pc *ProgramCache) compile(ec envCache, vs *vars, src string, costLimit uin
 		if err != nil {
 			return nil, err
 		}
-		c.prog, c.out = prog, ast.OutputType()
+		c.ast, c.prog, c.out = ast, prog, ast.OutputType()
 	}
 	pc.c.Set(key, c, 1)
 	pc.c.Wait()

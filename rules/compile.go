@@ -113,6 +113,7 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 	r.Body = c.scope(content, vs, true)
 	if a := content.Attributes["when"]; a != nil {
 		r.When = c.expr(a, vs, "a boolean CEL guard", boolOnly)
+		r.Body.Hints = valueHints(r.When, stringAliases(r.Body))
 	}
 	chooses := content.Blocks.OfType("choose")
 	for i, b := range chooses {
@@ -388,6 +389,7 @@ func (c *compiler) aggregate(b *hcl.Block, vs *vars) *Aggregate {
 	}
 	if a := content.Attributes["where"]; a != nil {
 		ag.Where = c.expr(a, sub, "a boolean CEL condition", boolOnly)
+		ag.Body.Hints = valueHints(ag.Where, stringAliases(ag.Body))
 	}
 	var fns []*hcl.Attribute
 	for _, f := range []string{"count", "sum", "min", "max"} {
@@ -582,7 +584,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 		c.errorf(s.rng, "CEL type error", "%s = %q has type %s; expected %s.", a.Name, s.val, comp.out, what)
 		return nil
 	}
-	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Type: comp.out}
+	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Type: comp.out, AST: comp.ast}
 }
 
 func sortedNames(vs *vars) []string {

@@ -89,6 +89,10 @@ type Scope struct {
 	Lets       []*Let
 	Outer      []string // variables bound around the scope that its patterns use, sorted
 	Binds      []string // variables the scope's match and optional patterns bind, sorted
+	// Hints maps a match alias to the only values its guard (the rule's
+	// when, an aggregate's where) lets through: `state == 'pending'`. The
+	// evaluator may then find those facts by value instead of by scanning.
+	Hints map[string][]string
 }
 
 // Seg is one segment of a pattern or head template: a literal or a variable.
@@ -129,6 +133,7 @@ type Expr struct {
 	Range   hcl.Range
 	Program cel.Program
 	Type    *cel.Type // the checked output type
+	AST     *cel.Ast  // the checked expression
 }
 
 // Aggregate computes count, sum, min or max over the bindings of its own

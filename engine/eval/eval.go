@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +70,38 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	}
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
+	for _, r := range rs.Rules {
+		e.hint(r.Body)
+		for _, ag := range r.Body.Aggregates {
+			e.hint(ag.Body)
+		}
+		if r.Choose != nil {
+			for _, ag := range r.Choose.Body.Aggregates {
+				e.hint(ag.Body)
+			}
+		}
+	}
 	return e
+}
+
+// hint records a scope's value hints on its patterns, when every value is
+// one the value index holds (a short JSON string without escapes).
+func (e *Evaluator) hint(sc *rules.Scope) {
+	for _, p := range sc.Match {
+		vals, ok := sc.Hints[p.Alias]
+		if !ok {
+			continue
+		}
+		indexable := true
+		for _, v := range vals {
+			if _, ok := facts.StringValue([]byte(strconv.Quote(v))); !ok || strconv.Quote(v) != `"`+v+`"` {
+				indexable = false
+			}
+		}
+		if indexable {
+			e.info(p).hint = vals
+		}
+	}
 }
 
 // RuleSet returns the rule set the evaluator runs.

@@ -297,3 +297,30 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("two runs differ:\n%s\n%s", a, b)
 	}
 }
+
+// TestValueHint: `when = "state == 'pending'"` lets the scheduler find the
+// pending instances by value; the running ones are never visited.
+func TestValueHint(t *testing.T) {
+	rs, diags := rules.Load("testdata/choice")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	tb := newTable()
+	tb.put(facts.NodeState("node-1"), `"alive"`)
+	tb.put(facts.NodeCapacityCPU("node-1"), `100`)
+	for i := 0; i < 1000; i++ {
+		id := fmt.Sprintf("%05x", i)
+		tb.put(facts.InstanceService(id), `"web"`)
+		tb.put(facts.InstanceState(id), `"running"`)
+	}
+	tb.put(facts.InstanceService("fffff"), `"web"`)
+	tb.put(facts.InstanceState("fffff"), `"pending"`)
+	ev := eval.New(rs)
+	p := ev.Full(tb)
+	if len(p.Firings) != 1 || p.Firings[0].Writes[0].Key != "placement/instance/fffff" {
+		t.Fatalf("firings %+v problems %v", p.Firings, p.Problems)
+	}
+	if v := ev.Stats().FactsVisited; v > 20 {
+		t.Errorf("visited %d facts to place one pending instance among 1000 running: want the value index used", v)
+	}
+}

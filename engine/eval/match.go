@@ -12,6 +12,7 @@ type patInfo struct {
 	p        *rules.Pattern
 	varPos   []int // per segment: the fact type's variable position there, -1 for a schema literal
 	leadLits int   // segments before the fact type's first variable
+	hint     []string // the only values the guard lets through (rules.Scope.Hints)
 }
 
 func newPatInfo(p *rules.Pattern) *patInfo {
@@ -49,6 +50,7 @@ const (
 	accPrefix
 	accByVar
 	accByValue
+	accHint
 	accScan
 )
 
@@ -98,6 +100,9 @@ func (e *Evaluator) plan(p *rules.Pattern, b *binding) (acc, seg int, arg string
 			}
 		}
 	}
+	if pi.hint != nil {
+		return accHint, 0, ""
+	}
 	return accScan, 0, ""
 }
 
@@ -121,6 +126,17 @@ func (rd *round) scan(p *rules.Pattern, b *binding, fn visitor) {
 		ov.byVar(p.Type, rd.e.info(p).varPos[seg], seg, arg, counted)
 	case accByValue:
 		ov.byValue(p.Type, arg, counted)
+	case accHint:
+		more := true
+		for _, v := range rd.e.info(p).hint {
+			ov.byValue(p.Type, v, func(f facts.Fact, own bool) bool {
+				more = counted(f, own)
+				return more
+			})
+			if !more {
+				return
+			}
+		}
 	default:
 		rd.e.stats.TypeScans++
 		ov.ofType(p.Type, counted)
