@@ -85,4 +85,3 @@ func stringAliases(sc *Scope) map[string]bool {
 	}
 	return out
 }
-

@@ -10,8 +10,8 @@ import (
 // patInfo is what the planner precomputes about a pattern's template.
 type patInfo struct {
 	p        *rules.Pattern
-	varPos   []int // per segment: the fact type's variable position there, -1 for a schema literal
-	leadLits int   // segments before the fact type's first variable
+	varPos   []int    // per segment: the fact type's variable position there, -1 for a schema literal
+	leadLits int      // segments before the fact type's first variable
 	hint     []string // the only values the guard lets through (rules.Scope.Hints)
 }
 
