@@ -1,6 +1,11 @@
 package agent_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +13,7 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // An agent started while etcd is down works from its cache, and once etcd
@@ -43,6 +49,120 @@ func TestAgentStartedWithoutEtcd(t *testing.T) {
 		}
 		if len(values(t, s, facts.Lease("sim-0001"))) != 1 {
 			return "no lease"
+		}
+		return ""
+	})
+}
+
+func running(t *testing.T, rt agent.Runtime) map[string]bool {
+	t.Helper()
+	list, err := rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, st := range list {
+		if st.Running {
+			out[st.Spec.ID] = true
+		}
+	}
+	return out
+}
+
+// A corrupt cache, found by an agent started while etcd is down, is
+// reported and changes nothing: the running containers are adopted and kept.
+func TestCorruptCacheTakesNoDestructiveAction(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	putService(t, s, "web", "nginx:1.28")
+	put(t, s, facts.InstanceService("aaaaa"), "web", facts.Placement("aaaaa"), "sim-0001",
+		facts.InstanceService("bbbbb"), "web", facts.Placement("bbbbb"), "sim-0001")
+	fleet, _ := sim.NewFleet(sim.NewConfig())
+	nodes := simNodes(fleet, "sim-", 1)
+	dir := t.TempDir()
+	_, stop := startAgent(t, fastConfig(s, dir), nodes)
+	waitFor(t, 20*time.Second, func() string {
+		if r := running(t, nodes[0].Runtime); len(r) != 2 {
+			return fmt.Sprintf("%d running", len(r))
+		}
+		return ""
+	})
+	stop()
+	path := filepath.Join(dir, "node-sim-0001.cache")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-3] ^= 0x20
+	os.WriteFile(path, raw, 0o600)
+	e.Close()
+
+	store, err := agent.Connect(e.Endpoints(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	startAgent(t, fastConfig(store, dir), nodes)
+	for i := 0; i < 3; i++ {
+		time.Sleep(time.Second)
+		if r := running(t, nodes[0].Runtime); len(r) != 2 {
+			t.Fatalf("while cut off with a corrupt cache: %d running, want 2", len(r))
+		}
+	}
+	e.Restart(t)
+	waitFor(t, 30*time.Second, func() string {
+		for _, v := range values(t, s, "event/") {
+			if strings.Contains(v, "agent.cache_corrupt") && strings.Contains(v, "checksum") {
+				return ""
+			}
+		}
+		return "no agent.cache_corrupt event"
+	})
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Errorf("the corrupt cache was not kept for inspection: %v", err)
+	}
+	waitFor(t, 10*time.Second, func() string {
+		if b, err := os.ReadFile(path); err != nil || !strings.HasPrefix(string(b), "ccattler-agent-cache v1") {
+			return "cache not rewritten"
+		}
+		return ""
+	})
+	if r := running(t, nodes[0].Runtime); len(r) != 2 {
+		t.Fatalf("after etcd returned: %d running, want 2", len(r))
+	}
+}
+
+// A revoked lease (as after an expiry) is replaced and the node registers again.
+func TestLostLeaseIsReplaced(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	fleet, _ := sim.NewFleet(sim.NewConfig())
+	startAgent(t, fastConfig(s, t.TempDir()), simNodes(fleet, "sim-", 3))
+	leaseOf := func(node string) clientv3.LeaseID {
+		resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
+		if err != nil || len(resp.Kvs) == 0 {
+			return 0
+		}
+		return clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	var first clientv3.LeaseID
+	waitFor(t, 20*time.Second, func() string {
+		if first = leaseOf("sim-0002"); first == 0 {
+			return "no lease"
+		}
+		return ""
+	})
+	// Someone (an operator, the failure controller) clobbers the node state meanwhile.
+	put(t, s, facts.NodeState("sim-0002"), "unreachable")
+	if err := s.Revoke(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() string {
+		if l := leaseOf("sim-0002"); l == 0 || l == first {
+			return "lease not replaced"
+		}
+		if st := values(t, s, facts.NodeState("sim-0002"))[facts.NodeState("sim-0002")]; st != "alive" {
+			return "node state " + st
 		}
 		return ""
 	})

@@ -101,8 +101,8 @@ func simNodes(fleet *sim.Fleet, prefix string, n int) []agent.NodeConfig {
 	return out
 }
 
-// startAgent runs an agent until the test ends.
-func startAgent(t testing.TB, cfg agent.Config, nodes []agent.NodeConfig) *agent.Agent {
+// startAgent runs an agent until the test ends or stop is called.
+func startAgent(t testing.TB, cfg agent.Config, nodes []agent.NodeConfig) (a *agent.Agent, stop func()) {
 	t.Helper()
 	a, err := agent.New(cfg, nodes)
 	if err != nil {
@@ -111,8 +111,9 @@ func startAgent(t testing.TB, cfg agent.Config, nodes []agent.NodeConfig) *agent
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return a
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return a, stop
 }
 
 func fastConfig(s *facts.Store, dir string) agent.Config {

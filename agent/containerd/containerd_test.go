@@ -272,12 +272,13 @@ func TestContainerdAgent(t *testing.T) {
 	}
 
 	t.Run("a killed agent, restarted, adopts the running container", func(t *testing.T) {
+		oldLease := leaseOf(t, s, "node-1")
 		child.Process.Kill()
 		child.Wait()
 		rev := currentRev(t, s)
 		child = startChild(top, cc)
 		waitFor(t, 30*time.Second, func() string {
-			if f, ok, _ := s.Get(context.Background(), facts.Lease("node-1")); !ok || f.CreateRevision <= rev {
+			if l := leaseOf(t, s, "node-1"); l == 0 || l == oldLease {
 				return "no new lease yet"
 			}
 			if _, mod := observed(t, s, id, "state"); mod <= rev {
@@ -386,6 +387,14 @@ func TestContainerdAgent(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+func leaseOf(t *testing.T, s *facts.Store, node string) int64 {
+	resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0
+	}
+	return resp.Kvs[0].Lease
 }
 
 func currentRev(t *testing.T, s *facts.Store) int64 {

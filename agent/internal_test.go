@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+func TestCacheRoundTripAndCorruption(t *testing.T) {
+	dir := t.TempDir()
+	body := cacheBody{Node: "node-1", Rev: 42, SavedAt: time.Unix(1700000000, 0).UTC(),
+		Instances: map[string]Spec{"a8f31": {ID: "a8f31", Service: "web", Image: "nginx:1.28", CPU: 0.5, Memory: 256 << 20,
+			Ports: []int{8080}, Health: HealthSpec{Method: "GET", Path: "/healthz", Interval: 10 * time.Second}}},
+		Failed: map[string]string{"b72c9": "start: image not found"}}
+	good := filepath.Join(dir, "good")
+	if err := saveCache(good, body, true); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(good)
+	tests := []struct {
+		name    string
+		content []byte // nil: no file
+		found   bool
+		corrupt bool
+	}{
+		{"missing file", nil, false, false},
+		{"intact", raw, true, false},
+		{"a flipped byte in the body", flip(raw, len(raw)-5), true, true},
+		{"truncated", raw[:len(raw)-10], true, true},
+		{"no header", []byte(`{"node": "node-1"}`), true, true},
+		{"empty", []byte{}, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if tc.content != nil {
+				os.WriteFile(p, tc.content, 0o600)
+			}
+			got, found, err := loadCache(p)
+			if found != tc.found {
+				t.Errorf("found = %v, want %v", found, tc.found)
+			}
+			if tc.corrupt {
+				if err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), p) {
+					t.Fatalf("err = %v, want ErrCacheCorrupt naming the file", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.found && (got.Rev != 42 || got.Instances["a8f31"].Health.Interval != 10*time.Second ||
+				got.Instances["a8f31"].Memory != 256<<20 || got.Failed["b72c9"] == "") {
+				t.Fatalf("round trip lost data: %+v", got)
+			}
+		})
+	}
+	// No temporary files are left behind.
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 0x01
+	return c
+}
+
+func TestBuildWant(t *testing.T) {
+	attrs := func(kv ...string) map[string][]byte {
+		m := map[string][]byte{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = []byte(kv[i+1])
+		}
+		return m
+	}
+	tests := []struct {
+		name  string
+		attrs map[string][]byte
+		ready bool
+		err   string
+		check func(Spec) bool
+	}{
+		{"unknown service", nil, false, "", nil},
+		{"no image yet", attrs("instances", "3"), false, "", nil},
+		{"full service", attrs("image", `"nginx:1.28"`, "resources/cpu", "0.5", "resources/memory", `"256Mi"`,
+			"expose/8080", "{}", "expose/443", "{}", "health/method", `"GET"`, "health/path", `"/healthz"`, "health/interval", `"5s"`),
+			true, "", func(s Spec) bool {
+				return s.Image == "nginx:1.28" && s.CPU == 0.5 && s.Memory == 256<<20 && len(s.Ports) == 2 &&
+					s.Ports[0] == 443 && s.Health.Method == "GET" && s.Health.Interval == 5*time.Second
+			}},
+		{"invalid memory quantity", attrs("image", `"nginx:1.28"`, "resources/memory", `"12XB"`), false, "12XB", nil},
+		{"invalid health method", attrs("image", `"nginx:1.28"`, "health/method", `"PING"`), false, "health/method", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := buildWant("a8f31", "web", tc.attrs, facts.Default)
+			if w.Ready != tc.ready {
+				t.Errorf("ready = %v, want %v (err %q)", w.Ready, tc.ready, w.Err)
+			}
+			if (tc.err == "") != (w.Err == "") || !strings.Contains(w.Err, tc.err) {
+				t.Errorf("err = %q, want one containing %q", w.Err, tc.err)
+			}
+			if tc.check != nil && !tc.check(w.Spec) {
+				t.Errorf("spec = %+v", w.Spec)
+			}
+		})
+	}
+}
+
+func TestHealthCheck(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			w.WriteHeader(200)
+		case "/moved":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		default:
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(p)
+	closed := func() int { // a port nobody listens on
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}()
+	tests := []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"GET 200", Spec{Ports: []int{port}, Health: HealthSpec{Method: "GET", Path: "/healthz"}}, Healthy},
+		{"GET 503", Spec{Ports: []int{port}, Health: HealthSpec{Method: "GET", Path: "/broken"}}, Unhealthy},
+		{"HEAD 200", Spec{Ports: []int{port}, Health: HealthSpec{Method: "HEAD", Path: "/healthz"}}, Healthy},
+		{"a redirect is an answer", Spec{Ports: []int{port}, Health: HealthSpec{Method: "GET", Path: "/moved"}}, Healthy},
+		{"GET on a closed port", Spec{Ports: []int{closed}, Health: HealthSpec{Method: "GET", Path: "/healthz"}}, Unhealthy},
+		{"TCP open", Spec{Ports: []int{port}, Health: HealthSpec{Method: "TCP"}}, Healthy},
+		{"TCP closed", Spec{Ports: []int{closed}, Health: HealthSpec{Method: "TCP"}}, Unhealthy},
+		{"no block, a port: TCP", Spec{Ports: []int{port}}, Healthy},
+		{"no block, no port: healthy while it runs", Spec{}, Healthy},
+		{"a method without a port", Spec{Health: HealthSpec{Method: "GET"}}, Unknown},
+	}
+	client := &http.Client{Timeout: 2 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if got, why := check(ctx, tc.spec, "127.0.0.1", client); got != tc.want {
+				t.Errorf("check = %s (%s), want %s", got, why, tc.want)
+			}
+		})
+	}
+}
+
+func TestEventIDsAreValidKeys(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		id := newEventID()
+		if err := facts.CheckSegment("event-id", id); err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate event id %s", id)
+		}
+		seen[id] = true
+	}
+}
