@@ -290,3 +290,27 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func TestCanonicalJSONOfAnyMap(t *testing.T) {
+	type ep struct {
+		IP   string `json:"ip"`
+		Port int    `json:"port"`
+	}
+	for _, v := range []any{
+		map[string]any{"port": 8080, "ip": "10.1.0.5"},
+		map[string]int64{"port": 8080},
+		ep{IP: "10.1.0.5", Port: 8080},
+	} {
+		raw, err := CanonicalJSON(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), `":`) && !strings.Contains(string(raw), `": `) {
+			t.Errorf("CanonicalJSON(%#v) = %s: not the schema's separators", v, raw)
+		}
+	}
+	raw, _ := Default.Encode("endpoint/service/web/a8f31", ep{IP: "10.1.0.5", Port: 8080})
+	if string(raw) != `{"ip": "10.1.0.5", "port": 8080}` {
+		t.Errorf("endpoint from a struct = %s", raw)
+	}
+}

@@ -382,6 +382,9 @@ func writeCanonical(b *bytes.Buffer, v any) error {
 		}
 		b.WriteByte(']')
 		return nil
+	case json.Number:
+		b.WriteString(string(x))
+		return nil
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return fmt.Errorf("cannot encode %v as JSON", x)
@@ -395,7 +398,19 @@ func writeCanonical(b *bytes.Buffer, v any) error {
 	if err := e.Encode(v); err != nil {
 		return err
 	}
-	b.Write(bytes.TrimRight(enc.Bytes(), "\n"))
+	out := bytes.TrimRight(enc.Bytes(), "\n")
+	if len(out) > 0 && (out[0] == '{' || out[0] == '[') {
+		// Some other map or slice type (a struct, map[string]int, ...): decode
+		// it generically so that it is written with the canonical separators.
+		var g any
+		d := json.NewDecoder(bytes.NewReader(out))
+		d.UseNumber()
+		if err := d.Decode(&g); err != nil {
+			return err
+		}
+		return writeCanonical(b, g)
+	}
+	b.Write(out)
 	return nil
 }
 

@@ -34,6 +34,10 @@ type serverConfig struct {
 	Policies string
 	NoEngine bool // --no-engine: serve the fact store only
 	Engine   engine.Config
+	// Ready, when set, runs once the server is ready (`ccattler dev` starts
+	// its simulated nodes and applies its files there); the server stops
+	// when it returns an error.
+	Ready func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error
 }
 
 func newServerCmd() *cobra.Command {
@@ -168,7 +172,18 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	defer stopEngine()
 
 	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
+	var readyErr chan error // stays nil (never ready) without a Ready hook
+	if cfg.Ready != nil {
+		readyErr = make(chan error, 1)
+		go func() {
+			if err := cfg.Ready(ctx, store, mirror); err != nil {
+				readyErr <- err
+			}
+		}()
+	}
 	select {
+	case err := <-readyErr:
+		return err
 	case <-ctx.Done():
 		log.Info("shutting down", "cause", context.Cause(ctx))
 		return nil

@@ -229,12 +229,26 @@ func printNode(out io.Writer, n *Node, first, rest string, printed map[*Node]boo
 	}
 	printed[n] = true
 	fmt.Fprintln(out, line)
-	for i, c := range n.Because {
-		if i == len(n.Because)-1 {
+	// Facts read as absent (negations, optional patterns, fresh ids) are
+	// leaves: one line lists them all.
+	var kids []*Node
+	var absent []string
+	for _, c := range n.Because {
+		if c.Origin == OriginAbsent {
+			absent = append(absent, c.Key)
+		} else {
+			kids = append(kids, c)
+		}
+	}
+	for i, c := range kids {
+		if i == len(kids)-1 && len(absent) == 0 {
 			printNode(out, c, rest+"└─ ", rest+"   ", printed)
 		} else {
 			printNode(out, c, rest+"├─ ", rest+"│  ", printed)
 		}
+	}
+	if len(absent) > 0 {
+		fmt.Fprintf(out, "%s└─ read as absent: %s\n", rest, strings.Join(absent, ", "))
 	}
 }
 

@@ -3,10 +3,12 @@ package spec
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ccattler/ccattler/facts"
 )
@@ -49,6 +51,33 @@ type Options struct {
 	// Attempts bounds the read-diff-commit rounds when a concurrent writer
 	// changes a guarded key in between; default 5.
 	Attempts int
+	// Actor names who applied, in the apply's record under event/ (default "user").
+	Actor string
+}
+
+// eventIDs numbers the records of this process's applies.
+var eventIDs = facts.NewEventIDs()
+
+// record is the apply's entry under event/, committed with its writes, so
+// that `ccattler why` ends a chain at the user's apply.
+func record(changes []Change, actor string) (facts.Op, error) {
+	if actor == "" {
+		actor = "user"
+	}
+	id, at := eventIDs.Next()
+	rec := facts.EventRecord{Rule: "apply", Kind: "apply", Leader: actor, Time: at.Format(time.RFC3339Nano)}
+	for _, c := range changes {
+		if c.Op == OpDelete {
+			rec.Writes = append(rec.Writes, facts.EventWrite{Key: c.Key, Deleted: true})
+		} else {
+			rec.Writes = append(rec.Writes, facts.EventWrite{Key: c.Key, Value: facts.RawJSON(c.New)})
+		}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return facts.Op{}, fmt.Errorf("encode the apply's record: %w", err)
+	}
+	return facts.Put(facts.Event(id), b), nil
 }
 
 // Result is what Apply or Delete did, or would do under DryRun.
@@ -131,7 +160,14 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 		if opts.DryRun || len(res.Changes) == 0 {
 			return res, nil
 		}
-		res.Rev, err = s.Commit(ctx, txnOf(res.Changes, have))
+		t := txnOf(res.Changes, have)
+		rec, err := record(res.Changes, opts.Actor)
+		if err != nil {
+			return Result{}, err
+		}
+		t.If = append(t.If, facts.Cond{Key: rec.Key, Rev: 0})
+		t.Ops = append(t.Ops, rec)
+		res.Rev, err = s.Commit(ctx, t)
 		if err == nil {
 			res.Written = true
 			return res, nil
