@@ -105,7 +105,7 @@ EOT
     value = "n"
   }
 }
-`, "Unknown key form", "r.hcl:5:9", `Did you mean "intent/{layer}/service/{name}/instances"?`},
+`, "Unknown key form", "r.hcl:5:37", `Did you mean "intent/{layer}/service/{name}/instances"?`},
 		{"unbound variable in a head", `rule "x" {
   doc       = "d"
   principal = "network"

@@ -121,7 +121,52 @@ func unknownKeyForm(schema *facts.Schema, s strLit, segs []Seg) *hcl.Diagnostic 
 	if c, ok := closest(norm, cands); ok {
 		detail += fmt.Sprintf(" Did you mean %q?", byNorm[c])
 	}
-	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown key form", Detail: detail, Subject: &s.rng}
+	rng := s.rng
+	if i, off, n := firstBadSegment(schema, segs); i >= 0 {
+		rng = s.rangeAt(off, n)
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown key form", Detail: detail, Subject: &rng, Context: &s.rng}
+}
+
+// firstBadSegment finds the first segment after which no key form of the
+// schema can continue the template: the caret goes under it. It returns
+// the segment's index, byte offset and length, or -1.
+func firstBadSegment(schema *facts.Schema, segs []Seg) (int, int, int) {
+	types := schema.Types()
+	off := 0
+	for i, sg := range segs {
+		n := len(sg.Lit)
+		if sg.Var != "" {
+			n = len(sg.Var) + 2
+		}
+		ok := false
+		for _, t := range types {
+			if len(t.Segments) <= i {
+				continue
+			}
+			prefixOK := true
+			for j := 0; j <= i && prefixOK; j++ {
+				ts, rs := t.Segments[j], segs[j]
+				switch {
+				case ts.Var == "" && rs.Var == "":
+					prefixOK = ts.Literal == rs.Lit
+				case ts.Var == "" && rs.Var != "":
+					prefixOK = false
+				case ts.Var != "" && rs.Var == "":
+					prefixOK = facts.CheckSegment(ts.Var, rs.Lit) == nil
+				}
+			}
+			if prefixOK {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return i, off, n
+		}
+		off += n + 1
+	}
+	return -1, 0, 0
 }
 
 // overlaps reports whether two templates of the same fact type can denote

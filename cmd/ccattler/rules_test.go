@@ -19,7 +19,7 @@ func TestRulesCommands(t *testing.T) {
 		{"check a sound set", []string{"rules", "check", "../../engine/testdata/lifecycle"}, 0,
 			[]string{`^\.\./\.\./engine/testdata/lifecycle: 5 rules in 1 files, version [0-9a-f]{12}\n$`}, nil},
 		{"check a rejected set: every problem with position and caret", []string{"rules", "check", "../../rules/testdata/errors/principal"}, 1, nil,
-			[]string{`endpoints\.hcl:5:10: error: Unknown key form\n`, `Did you mean "observed/instance/\{instance-id\}/ip"\?`,
+			[]string{`endpoints\.hcl:5:34: error: Unknown key form\n`, `Did you mean "observed/instance/\{instance-id\}/ip"\?`,
 				`endpoints\.hcl:8:10: error: Principal may not write here\n   8 \|   derive "endpoint/service/\{s\}/\{id\}" \{\n     \|          \^{27}\n`,
 				`error: rule set .* rejected: 2 errors`}},
 		{"check a missing directory", []string{"rules", "check", "no/such/dir"}, 1, nil, []string{`Cannot read rule directory`}},

@@ -203,9 +203,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		rd.queued[i] = map[string]bool{}
 	}
 	for name := range stopped {
-		rd.stopped[name] = true
-		rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: name,
-			Err: fmt.Errorf("stopped: it flips a key back and forth within a round")})
+		rd.stopped[name] = true // reported when its oscillation was found
 	}
 	return rd
 }
