@@ -22,6 +22,7 @@ var (
 	vMethod  = ValueType{Kind: KindEnum, Enum: []string{"GET", "HEAD", "TCP"}}
 	vAccess  = ValueType{Kind: KindEnum, Enum: []string{"single-node", "multi-node"}}
 	vEndpnt  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"ip": KindIP, "port": KindInt}}
+	vDisrupt = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"leaseless": KindInt, "nodes": KindInt}}
 	vSchema  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"key": KindString, "type": KindString}}
 	vImage   = ValueType{Kind: KindString, Format: "image"}
 	vPath    = ValueType{Kind: KindString, Format: "path"}
@@ -80,6 +81,8 @@ var builtins = []builtin{
 	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
+	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
+	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
 	{"observed.volume.attached_node", "observed/volume/{name}/attached_node", vName, "The node the volume is attached to."},
 	{"observed.volume.state", "observed/volume/{name}/state", vVolSt, "attached, detached or error."},
 
@@ -144,6 +147,8 @@ func InstanceImage(id string) string        { return InstanceAttr(id, "image") }
 func InstanceIP(id string) string           { return InstanceAttr(id, "ip") }
 func InstanceHealth(id string) string       { return InstanceAttr(id, "health") }
 func InstanceStartedAt(id string) string    { return InstanceAttr(id, "started_at") }
+func ClusterDisruption() string             { return "observed/disruption/cluster" }
+func ZoneDisruption(zone string) string     { return "observed/disruption/zone/" + zone }
 func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
 func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
 func Placement(id string) string            { return "placement/instance/" + id }

@@ -51,6 +51,8 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/ip", "observed.instance.ip", []string{"a8f31"}, InstanceIP("a8f31")},
 		{"observed/instance/a8f31/health", "observed.instance.health", []string{"a8f31"}, InstanceHealth("a8f31")},
 		{"observed/instance/a8f31/started_at", "observed.instance.started_at", []string{"a8f31"}, InstanceStartedAt("a8f31")},
+		{"observed/disruption/cluster", "observed.disruption.cluster", nil, ClusterDisruption()},
+		{"observed/disruption/zone/eu-1a", "observed.disruption.zone", []string{"eu-1a"}, ZoneDisruption("eu-1a")},
 		{"observed/volume/data/attached_node", "observed.volume.attached_node", []string{"data"}, VolumeAttachedNode("data")},
 		{"observed/volume/data/state", "observed.volume.state", []string{"data"}, VolumeState("data")},
 		{"placement/instance/d41ab", "placement.instance", []string{"d41ab"}, Placement("d41ab")},

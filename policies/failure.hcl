@@ -68,3 +68,53 @@ rule "node_returns" {
     value = "'alive'"
   }
 }
+
+rule "detect_disruption" {
+  doc       = "While more than 55% of all nodes are without a lease, observed/disruption/cluster counts them: the control plane assumes it is cut off itself, and this is why no node is marked unreachable."
+  principal = "failure"
+  match {
+    state = "observed/node/{node}/state"
+  }
+  aggregate "nodes" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    count = true
+  }
+  aggregate "leaseless" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    absent = ["lease/node/{n}"]
+    count  = true
+  }
+  when = "double(leaseless) > 0.55 * double(nodes)"
+  derive "observed/disruption/cluster" {
+    value = "{'leaseless': leaseless, 'nodes': nodes}"
+  }
+}
+
+rule "detect_zone_disruption" {
+  doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{zone} counts them: no node of the zone is marked unreachable."
+  principal = "failure"
+  match {
+    zone = "observed/node/{node}/zone"
+  }
+  aggregate "nodes" {
+    match {
+      zone = "observed/node/{n}/zone"
+    }
+    count = true
+  }
+  aggregate "leaseless" {
+    match {
+      zone = "observed/node/{n}/zone"
+    }
+    absent = ["lease/node/{n}"]
+    count  = true
+  }
+  when = "double(leaseless) > 0.55 * double(nodes)"
+  derive "observed/disruption/zone/{zone}" {
+    value = "{'leaseless': leaseless, 'nodes': nodes}"
+  }
+}

@@ -14,7 +14,7 @@ var Principals = map[string][]string{
 	"instances":       {"observed/instance/"},
 	"scheduler":       {"placement/"},
 	"network":         {"endpoint/"},
-	"failure":         {"observed/node/", "observed/instance/"},
+	"failure":         {"observed/node/", "observed/instance/", "observed/disruption/"},
 	"reconcile":       {"placement/"},
 	"gc":              {"observed/", "placement/", "endpoint/"},
 }

@@ -24,20 +24,22 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
       "placement/instance/*"            = ["node-1", "node-2", "node-3"]
     }
   }
-  then "the leases are gone" {
+  then "the leases are gone: the disruption is recorded, nothing else" {
     delete = ["lease/node/node-1", "lease/node/node-2", "lease/node/node-3"]
     expect {
-      firings = {}
+      writes  = { "observed/disruption/cluster" = { leaseless = 3, nodes = 3 } }
+      firings = { detect_disruption = 1 }
     }
   }
-  then "the leases return: nothing has moved" {
+  then "the leases return: nothing has moved, the disruption is over" {
     facts = {
       "lease/node/node-1" = {}
       "lease/node/node-2" = {}
       "lease/node/node-3" = {}
     }
     expect {
-      firings = {}
+      deletes = ["observed/disruption/cluster"]
+      firings = { detect_disruption = 1 }
     }
   }
 }
@@ -67,7 +69,10 @@ test "a zone that loses most of its nodes is not failed over, another zone's lon
     "lease/node/c-3"          = {}
   }
   expect {
-    writes = { "observed/node/b-3/state" = "unreachable" }
-    firings = { node_unreachable = 1 }
+    writes = {
+      "observed/node/b-3/state"   = "unreachable"
+      "observed/disruption/zone/eu-1a" = { leaseless = 2, nodes = 2 }
+    }
+    firings = { node_unreachable = 1, detect_zone_disruption = 1 }
   }
 }

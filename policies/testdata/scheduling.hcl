@@ -2,15 +2,19 @@ test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, ev
   seed = 7
   facts = {
     "observed/node/node-1/state"           = "alive"
+    "lease/node/node-1" = {}
     "observed/node/node-1/capacity/cpu"    = 2
     "observed/node/node-1/capacity/memory" = "4Gi"
     "observed/node/node-2/state"           = "alive"
+    "lease/node/node-2" = {}
     "observed/node/node-2/capacity/cpu"    = 2
     "observed/node/node-2/capacity/memory" = "4Gi"
     "observed/node/node-3/state"           = "alive"
+    "lease/node/node-3" = {}
     "observed/node/node-3/capacity/cpu"    = 2
     "observed/node/node-3/capacity/memory" = "4Gi"
     "observed/node/node-4/state"           = "alive"
+    "lease/node/node-4" = {}
     "observed/node/node-4/capacity/cpu"    = 2
     "observed/node/node-4/capacity/memory" = "4Gi"
     "desired/service/batch"                  = {}
@@ -43,21 +47,25 @@ test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, ev
 test "placement constraints: architecture and zone filter nodes; memory counts too" {
   facts = {
     "observed/node/arm-1/state"            = "alive"
+    "lease/node/arm-1" = {}
     "observed/node/arm-1/capacity/cpu"     = 8
     "observed/node/arm-1/capacity/memory"  = "8Gi"
     "observed/node/arm-1/architecture"     = "arm64"
     "observed/node/arm-1/zone"             = "eu-1a"
     "observed/node/amd-1/state"            = "alive"
+    "lease/node/amd-1" = {}
     "observed/node/amd-1/capacity/cpu"     = 8
     "observed/node/amd-1/capacity/memory"  = "8Gi"
     "observed/node/amd-1/architecture"     = "amd64"
     "observed/node/amd-1/zone"             = "eu-1b"
     "observed/node/amd-2/state"            = "alive"
+    "lease/node/amd-2" = {}
     "observed/node/amd-2/capacity/cpu"     = 8
     "observed/node/amd-2/capacity/memory"  = "1Gi"
     "observed/node/amd-2/architecture"     = "amd64"
     "observed/node/amd-2/zone"             = "eu-1a"
     "observed/node/amd-3/state"            = "draining"
+    "lease/node/amd-3" = {}
     "observed/node/amd-3/capacity/cpu"     = 8
     "observed/node/amd-3/capacity/memory"  = "8Gi"
     "observed/node/amd-3/architecture"     = "amd64"
@@ -81,9 +89,11 @@ test "placement constraints: architecture and zone filter nodes; memory counts t
 test "spread: a service's instances go to different zones and nodes before doubling up" {
   facts = {
     "observed/node/a-1/state"           = "alive"
+    "lease/node/a-1" = {}
     "observed/node/a-1/capacity/cpu"    = 4
     "observed/node/a-1/capacity/memory" = "4Gi"
     "observed/node/b-1/state"           = "alive"
+    "lease/node/b-1" = {}
     "observed/node/b-1/capacity/cpu"    = 4
     "observed/node/b-1/capacity/memory" = "4Gi"
     "observed/instance/a0001/service"   = "web"
