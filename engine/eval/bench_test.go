@@ -84,3 +84,24 @@ func BenchmarkIncrementalOneChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFull: startup or reload over a converged world (nothing to write).
+func BenchmarkFull(b *testing.B) {
+	rs, diags := rules.Load("../testdata/lifecycle")
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("facts=%d", n), func(b *testing.B) {
+			tb, _ := world(b, n)
+			ev := eval.New(rs)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if p := ev.Full(tb); len(p.Firings) != 0 || len(p.Problems) != 0 {
+					b.Fatalf("world not converged: %d firings, %v", len(p.Firings), p.Problems)
+				}
+			}
+			b.ReportMetric(float64(tb.Len())*float64(b.N)/b.Elapsed().Seconds(), "facts/s")
+		})
+	}
+}

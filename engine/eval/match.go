@@ -169,7 +169,7 @@ func (rd *round) bindFact(p *rules.Pattern, f facts.Fact, b *binding) bool {
 	if p.Alias == "" {
 		return true
 	}
-	dv, err := p.Type.Value.Decode(f.Value)
+	dv, err := decode(p.Type.Value, f.Value)
 	if err != nil {
 		rd.e.stats.BadValues++
 		return false

@@ -79,7 +79,9 @@ func (rd *round) act(r *rules.Rule, b *binding) error {
 			n = int64(iv)
 		}
 		if n > int64(rd.e.maxFresh) {
-			rd.problem(r.Name, fmt.Errorf("fresh count %q is %d; drawing the limit of %d this round", r.Fresh.Count.Src, n, rd.e.maxFresh))
+			// Reported, not stopped: the rest is drawn in the next rounds.
+			rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: r.Name,
+				Err: fmt.Errorf("fresh count %q is %d; drawing the limit of %d this round", r.Fresh.Count.Src, n, rd.e.maxFresh)})
 			n = int64(rd.e.maxFresh)
 		}
 		for i := int64(0); i < n; i++ {

@@ -49,7 +49,7 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 		key := p.Format(b.str)
 		f, ok, own := rd.ov.get(key)
 		if ok {
-			dv, err := p.Type.Value.Decode(f.Value)
+			dv, err := decode(p.Type.Value, f.Value)
 			if err == nil {
 				v := goVal(dv)
 				b.push(p.Alias, val{cel: types.OptionalOf(v.cel), str: v.str})

@@ -127,7 +127,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 // siblings are gone too), what the key itself binds is used.
 func (rd *round) lift(s site, kb *binding, c facts.Change) {
 	if s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) && c.Value != nil {
-		if dv, err := s.p.Type.Value.Decode(c.Value); err == nil {
+		if dv, err := decode(s.p.Type.Value, c.Value); err == nil {
 			kb.push(s.p.Alias, goVal(dv))
 		}
 	}

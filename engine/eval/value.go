@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -217,3 +218,47 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
+
+// decode is facts.ValueType.Decode with a fast path for the common scalar
+// values (a short JSON string without escapes, a JSON integer): most facts
+// are those, and decoding them through encoding/json dominated a full
+// evaluation. Constraints (enum members, formats, ranges) are still checked
+// by the slow path whenever the fast one does not apply exactly.
+func decode(t facts.ValueType, raw []byte) (any, error) {
+	switch t.Kind {
+	case facts.KindString:
+		if s, ok := facts.StringValue(raw); ok {
+			switch t.Format {
+			case "":
+				return s, nil
+			case "name":
+				if facts.CheckSegment("name", s) == nil {
+					return s, nil
+				}
+			}
+		}
+	case facts.KindIP:
+		if s, ok := facts.StringValue(raw); ok && net.ParseIP(s) != nil {
+			return s, nil
+		}
+	case facts.KindObject:
+		if len(t.Fields) == 0 && string(raw) == "{}" {
+			return map[string]any{}, nil
+		}
+	case facts.KindEnum:
+		if s, ok := facts.StringValue(raw); ok {
+			for _, e := range t.Enum {
+				if s == e {
+					return s, nil
+				}
+			}
+		}
+	case facts.KindInt:
+		if t.Min == nil && t.Max == nil {
+			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+				return i, nil
+			}
+		}
+	}
+	return t.Decode(raw)
+}
