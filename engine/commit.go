@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -203,6 +204,9 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.CommitTimeout)
 	defer cancel()
 	rev, err := e.store.Commit(cctx, txn)
+	if err == nil && e.loseAnswer != nil && e.loseAnswer() {
+		return 0, errors.New("engine: test: the answer to a committed transaction was lost")
+	}
 	if err == nil {
 		e.m.committed(chunk, rev, time.Since(start))
 	}
@@ -271,7 +275,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			var doneRev int64
 			var stale []string
 			e.mirror.View(func(r facts.Reader) {
-				if f, ok := r.Get(facts.Event(chunk[0].id)); ok {
+				if f, ok := r.Get(facts.Event(chunk[0].id)); ok && e.ours(f, chunk[0]) {
 					done, doneRev = true, f.ModRevision // an earlier attempt committed
 					return
 				}
@@ -283,6 +287,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				pending, stale = dropStale(r, pending)
 			})
 			if done {
+				e.m.committed(chunk, doneRev, 0)
 				run.committed(chunk, doneRev)
 				e.noteCommitted(doneRev)
 				pending = pending[n:]
@@ -316,6 +321,16 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			backoff = min(backoff*2, e.cfg.BackoffMax)
 		}
 	}
+}
+
+// ours reports whether a record is the one this engine wrote for st (and
+// not another writer's that happens to have the same id).
+func (e *Engine) ours(f facts.Fact, st *staged) bool {
+	var rec facts.EventRecord
+	if json.Unmarshal(f.Value, &rec) != nil {
+		return false
+	}
+	return rec.Leader == e.cfg.Identity && rec.Rule == st.f.Rule && rec.Time == st.at.Format(timeLayout)
 }
 
 // dropStale removes the firings that read a fact whose revision is no longer

@@ -335,3 +335,28 @@ func TestPrefixAndUnguardedReads(t *testing.T) {
 		t.Errorf("re-evaluated with %v, want the key now under the prefix (%s)", ev.calls, taken)
 	}
 }
+
+// A transaction that committed but whose answer was lost is attempted
+// again with the same record ids: the first record is there, so the
+// attempt fails, and the engine knows the chunk committed. Nothing is
+// written twice.
+func TestLostAnswerNotWrittenTwice(t *testing.T) {
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{}, testConfig())
+	lost := 0
+	e.loseAnswer = func() bool { lost++; return lost == 1 }
+	if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(3, 2)); err != nil {
+		t.Fatal(err)
+	}
+	evs := v.events(t)
+	if len(evs) != 3 || len(byRevision(evs)) != 1 {
+		t.Fatalf("want 3 records in one transaction, have %+v", evs)
+	}
+	st := e.Stats()
+	if st.Txns != 1 || st.Unavailable != 1 || st.Conflicts != 1 || st.Reevaluated != 0 {
+		t.Errorf("want one commit, one lost answer, one failed retry and nothing re-evaluated: %+v", st)
+	}
+	if e.lastRev != evs[0].Rev {
+		t.Errorf("engine believes its last commit is at %d, records are at %d", e.lastRev, evs[0].Rev)
+	}
+}

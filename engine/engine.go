@@ -48,6 +48,9 @@ type Engine struct {
 	// needFull is set by apply when a plan was abandoned; only the round
 	// loop's goroutine touches it.
 	needFull bool
+	// loseAnswer, set by tests, makes a committed transaction look as if
+	// its answer never came, when it returns true.
+	loseAnswer func() bool
 	// lastRev is the revision of the engine's latest commit; a round waits
 	// until the mirror holds it, so it never plans against its own past.
 	// Only the round loop's goroutine touches it.
