@@ -355,13 +355,21 @@ func (rd *round) commit(f Firing) error {
 	}
 	rd.plan.Firings = append(rd.plan.Firings, f)
 	rd.e.stats.Firings++
+	existed := make([]bool, len(f.Writes))
+	for i, w := range f.Writes {
+		_, existed[i], _ = rd.ov.get(w.Key)
+	}
 	for _, w := range f.Writes {
 		rd.ov.put(w.Key, w.Value)
 		rd.writers[w.Key] = append(rd.writers[w.Key], f.Rule)
 	}
 	r, _ := rd.e.rs.Rule(f.Rule)
-	for _, w := range f.Writes {
-		rd.dispatch(facts.Change{Fact: facts.Fact{Key: w.Key, Value: w.Value}, Deleted: w.Value == nil}, r)
+	for i, w := range f.Writes {
+		c := facts.Change{Fact: facts.Fact{Key: w.Key, Value: w.Value}, Deleted: w.Value == nil}
+		if existed[i] {
+			c.CreateRevision, c.ModRevision = updatedMark, 0
+		}
+		rd.dispatch(c, r)
 	}
 	return nil
 }

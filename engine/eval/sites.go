@@ -116,7 +116,13 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		case siteHead:
 			rd.enqueue(s.r, kb)
 		case siteLifted:
-			rd.lift(s, kb, c)
+			rd.lift(s, kb.clone(), c, true)
+			// An update replaced a value this pattern may join on: the group
+			// of the old value is affected too, and the old value is not in
+			// the change. Lift once more without it (a wider partial binding).
+			if updated(c) && s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) {
+				rd.lift(s, kb, c, false)
+			}
 		}
 	}
 }
@@ -125,19 +131,19 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 // affects: it joins the changed fact with the rest of its scope and keeps
 // the rule body's variables. When the join finds nothing (the fact's
 // siblings are gone too), what the key itself binds is used.
-func (rd *round) lift(s site, kb *binding, c facts.Change) {
-	if s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) && c.Value != nil {
+func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
+	if withValue && s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) && c.Value != nil {
 		if dv, err := decode(s.p.Type.Value, c.Value); err == nil {
 			kb.push(s.p.Alias, goVal(dv))
 		}
 	}
 	var rest []*rules.Pattern
 	for _, p := range s.sc.Match {
-		if p != s.p {
+		if p != s.p && (withValue || p.Alias != s.p.Alias) {
 			rest = append(rest, p)
 		}
 	}
-	keep := func(n string) bool { return isBodyVar(s.r, n) }
+	keep := func(n string) bool { return isBodyVar(s.r, n) && (withValue || n != s.p.Alias) }
 	found := false
 	var reads []Read
 	rd.join(rest, kb, &reads, func() bool {
@@ -149,3 +155,14 @@ func (rd *round) lift(s site, kb *binding, c facts.Change) {
 		rd.enqueue(s.r, kb.restrict(keep))
 	}
 }
+
+// updated reports whether a change replaced an existing value (rather than
+// creating or deleting the key). Changes from etcd say it by their
+// revisions; the round's own writes set updatedMark.
+func updated(c facts.Change) bool {
+	return !c.Deleted && c.CreateRevision != 0 && c.CreateRevision != c.ModRevision
+}
+
+// updatedMark is the revision pair the round gives its own writes of keys
+// that already existed, so that dispatch sees them as updates.
+const updatedMark = -1
