@@ -7,7 +7,6 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
-	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -360,8 +359,6 @@ func (c *compiler) bindPattern(p *Pattern, vs *vars, binds map[string]bool) {
 	if t, ok := vs.types[p.Alias]; ok {
 		if t.String() != at.String() {
 			c.errorf(p.Range, "Join type mismatch", "Alias %s is already bound to a %s; this pattern's value (%s) is a %s, so they cannot be equal.", p.Alias, t, p.Type.Template, at)
-		} else if !stringLike(p.Type.Value.Kind) && t.Kind() == types.StringKind && binds[p.Alias] {
-			// bound as a segment earlier; a non-string kind is caught above
 		}
 		return
 	}
@@ -592,6 +589,3 @@ func sortedNames(vs *vars) []string {
 	sort.Strings(out)
 	return out
 }
-
-// mustKind is for tests and docs: the CEL type of a fact type's values.
-func mustKind(t *facts.FactType) *cel.Type { return CELType(t.Value.Kind) }

@@ -1,6 +1,9 @@
 package rules
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Principals maps each principal a rule may declare to the key prefixes it
 // may write. It mirrors the trust table of the key schema: the engine's
@@ -28,15 +31,12 @@ func principalNames() []string {
 	return out
 }
 
-// mayWrite reports whether principal p may write every key of the head.
+// mayWrite reports whether principal p may write every key of the head:
+// the head's literal prefix (up to its first variable) lies in one of p's trees.
 func mayWrite(p string, h *Head) bool {
 	lp := literalPrefix(h.Segs)
-	full := lp
-	if len(segVars(h.Segs)) == 0 {
-		full = lp // a fully literal key: "a/b/" covers "a/b"
-	}
 	for _, prefix := range Principals[p] {
-		if len(full) >= len(prefix) && full[:len(prefix)] == prefix {
+		if strings.HasPrefix(lp, prefix) {
 			return true
 		}
 	}

@@ -276,7 +276,6 @@ func (rd *round) runTask(t task) (err error) {
 		}
 	}()
 	rd.e.stats.Tasks++
-	rd.cur = t.r
 	if t.r.Derives() {
 		return rd.derive(t.r, t.b)
 	}

@@ -187,7 +187,7 @@ func (rd *round) fire(r *rules.Rule, s *sol) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: writes, Kind: "emit"})
+	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit"})
 }
 
 // value evaluates a head's value and encodes it for the key's fact type.
@@ -205,6 +205,26 @@ func (rd *round) value(h *rules.Head, key string, b *binding) ([]byte, error) {
 		return nil, fmt.Errorf("head %s: %w", h.Template, err)
 	}
 	return raw, nil
+}
+
+// dedupWrites keeps the last write of a key: two heads of one rule that
+// happen to name the same key write it once (a transaction may not write a
+// key twice), the later head winning as it would in order.
+func dedupWrites(in []Write) []Write {
+	last := make(map[string]int, len(in))
+	for i, w := range in {
+		last[w.Key] = i
+	}
+	if len(last) == len(in) {
+		return in
+	}
+	out := make([]Write, 0, len(last))
+	for i, w := range in {
+		if last[w.Key] == i {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func dedupReads(in []Read) []Read {
