@@ -572,8 +572,12 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			if strings.Contains(e.Message, "undeclared reference") {
 				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(vs), ", "))
 			}
+			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
+			if strings.Contains(s.val, "\n") {
+				where = "In " + a.Name // the caret shows the line
+			}
 			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
-				Detail: fmt.Sprintf("In %s = %q: %s", a.Name, s.val, detail), Subject: &rng, Context: &s.rng})
+				Detail: fmt.Sprintf("%s: %s", where, detail), Subject: &rng, Context: &s.rng})
 		}
 		return nil
 	}
