@@ -21,7 +21,13 @@ func (n *node) holdLease(ctx context.Context) {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		id, err := n.a.cfg.Store.Grant(gctx, n.a.cfg.LeaseTTL)
 		if err == nil {
-			_, err = n.a.cfg.Store.Commit(gctx, facts.Txn{Ops: []facts.Op{{Key: facts.Lease(n.cfg.ID), Value: []byte("{}"), Lease: id}}})
+			// The lease and the node's facts in one transaction: the node is
+			// never seen alive without a lease.
+			ops := []facts.Op{{Key: facts.Lease(n.cfg.ID), Value: []byte("{}"), Lease: id}}
+			for k, v := range n.nodeFacts {
+				ops = append(ops, facts.Put(k, []byte(v)))
+			}
+			_, err = n.a.cfg.Store.Commit(gctx, facts.Txn{Ops: ops})
 		}
 		cancel()
 		if err != nil {

@@ -212,7 +212,8 @@ func (n *node) reconcile(ctx context.Context) {
 			continue
 		}
 		n.stopProbeLocked(id)
-		if _, placed := n.wants[id]; placed && n.failed[id] == nil {
+		// A container being created has no task yet: not an exit.
+		if _, placed := n.wants[id]; placed && n.failed[id] == nil && !n.starting[id] {
 			n.failLocked(id, st.ExitReason, &st.ExitStatus)
 		}
 	}

@@ -27,8 +27,10 @@ func (n *node) report(ctx context.Context) {
 		n.haveEpoch, n.haveGen = epoch, gen
 	}
 	want := make(map[string]string, len(n.nodeFacts)+6*len(n.wants))
-	for k, v := range n.nodeFacts {
-		want[k] = v
+	if n.lease != 0 { // registration itself is holdLease's: the node's facts go with its lease
+		for k, v := range n.nodeFacts {
+			want[k] = v
+		}
 	}
 	var usedCPU float64
 	var usedMem int64
@@ -91,8 +93,10 @@ func (n *node) report(ctx context.Context) {
 		put(facts.InstanceHealth(id), Unknown)
 		stoppedIDs = append(stoppedIDs, id)
 	}
-	put(facts.NodeAvailableCPU(n.cfg.ID), max(n.cfg.CPU-usedCPU, 0))
-	put(facts.NodeAvailableMemory(n.cfg.ID), max(n.cfg.Memory-usedMem, 0))
+	if n.lease != 0 {
+		put(facts.NodeAvailableCPU(n.cfg.ID), max(n.cfg.CPU-usedCPU, 0))
+		put(facts.NodeAvailableMemory(n.cfg.ID), max(n.cfg.Memory-usedMem, 0))
+	}
 	if n.cacheErr != "" {
 		put(facts.Event(newEventID()), map[string]any{"type": "agent.cache_corrupt", "node": n.cfg.ID,
 			"reason": n.cacheErr + "; no container was stopped or started on its account"})
@@ -127,6 +131,7 @@ func (n *node) report(ctx context.Context) {
 	for _, id := range events {
 		if f := n.failed[id]; f != nil {
 			f.evented = true
+			delete(n.have, facts.Event(f.eventID)) // written once; nothing to diff against later
 		}
 	}
 	for _, id := range stoppedIDs {

@@ -151,18 +151,21 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 		}
 		return ""
 	})
-	got := values(t, s, "observed/node/sim-0001")
 	want := map[string]string{
 		"observed/node/sim-0001": "{}", "observed/node/sim-0001/state": "alive",
 		"observed/node/sim-0001/capacity/cpu": "4", "observed/node/sim-0001/capacity/memory": "8Gi",
 		"observed/node/sim-0001/available/cpu": "4", "observed/node/sim-0001/available/memory": "8Gi",
 		"observed/node/sim-0001/architecture": "amd64", "observed/node/sim-0001/zone": "sim-1",
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
+	waitFor(t, 10*time.Second, func() string {
+		got := values(t, s, "observed/node/sim-0001")
+		for k, v := range want {
+			if got[k] != v {
+				return fmt.Sprintf("%s = %q, want %q", k, got[k], v)
+			}
 		}
-	}
+		return ""
+	})
 
 	putService(t, s, "web", "nginx:1.28", facts.ServiceCPU("web"), 0.5, facts.ServiceMemory("web"), "256Mi",
 		facts.ServiceExpose("web", 8080), map[string]any{})

@@ -155,7 +155,11 @@ func buildServer(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "server")
-	cmd := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(goruntime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -32,6 +32,7 @@ type agentFlags struct {
 	maxBatch                  int
 	ctrdAddress, namespace    string
 	imageDir, advertise       string
+	snapshotter               string
 	nodes                     int
 	nodePrefix                string
 	simDelay                  time.Duration
@@ -85,6 +86,7 @@ one process, with containers held in memory, for scale tests.`,
 	fl.IntVar(&f.maxBatch, "max-batch", 128, "most writes per etcd transaction (etcd's --max-txn-ops)")
 	fl.StringVar(&f.ctrdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket")
 	fl.StringVar(&f.namespace, "namespace", "ccattler", "containerd namespace of ccattler's containers")
+	fl.StringVar(&f.snapshotter, "snapshotter", "overlayfs", "containerd snapshotter (native where overlayfs is unavailable)")
 	fl.StringVar(&f.imageDir, "image-dir", "", "directory of image archives (.tar, .tar.gz) to import at start")
 	fl.StringVar(&f.advertise, "advertise-address", "", "address instances are reported at (default: the first non-loopback IPv4 address)")
 	fl.IntVar(&f.nodes, "nodes", 1, "sim: number of simulated nodes")
@@ -137,6 +139,9 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		for i := 1; i <= f.nodes; i++ {
 			n := base
 			n.ID = fmt.Sprintf("%s%04d", f.nodePrefix, i)
+			if f.nodes == 1 && cmd.Flags().Changed("node-id") {
+				n.ID = f.nodeID // one simulated node under its own name, e.g. node-2
+			}
 			n.Runtime = fleet.Node(n.ID)
 			nodes = append(nodes, n)
 		}
@@ -144,7 +149,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	case "containerd":
 		rc := containerd.NewConfig()
 		rc.Address, rc.Namespace, rc.ImageDir, rc.Log = f.ctrdAddress, f.namespace, f.imageDir, log
-		rc.Address4 = f.advertise
+		rc.Address4, rc.Snapshotter = f.advertise, f.snapshotter
 		if rc.Address4 == "" {
 			rc.Address4 = defaultAddress()
 		}
@@ -195,7 +200,7 @@ func defaultMemory() string {
 		fields := strings.Fields(sc.Text())
 		if len(fields) >= 2 && fields[0] == "MemTotal:" {
 			if kb, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
-				return facts.FormatMemory(kb << 10)
+				return facts.FormatMemory(kb >> 10 << 20) // whole MiB: "23Gi" or "24105Mi" reads better than Ki
 			}
 		}
 	}
