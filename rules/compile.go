@@ -164,6 +164,17 @@ func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyCo
 	if derives > 0 && derives < len(r.Heads) {
 		c.errorf(block.DefRange, "Mixed heads", "Rule %q mixes derive heads with emit/delete heads: a rule either maintains a view or acts. Split it in two rules.", r.Name)
 	}
+	if r.Fresh != nil {
+		used := false
+		for _, h := range r.Heads {
+			for _, v := range h.Vars() {
+				used = used || v == r.Fresh.Var
+			}
+		}
+		if !used && len(r.Heads) > 0 {
+			c.errorf(r.Fresh.Range, "Unused fresh id", "Rule %q draws fresh {%s} but no head uses it: a fresh id names the entity the heads create, e.g. emit \"observed/instance/{%s}/state\".", r.Name, r.Fresh.Var, r.Fresh.Var)
+		}
+	}
 	if derives > 0 && r.Fresh != nil {
 		c.errorf(r.Fresh.Range, "Fresh id in a derive", "A derived view is a function of the facts; fresh ids belong to emit rules.")
 	}

@@ -202,6 +202,18 @@ rule "b" {
   delete "intent/user/service/{name}/instances" {}
 }
 `, "Mixed heads", "r.hcl:1:1", "Split it"},
+		{"a fresh id no head uses", `rule "x" {
+  doc       = "d"
+  principal = "instances"
+  match {
+    n = "desired/service/{name}/instances"
+  }
+  fresh "id" {}
+  emit "observed/instance/a0001/state" {
+    value = "'pending'"
+  }
+}
+`, "Unused fresh id", "r.hcl:7:3", "no head uses it"},
 		{"optional pattern with an unbound variable", `rule "x" {
   doc       = "d"
   principal = "intent-resolver"

@@ -113,6 +113,9 @@ func (rd *round) draw(r *rules.Rule, b *binding) (string, error) {
 		rd.drawn[id] = true
 		taken := false
 		for _, h := range r.Heads {
+			if !usesVar(h, r.Fresh.Var) {
+				continue
+			}
 			ent := entityPrefix(h, r.Fresh.Var, id, b)
 			if _, ok, _ := rd.ov.get(ent); ok {
 				taken = true
@@ -130,6 +133,15 @@ func (rd *round) draw(r *rules.Rule, b *binding) (string, error) {
 		return id, nil
 	}
 	return "", fmt.Errorf("fresh %s: 64 draws in a row collided with existing ids", r.Fresh.Var)
+}
+
+func usesVar(h *rules.Head, v string) bool {
+	for _, sg := range h.Segs {
+		if sg.Var == v {
+			return true
+		}
+	}
+	return false
 }
 
 // entityPrefix is the head's key up to and including the fresh variable's
