@@ -73,6 +73,8 @@ var builtins = []builtin{
 	{"observed.node.available.memory", "observed/node/{node-id}/available/memory", vMemory, "Memory the agent reports free."},
 	{"observed.node.architecture", "observed/node/{node-id}/architecture", vName, "The node's cpu architecture, e.g. amd64."},
 	{"observed.node.zone", "observed/node/{node-id}/zone", vName, "The node's zone."},
+	{"observed.node.lost_at", "observed/node/{node-id}/lost_at", vTime, "When the failure policy first saw the alive node without its lease (the clock then)."},
+	{"observed.clock", "observed/clock", vTime, "The control plane's clock, written every second by the server: rules about elapsed time read it, so a decision that depends on time is explained by a fact."},
 	{"observed.instance", "observed/instance/{instance-id}", vObject, "An instance exists."},
 	{"observed.instance.service", "observed/instance/{instance-id}/service", vName, "The service the instance belongs to."},
 	{"observed.instance.node", "observed/instance/{instance-id}/node", vName, "The node running the instance, as its agent reports."},
@@ -138,6 +140,8 @@ func NodeAvailableCPU(id string) string     { return NodeAttr(id, "available/cpu
 func NodeAvailableMemory(id string) string  { return NodeAttr(id, "available/memory") }
 func NodeArchitecture(id string) string     { return NodeAttr(id, "architecture") }
 func NodeZone(id string) string             { return NodeAttr(id, "zone") }
+func NodeLostAt(id string) string           { return NodeAttr(id, "lost_at") }
+func Clock() string                         { return "observed/clock" }
 func Instance(id string) string             { return "observed/instance/" + id }
 func InstanceAttr(id, attr string) string   { return "observed/instance/" + id + "/" + attr }
 func InstanceService(id string) string      { return InstanceAttr(id, "service") }

@@ -43,6 +43,8 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/node/node-2/available/memory", "observed.node.available.memory", []string{"node-2"}, NodeAvailableMemory("node-2")},
 		{"observed/node/node-2/architecture", "observed.node.architecture", []string{"node-2"}, NodeArchitecture("node-2")},
 		{"observed/node/node-2/zone", "observed.node.zone", []string{"node-2"}, NodeZone("node-2")},
+		{"observed/node/node-2/lost_at", "observed.node.lost_at", []string{"node-2"}, NodeLostAt("node-2")},
+		{"observed/clock", "observed.clock", nil, Clock()},
 		{"observed/instance/a8f31", "observed.instance", []string{"a8f31"}, Instance("a8f31")},
 		{"observed/instance/a8f31/service", "observed.instance.service", []string{"a8f31"}, InstanceService("a8f31")},
 		{"observed/instance/a8f31/node", "observed.instance.node", []string{"a8f31"}, InstanceNode("a8f31")},

@@ -1,14 +1,47 @@
 # Failure handling. A node whose lease is gone is unreachable: its instances
 # stop counting as live, so replacements follow, but their facts and
-# placements stay (the containers may still run). Mass loss is not node
-# failure: when more than max_leaseless_share of all nodes, or of the node's
-# zone, are without a lease together, the control plane assumes it is itself
-# cut off and marks nothing (compare Kubernetes' unhealthy-zone threshold).
-rule "node_unreachable" {
-  doc       = "An alive node without lease/node/{node} becomes unreachable, unless more than 55% of all nodes or of its zone are without a lease."
+# placements stay (the containers may still run).
+#
+# Mass loss is not node failure: when more than 55% of all nodes, or of the
+# node's zone, are without a lease together, the control plane assumes it is
+# itself cut off and marks nothing (compare Kubernetes' unhealthy-zone
+# threshold). Leases lost together still expire a little apart (each agent
+# renews every third of its TTL), so a node is marked only after its lease
+# has been gone for a grace period longer than that spread: by then every
+# lease of a mass loss is gone too. Time comes from observed/clock, which the
+# server writes every second, so the decision is explained by facts.
+rule "note_lost_lease" {
+  doc       = "An alive node without lease/node/{node} gets observed/node/{node}/lost_at: the clock when it was first seen without one."
   principal = "failure"
   match {
     state = "observed/node/{node}/state"
+    clock = "observed/clock"
+  }
+  absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
+  when   = "state == 'alive'"
+  emit "observed/node/{node}/lost_at" {
+    value = "clock"
+  }
+}
+
+rule "forget_lost_lease" {
+  doc       = "A node that holds its lease again is no longer marked as having lost it."
+  principal = "failure"
+  after     = ["note_lost_lease"]
+  match {
+    lost  = "observed/node/{node}/lost_at"
+    lease = "lease/node/{node}"
+  }
+  delete "observed/node/{node}/lost_at" {}
+}
+
+rule "node_unreachable" {
+  doc       = "An alive node whose lease has been gone for 12 seconds becomes unreachable, unless more than 55% of all nodes or of its zone are without a lease."
+  principal = "failure"
+  match {
+    state = "observed/node/{node}/state"
+    lost  = "observed/node/{node}/lost_at"
+    clock = "observed/clock"
   }
   absent = ["lease/node/{node}"]
   optional {
@@ -45,11 +78,14 @@ rule "node_unreachable" {
     count  = true
   }
   let {
+    # Longer than the spread of a mass loss: a third of the agents' lease TTL
+    # (30s by default) plus etcd's expiry sweep.
+    grace               = "duration('12s')"
     max_leaseless_share = "0.55"
     cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
     zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
   }
-  when = "state == 'alive' && cluster_ok && zone_ok"
+  when = "state == 'alive' && clock - lost >= grace && cluster_ok && zone_ok"
   emit "observed/node/{node}/state" {
     value = "'unreachable'"
   }

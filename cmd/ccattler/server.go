@@ -34,10 +34,14 @@ type serverConfig struct {
 	Policies string
 	NoEngine bool // --no-engine: serve the fact store only
 	Engine   engine.Config
+	Ops      opsConfig // --watch, --admin-addr (server_engine.go)
 	// Ready, when set, runs once the server is ready (`ccattler dev` starts
 	// its simulated nodes and applies its files there); the server stops
 	// when it returns an error.
 	Ready func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error
+	// ClockInterval is how often the server writes observed/clock while its
+	// engine runs (rules about elapsed time read it); 0 means every second.
+	ClockInterval time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -170,6 +174,17 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	defer stopEngine()
+
+	if !cfg.NoEngine {
+		interval := cfg.ClockInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		cctx, stopClock := context.WithCancel(ctx)
+		clockDone := make(chan struct{})
+		go func() { runClock(cctx, store, interval, log); close(clockDone) }()
+		defer func() { stopClock(); <-clockDone }()
+	}
 
 	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
 	var readyErr chan error // stays nil (never ready) without a Ready hook

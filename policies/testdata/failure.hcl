@@ -15,6 +15,7 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
     "lease/node/node-3"                    = {}
     "desired/service/web"                  = {}
     "intent/user/service/web/instances"    = 3
+    "observed/clock"                       = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -27,8 +28,17 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
   then "the leases are gone: the disruption is recorded, nothing else" {
     delete = ["lease/node/node-1", "lease/node/node-2", "lease/node/node-3"]
     expect {
-      writes  = { "observed/disruption/cluster" = { leaseless = 3, nodes = 3 } }
-      firings = { detect_disruption = 1 }
+      writes = {
+        "observed/disruption/cluster" = { leaseless = 3, nodes = 3 }
+        "observed/node/*/lost_at"     = "2026-11-29T12:00:00Z"
+      }
+      firings = { detect_disruption = 1, note_lost_lease = 3 }
+    }
+  }
+  then "a minute later: still nothing marked, nothing replaced" {
+    facts = { "observed/clock" = "2026-11-29T12:01:00Z" }
+    expect {
+      firings = {}
     }
   }
   then "the leases return: nothing has moved, the disruption is over" {
@@ -38,8 +48,8 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
       "lease/node/node-3" = {}
     }
     expect {
-      deletes = ["observed/disruption/cluster"]
-      firings = { detect_disruption = 1 }
+      deletes = ["observed/disruption/cluster", "observed/node/node-1/lost_at", "observed/node/node-2/lost_at", "observed/node/node-3/lost_at"]
+      firings = { detect_disruption = 1, forget_lost_lease = 3 }
     }
   }
 }
@@ -67,12 +77,20 @@ test "a zone that loses most of its nodes is not failed over, another zone's lon
     "observed/node/c-3/state" = "alive"
     "observed/node/c-3/zone"  = "eu-1c"
     "lease/node/c-3"          = {}
+    "observed/clock"          = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
-      "observed/node/b-3/state"   = "unreachable"
+      "observed/node/*/lost_at"        = "2026-11-29T12:00:00Z"
       "observed/disruption/zone/eu-1a" = { leaseless = 2, nodes = 2 }
     }
-    firings = { node_unreachable = 1, detect_zone_disruption = 1 }
+    firings = { note_lost_lease = 3, detect_zone_disruption = 1 }
+  }
+  then "after the grace period, only the lone loss is failed over" {
+    facts = { "observed/clock" = "2026-11-29T12:00:30Z" }
+    expect {
+      writes  = { "observed/node/b-3/state" = "unreachable" }
+      firings = { node_unreachable = 1 }
+    }
   }
 }

@@ -19,6 +19,7 @@ test "service lifecycle, node failure, heal" {
     "desired/service/web/instances"        = 3
     "desired/service/web/expose/8080"      = {}
     "intent/user/service/web/instances"    = 3
+    "observed/clock"                       = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -60,8 +61,23 @@ test "service lifecycle, node failure, heal" {
     }
   }
 
-  then "node-2's lease expires: unreachable, one replacement on another node, its endpoint gone" {
+  then "node-2's lease expires: the policy notes when" {
     delete = ["lease/node/node-2"]
+    expect {
+      writes  = { "observed/node/node-2/lost_at" = "2026-11-29T12:00:00Z" }
+      firings = { note_lost_lease = 1 }
+    }
+  }
+
+  then "11 seconds later: still within the grace period" {
+    facts = { "observed/clock" = "2026-11-29T12:00:11Z" }
+    expect {
+      firings = {}
+    }
+  }
+
+  then "12 seconds later: unreachable, one replacement on another node, its endpoint gone" {
+    facts = { "observed/clock" = "2026-11-29T12:00:12Z" }
     expect {
       writes = {
         "observed/node/node-2/state"  = "unreachable"
@@ -97,8 +113,8 @@ test "service lifecycle, node failure, heal" {
         "observed/node/node-2/state" = "alive"
         "endpoint/service/web/8fc52" = { ip = "10.1.0.9", port = 8080 }
       }
-      deletes = ["placement/instance/0f2f5", "endpoint/service/web/0f2f5"]
-      firings = { node_returns = 1, stop_placed_extras = 1, publish_endpoint = 2 }
+      deletes = ["placement/instance/0f2f5", "endpoint/service/web/0f2f5", "observed/node/node-2/lost_at"]
+      firings = { node_returns = 1, forget_lost_lease = 1, stop_placed_extras = 1, publish_endpoint = 2 }
     }
   }
 }

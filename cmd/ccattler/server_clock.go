@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// runClock writes observed/clock every interval until ctx is done. Rules
+// about elapsed time (a lease gone for longer than a grace period) read it,
+// so time reaches the engine as a fact: the round that acts on it is
+// triggered by its change, and `why` shows the clock value it read. A failed
+// write is retried at the next tick; time simply stands still meanwhile.
+func runClock(ctx context.Context, store *facts.Store, interval time.Duration, log *slog.Logger) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	failing := false
+	for {
+		now := time.Now().UTC().Truncate(time.Second)
+		_, err := store.PutValue(ctx, facts.Clock(), now)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			log.Warn("clock: cannot write observed/clock; rules about time wait", "err", err)
+			failing = true
+		case err == nil && failing:
+			log.Info("clock: writing observed/clock again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
