@@ -1,20 +1,41 @@
 package main
 
 import (
-	"io/fs"
-
 	"context"
+	"errors"
 	"fmt"
-	"github.com/ccattler/ccattler/policies"
-	"github.com/hashicorp/hcl/v2"
+	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ccattler/ccattler/engine"
+	"github.com/ccattler/ccattler/engine/promexport"
+	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/policies"
 	"github.com/ccattler/ccattler/rules"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 )
+
+// defaultAdminAddr is where the server serves /metrics unless told otherwise.
+const defaultAdminAddr = "127.0.0.1:2381"
+
+// opsConfig is how the server is operated: hot reload and the admin endpoint.
+type opsConfig struct {
+	Watch     bool   // --watch: reload when the --policies files change
+	AdminAddr string // --admin-addr: /metrics; empty: not served
+	// adminRequired: --admin-addr was given, so failing to listen is an
+	// error; the default address being taken (another server on this
+	// machine) is only a warning.
+	adminRequired func() bool
+}
 
 // addEngineFlags adds the rules engine's flags to `ccattler server`.
 func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
@@ -24,17 +45,30 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.DurationVar(&cfg.Engine.SessionTTL, "leader-ttl", cfg.Engine.SessionTTL, "how long a stopped leader keeps leadership before a standby takes over")
 	f.DurationVar(&cfg.Engine.EventMaxAge, "event-max-age", cfg.Engine.EventMaxAge, "firing records older than this are deleted (0: no age limit)")
 	f.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", cfg.Engine.EventMaxCount, "the most firing records kept; the oldest go first (0: no limit)")
+	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")
+	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics (empty: none)")
+	cfg.Ops.adminRequired = func() bool { return f.Changed("admin-addr") }
 }
 
 // startEngine loads the rule set of --policies (the default policies built
 // into the binary when it is empty) and runs the engine on the mirror under
-// an etcd election: one server writes, the others wait as standbys. With
-// --no-engine it starts nothing; done is then nil (never ready). stop ends
-// the engine (resigning, so a standby takes over at once) and waits for it.
+// an etcd election: one server writes, the others wait as standbys. Beside
+// it run the reloader (`ccattler rules reload`, --watch) and the admin
+// endpoint (/metrics). With --no-engine only the admin endpoint starts
+// (mirror metrics); done is then nil (never ready). stop ends everything
+// (the engine resigning, so a standby takes over at once) and waits for it.
 func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirror *facts.Mirror, log *slog.Logger) (done <-chan error, stop func(), err error) {
+	src := promexport.Sources{Mirror: mirror.Stats}
 	if cfg.NoEngine {
 		log.Info("--no-engine: the rules engine is not running")
-		return nil, func() {}, nil
+		stopAdmin, err := serveAdmin(cfg.Ops, src, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, stopAdmin, nil
+	}
+	if cfg.Ops.Watch && cfg.Policies == "" {
+		return nil, nil, usageError("--watch needs --policies DIR: the built-in policies cannot change")
 	}
 	rs, files, diags := loadPolicies(cfg.Policies, store.Schema)
 	if diags.HasErrors() {
@@ -55,11 +89,28 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if err != nil {
 		return nil, nil, err
 	}
+	rcfg := reload.Config{Dir: cfg.Policies, Source: policiesName(cfg.Policies), Store: store, Identity: ecfg.Identity,
+		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(engine.NewRuleSetEvaluator(rs, log)) }}
+	if cfg.Policies == "" {
+		rcfg.Builtin = builtinPolicies()
+	}
+	rl, err := reload.New(rcfg, rs)
+	if err != nil {
+		return nil, nil, err
+	}
+	src.Engine, src.Reload = eng.Stats, rl.Status
+	stopAdmin, err := serveAdmin(cfg.Ops, src, log)
+	if err != nil {
+		return nil, nil, err
+	}
+
 	ectx, cancel := context.WithCancel(ctx)
 	ch := make(chan error, 1)
 	go func() { ch <- eng.Run(ectx) }()
+	reloaderDone := make(chan struct{})
+	go func() { defer close(reloaderDone); rl.Run(ectx) }()
 	log.Info("rules engine started", "policies", policiesName(cfg.Policies), "version", rs.Version, "rules", len(rs.Rules),
-		"id", ecfg.Identity, "max_txn_ops", ecfg.MaxTxnOps)
+		"id", ecfg.Identity, "max_txn_ops", ecfg.MaxTxnOps, "watch", cfg.Ops.Watch)
 	stopped := make(chan error, 1)
 	waiter := make(chan error, 1)
 	go func() {
@@ -69,7 +120,44 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		}
 		stopped <- err
 	}()
-	return waiter, func() { cancel(); <-stopped }, nil
+	return waiter, func() { cancel(); <-stopped; <-reloaderDone; stopAdmin() }, nil
+}
+
+// serveAdmin serves /metrics on --admin-addr. The default address already
+// in use is a warning (the control plane runs without metrics); an address
+// given explicitly must work.
+func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger) (stop func(), err error) {
+	if ops.AdminAddr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", ops.AdminAddr)
+	if err != nil {
+		if ops.adminRequired != nil && ops.adminRequired() {
+			return nil, fmt.Errorf("--admin-addr %s: %w", ops.AdminAddr, err)
+		}
+		log.Warn("admin endpoint not served: its default address is taken; set --admin-addr", "addr", ops.AdminAddr, "err", err)
+		return func() {}, nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promexport.New(src), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("admin endpoint stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	log.Info("admin endpoint serving /metrics", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}, nil
 }
 
 // loadPolicies loads the rule set of dir, or the default policies built into
@@ -78,6 +166,11 @@ func loadPolicies(dir string, schema *facts.Schema) (*rules.RuleSet, map[string]
 	if dir != "" {
 		return rules.LoadWithFiles(dir, rules.WithSchema(schema))
 	}
+	return rules.LoadFilesWithSources(builtinPolicies(), rules.WithSchema(schema))
+}
+
+// builtinPolicies returns the default policies' files, named policies/*.hcl.
+func builtinPolicies() map[string][]byte {
 	names, err := fs.Glob(policies.Files, "*.hcl")
 	if err != nil {
 		panic(err) // a fixed pattern over an embedded FS
@@ -90,7 +183,7 @@ func loadPolicies(dir string, schema *facts.Schema) (*rules.RuleSet, map[string]
 		}
 		files["policies/"+n] = b
 	}
-	return rules.LoadFilesWithSources(files, rules.WithSchema(schema))
+	return files
 }
 
 func policiesName(dir string) string {

@@ -1,0 +1,228 @@
+package reload
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The control channel lives in etcd next to the fact root, not under it:
+// a request is not a fact, and the mirror and the rules never see it.
+//
+//	{root}-ctl/reload            the latest `ccattler rules reload` request (Request)
+//	{root}-ctl/status/{server}   each server's Status, on a lease
+
+// CtlPrefix returns the control prefix of a fact root: /ccattler/ -> /ccattler-ctl/.
+func CtlPrefix(root string) string { return strings.TrimSuffix(root, "/") + "-ctl/" }
+
+// RequestKey is the etcd key `ccattler rules reload` writes.
+func RequestKey(root string) string { return CtlPrefix(root) + "reload" }
+
+// StatusKey is the etcd key of a server's status.
+func StatusKey(root, server string) string { return CtlPrefix(root) + "status/" + server }
+
+// Request asks every running server to reload its rule set.
+type Request struct {
+	ID string    `json:"id"`
+	By string    `json:"by,omitempty"` // who asked: user@host
+	At time.Time `json:"at"`
+}
+
+// Run answers reload requests, keeps this server's status key current and,
+// with Watch, watches Dir, until ctx is done; it then removes the status.
+func (r *Reloader) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); r.statusLoop(ctx) }()
+	if r.Status().Watch {
+		go r.watchDir(ctx)
+	}
+	r.requestLoop(ctx)
+	<-done
+}
+
+// requestLoop watches the request key and reloads on every new request.
+// Requests made before the server started are not replayed: they were
+// answered, or asked of another server.
+func (r *Reloader) requestLoop(ctx context.Context) {
+	cli, key := r.cfg.Store.Client, RequestKey(r.cfg.Store.Root)
+	var from int64
+	for ctx.Err() == nil {
+		if from == 0 {
+			resp, err := cli.Get(ctx, key)
+			if err != nil {
+				r.log.Warn("reload: cannot read the request key; retrying", "key", key, "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+			from = resp.Header.Revision + 1
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range cli.Watch(wctx, key, clientv3.WithRev(from)) {
+			if err := resp.Err(); err != nil {
+				r.log.Warn("reload: request watch broke; watching again", "key", key, "err", err)
+				if resp.CompactRevision > 0 {
+					from = 0 // requests in the compacted range are lost; watch from now
+				}
+				break
+			}
+			for _, ev := range resp.Events {
+				from = ev.Kv.ModRevision + 1
+				if ev.Type != clientv3.EventTypePut {
+					continue
+				}
+				var req Request
+				if err := json.Unmarshal(ev.Kv.Value, &req); err != nil || req.ID == "" {
+					r.log.Warn("reload: ignoring a malformed request", "key", key, "value", string(ev.Kv.Value))
+					continue
+				}
+				r.log.Info("reload: requested", "id", req.ID, "by", req.By)
+				r.Reload(ctx, "request", req.ID)
+			}
+		}
+		cancel()
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// statusLoop writes the status whenever it changes, on a lease kept alive
+// while the server runs: a server that stops leaves no stale status behind.
+func (r *Reloader) statusLoop(ctx context.Context) {
+	cli, key := r.cfg.Store.Client, StatusKey(r.cfg.Store.Root, r.cfg.Identity)
+	ttl := int64(max(r.cfg.StatusTTL/time.Second, 1))
+	for ctx.Err() == nil {
+		lease, err := cli.Grant(ctx, ttl)
+		if err != nil {
+			r.log.Warn("reload: cannot grant the status lease; retrying", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		ka, err := cli.KeepAlive(ctx, lease.ID)
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		r.touch()
+	alive:
+		for {
+			select {
+			case <-ctx.Done():
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_, _ = cli.Revoke(rctx, lease.ID)
+				cancel()
+				return
+			case _, ok := <-ka:
+				if !ok {
+					break alive // the lease is gone (etcd restarted, long partition): grant another
+				}
+			case <-r.changed:
+				b, _ := json.Marshal(r.Status())
+				if _, err := cli.Put(ctx, key, string(b), clientv3.WithLease(lease.ID)); err != nil && ctx.Err() == nil {
+					r.log.Warn("reload: cannot write the status", "key", key, "err", err)
+					r.touch()
+					sleep(ctx, time.Second)
+				}
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Ask writes a reload request and returns it with the revision it was
+// written at; servers answer in their status keys (Answers).
+func Ask(ctx context.Context, s *facts.Store, by string) (Request, int64, error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	req := Request{ID: hex.EncodeToString(b[:]), By: by, At: time.Now().UTC()}
+	raw, _ := json.Marshal(req)
+	resp, err := s.Client.Put(ctx, RequestKey(s.Root), string(raw))
+	if err != nil {
+		return req, 0, fmt.Errorf("write the reload request %s: %w", RequestKey(s.Root), err)
+	}
+	return req, resp.Header.Revision, nil
+}
+
+// Answers waits until every server that had a status at revision rev has
+// answered request id, or ctx is done; it returns the answers so far by
+// server, and the servers that were asked.
+func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[string]Status, []string, error) {
+	prefix := CtlPrefix(s.Root) + "status/"
+	resp, err := s.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the servers' status under %s: %w", prefix, err)
+	}
+	var asked []string
+	for _, kv := range resp.Kvs {
+		asked = append(asked, strings.TrimPrefix(string(kv.Key), prefix))
+	}
+	got := map[string]Status{}
+	note := func(v []byte) {
+		var st Status
+		if json.Unmarshal(v, &st) == nil && st.LastRequest != nil && st.LastRequest.Request == id {
+			got[st.Server] = st
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := s.Client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	// An answer may have come before the watch started: it is in the
+	// watch's history from rev+1, so nothing is missed.
+	for len(asked) == 0 || len(got) < len(asked) {
+		select {
+		case <-ctx.Done():
+			return got, asked, ctx.Err()
+		case wr, ok := <-wch:
+			if !ok {
+				return got, asked, fmt.Errorf("watch of %s ended", prefix)
+			}
+			if err := wr.Err(); err != nil {
+				return got, asked, fmt.Errorf("watch of %s: %w", prefix, err)
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					note(ev.Kv.Value)
+				}
+			}
+		}
+	}
+	return got, asked, nil
+}
+
+// ReadStatus returns every running server's status, sorted by server, with
+// Leading set on the server whose engine holds the election under
+// leaderPrefix.
+func ReadStatus(ctx context.Context, s *facts.Store, leaderPrefix string) ([]Status, int64, error) {
+	prefix := CtlPrefix(s.Root) + "status/"
+	resp, err := s.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the servers' status under %s: %w", prefix, err)
+	}
+	leader := ""
+	if lr, err := s.Client.Get(ctx, leaderPrefix, clientv3.WithFirstCreate()...); err == nil && len(lr.Kvs) > 0 {
+		leader = string(lr.Kvs[0].Value)
+	}
+	var out []Status
+	for _, kv := range resp.Kvs {
+		var st Status
+		if err := json.Unmarshal(kv.Value, &st); err != nil {
+			return nil, 0, fmt.Errorf("status %s: %w", kv.Key, err)
+		}
+		st.Leading = leader != "" && st.Server == leader
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Server < out[j].Server })
+	return out, resp.Header.Revision, nil
+}
