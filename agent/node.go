@@ -170,6 +170,17 @@ func (n *node) saveCache() {
 // and stops containers accordingly when etcd has spoken.
 func (n *node) reconcile(ctx context.Context) {
 	wants, live := n.a.feed.Desired(n.cfg.ID)
+	// Containers whose start or stop is under way while the runtime lists
+	// may be seen half made: their state in this list proves nothing.
+	n.mu.Lock()
+	busy := make(map[string]bool, len(n.starting)+len(n.stopping))
+	for id := range n.starting {
+		busy[id] = true
+	}
+	for id := range n.stopping {
+		busy[id] = true
+	}
+	n.mu.Unlock()
 	list, err := n.rt.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -213,7 +224,7 @@ func (n *node) reconcile(ctx context.Context) {
 		}
 		n.stopProbeLocked(id)
 		// A container being created has no task yet: not an exit.
-		if _, placed := n.wants[id]; placed && n.failed[id] == nil && !n.starting[id] {
+		if _, placed := n.wants[id]; placed && n.failed[id] == nil && !n.starting[id] && !busy[id] {
 			n.failLocked(id, st.ExitReason, &st.ExitStatus)
 		}
 	}
