@@ -55,7 +55,6 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 			e.m.update(func(s *Stats) { s.Rejected++ })
 			continue
 		}
-		id, at := e.ids.Next()
 		n := 512 + len(e.store.Root)
 		for _, w := range f.Writes {
 			n += 2*len(w.Key) + 2*len(w.Value) + 2*len(e.store.Root) // the write and its copy in the record
@@ -63,6 +62,13 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 		for _, r := range f.Reads {
 			n += len(r.Key) + 24
 		}
+		if n > e.cfg.MaxTxnBytes {
+			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version,
+				"err", fmt.Sprintf("about %d bytes with its record exceed the transaction limit of %d bytes", n, e.cfg.MaxTxnBytes))
+			e.m.update(func(s *Stats) { s.Rejected++ })
+			continue
+		}
+		id, at := e.ids.Next()
 		out = append(out, &staged{f: f, id: id, at: at, bytes: n})
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,6 +192,7 @@ func TestUncommittableFiringsSkipped(t *testing.T) {
 	v := newEnv(t)
 	cfg := testConfig()
 	cfg.MaxTxnOps = 4
+	cfg.MaxTxnBytes = 4096
 	e := v.engine(t, &copyEval{}, cfg)
 	k := facts.EffectiveInstances
 	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
@@ -199,6 +201,7 @@ func TestUncommittableFiringsSkipped(t *testing.T) {
 		{Rule: "twice", Writes: []eval.Write{{Key: k("b"), Value: []byte(`1`)}, {Key: k("b"), Value: []byte(`2`)}}},
 		{Rule: "too-big", Writes: []eval.Write{{Key: k("c"), Value: []byte(`1`)}, {Key: k("d"), Value: []byte(`1`)},
 			{Key: k("e"), Value: []byte(`1`)}, {Key: k("f"), Value: []byte(`1`)}}},
+		{Rule: "too-many-bytes", Writes: []eval.Write{{Key: facts.AuthRules("big"), Value: []byte(`"` + strings.Repeat("a", 5000) + `"`)}}},
 		{Rule: "good", Writes: []eval.Write{{Key: k("g"), Value: []byte(`7`)}}},
 	}}
 	if err := e.apply(v.ctx, nil, &copyEval{}, p); err != nil {
@@ -208,8 +211,8 @@ func TestUncommittableFiringsSkipped(t *testing.T) {
 	if len(evs) != 1 || evs[0].Rule != "good" {
 		t.Fatalf("want only rule good committed, have %+v", evs)
 	}
-	if st := e.Stats(); st.Rejected != 4 {
-		t.Errorf("want 4 rejected firings, have %d", st.Rejected)
+	if st := e.Stats(); st.Rejected != 5 {
+		t.Errorf("want 5 rejected firings, have %d", st.Rejected)
 	}
 }
 
