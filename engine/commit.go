@@ -10,6 +10,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -62,9 +63,9 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 		for _, r := range f.Reads {
 			n += len(r.Key) + 24
 		}
-		if n > e.cfg.MaxTxnBytes {
+		if n > e.bytesLimit() {
 			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version,
-				"err", fmt.Sprintf("about %d bytes with its record exceed the transaction limit of %d bytes", n, e.cfg.MaxTxnBytes))
+				"err", fmt.Sprintf("about %d bytes with its record exceed the transaction limit of %d bytes", n, e.bytesLimit()))
 			e.m.update(func(s *Stats) { s.Rejected++ })
 			continue
 		}
@@ -75,8 +76,8 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 }
 
 func (e *Engine) checkFiring(f *eval.Firing) error {
-	if len(f.Writes)+1 > e.cfg.MaxTxnOps {
-		return fmt.Errorf("%d writes and its record exceed the transaction limit of %d operations", len(f.Writes), e.cfg.MaxTxnOps)
+	if len(f.Writes)+1 > e.opsLimit() {
+		return fmt.Errorf("%d writes and its record exceed the transaction limit of %d operations", len(f.Writes), e.opsLimit())
 	}
 	reads := 0
 	for _, r := range f.Reads {
@@ -84,8 +85,8 @@ func (e *Engine) checkFiring(f *eval.Firing) error {
 			reads++
 		}
 	}
-	if reads+1+len(e.guardsFor(nil)) > e.cfg.MaxTxnOps {
-		return fmt.Errorf("%d reads exceed the transaction limit of %d compares", reads, e.cfg.MaxTxnOps)
+	if reads+2 > e.opsLimit() { // +2: the first record's absence, the leader key
+		return fmt.Errorf("%d reads exceed the transaction limit of %d compares", reads, e.opsLimit())
 	}
 	seen := make(map[string]bool, len(f.Writes))
 	for _, w := range f.Writes {
@@ -155,7 +156,7 @@ func (e *Engine) chunkLen(t *term, pending []*staged) int {
 		for _, w := range st.f.Writes {
 			dup = dup || written[w.Key]
 		}
-		if i > 0 && (dup || ops+o > e.cfg.MaxTxnOps || cmps+c > e.cfg.MaxTxnOps || size+st.bytes > e.cfg.MaxTxnBytes) {
+		if i > 0 && (dup || ops+o > e.opsLimit() || cmps+c > e.opsLimit() || size+st.bytes > e.bytesLimit()) {
 			return i
 		}
 		ops, cmps, size = ops+o, cmps+c, size+st.bytes
@@ -315,6 +316,15 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge):
+			if n == 1 {
+				e.log.Error("engine: etcd refuses a firing as too large; skipped", "rule", chunk[0].f.Rule,
+					"bindings", chunk[0].f.Bindings, "err", err)
+				e.m.update(func(s *Stats) { s.Rejected++ })
+				pending = pending[1:]
+				continue
+			}
+			e.shrinkLimits(chunk, err)
 		default:
 			e.m.update(func(s *Stats) { s.Unavailable++ })
 			e.log.Warn("engine: commit failed; retrying", "err", err, "firings", n, "retry_in", backoff)
@@ -337,6 +347,29 @@ func (e *Engine) ours(f facts.Fact, st *staged) bool {
 		return false
 	}
 	return rec.Leader == e.cfg.Identity && rec.Rule == st.f.Rule && rec.Time == st.at.Format(timeLayout)
+}
+
+// opsLimit and bytesLimit are the transaction limits in force: the
+// configured ones, lowered when etcd refuses a transaction as too large.
+func (e *Engine) opsLimit() int   { return int(e.maxOps.Load()) }
+func (e *Engine) bytesLimit() int { return int(e.maxBytes.Load()) }
+
+// shrinkLimits halves the limit etcd refused a chunk for: the configured
+// MaxTxnOps or MaxTxnBytes is above etcd's own (--max-txn-ops,
+// --max-request-bytes). The plan goes on in smaller transactions.
+func (e *Engine) shrinkLimits(chunk []*staged, err error) {
+	ops, size := 0, 0
+	for _, st := range chunk {
+		ops += len(st.f.Writes) + 1
+		size += st.bytes
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) {
+		e.maxOps.Store(int64(max(4, ops/2)))
+	} else {
+		e.maxBytes.Store(int64(max(4096, size/2)))
+	}
+	e.log.Warn("engine: etcd refused a transaction as too large; lowering the engine's limits (configure MaxTxnOps and MaxTxnBytes below etcd's)",
+		"err", err, "ops", ops, "bytes", size, "max_txn_ops", e.opsLimit(), "max_txn_bytes", e.bytesLimit())
 }
 
 // dropStale removes the firings that read a fact whose revision is no longer

@@ -363,3 +363,22 @@ func TestLostAnswerNotWrittenTwice(t *testing.T) {
 		t.Errorf("engine believes its last commit is at %d, records are at %d", e.lastRev, evs[0].Rev)
 	}
 }
+
+// An engine configured above etcd's own --max-txn-ops learns the limit from
+// etcd's refusal and goes on in smaller transactions.
+func TestLimitAboveEtcdsIsLowered(t *testing.T) {
+	v := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxTxnOps = 40000 // the embedded etcd allows 16384
+	cfg.MaxTxnBytes = 16 << 20
+	e := v.engine(t, &copyEval{}, cfg)
+	if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(12000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(v.events(t)); n != 12000 {
+		t.Fatalf("want 12000 records, have %d", n)
+	}
+	if st := e.Stats(); st.Txns != 2 || e.opsLimit() != 12000 {
+		t.Errorf("want 2 transactions under a limit of 12000 ops, have %d under %d", st.Txns, e.opsLimit())
+	}
+}

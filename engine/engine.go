@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
@@ -48,6 +49,8 @@ type Engine struct {
 	// needFull is set by apply when a plan was abandoned; only the round
 	// loop's goroutine touches it.
 	needFull bool
+	// maxOps and maxBytes are the transaction limits in force (opsLimit).
+	maxOps, maxBytes atomic.Int64
 	// loseAnswer, set by tests, makes a committed transaction look as if
 	// its answer never came, when it returns true.
 	loseAnswer func() bool
@@ -78,6 +81,8 @@ func New(store *facts.Store, mirror *facts.Mirror, ev Evaluator, cfg Config) (*E
 	}
 	e := &Engine{cfg: cfg, store: store, mirror: mirror, log: log.With("engine", cfg.Identity),
 		ids: facts.NewEventIDs(), m: newMetrics(), ev: ev, swap: make(chan struct{}, 1)}
+	e.maxOps.Store(int64(cfg.MaxTxnOps))
+	e.maxBytes.Store(int64(cfg.MaxTxnBytes))
 	e.m.update(func(s *Stats) { s.RuleSetVersion = ev.Version() })
 	return e, nil
 }

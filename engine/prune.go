@@ -53,7 +53,7 @@ func (e *Engine) prune(ctx context.Context, t *term, now time.Time) (int, error)
 	})
 	deleted := 0
 	for len(victims) > 0 {
-		n := min(len(victims), e.cfg.MaxTxnOps)
+		n := min(len(victims), e.opsLimit())
 		txn := facts.Txn{Guard: e.guardsFor(t)}
 		for _, k := range victims[:n] {
 			txn.Ops = append(txn.Ops, facts.Delete(k))

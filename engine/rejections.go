@@ -82,7 +82,7 @@ func (e *Engine) recordRejections(ctx context.Context, t *term, p eval.Plan, las
 		sigs[k] = string(sig)
 	}
 	for len(ops) > 0 {
-		n := min(len(ops), e.cfg.MaxTxnOps)
+		n := min(len(ops), e.opsLimit())
 		_, err := e.store.Commit(ctx, facts.Txn{Ops: ops[:n], Guard: e.guardsFor(t), Checked: true})
 		if errors.Is(err, facts.ErrConflict) {
 			if lead, lerr := e.stillLeader(ctx, t); lerr == nil && !lead {
