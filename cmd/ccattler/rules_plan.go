@@ -1,0 +1,153 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ccattler/ccattler/engine/reload"
+	"github.com/ccattler/ccattler/engine/whatif"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/spf13/cobra"
+)
+
+func init() { rulesCmdChildren = append(rulesCmdChildren, newRulesPlanCmd) }
+
+func newRulesPlanCmd() *cobra.Command {
+	var against string
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "plan DIR",
+		Short: "Show what the rule set in DIR would do differently from the running one, on the live facts; write nothing",
+		Long: `Evaluate the rule set in DIR against the live facts without writing anything,
+and print what it would do differently from the running rule set: the keys it
+would put, change or delete, grouped by the rule that would write them.
+
+Both rule sets run on private in-memory copies of the facts, read at one
+revision: every rule, every plan's writes applied to the copy and evaluated
+again, to a fixpoint — what the engine would do, without the nodes' agents.
+Keys on which the two end up the same are not shown, so on a cluster the
+running set has converged, DIR = the running set's files plans nothing.
+
+  + key = value                    DIR would write it; the running set would not
+  ~ key = value (running: value)   both would; with different values
+  - key (running: value)           the running set would have it; DIR would not
+
+What "the running set" is: --against DIR2, or the default policies built
+into this binary. When the servers' status (ccattler rules status) names
+another version, a note says so.
+
+A rule set that does not load prints its problems with file:line:col and
+exits 1; otherwise the exit status is 0, with or without differences.`,
+		Example: `  # a scheduler that packs instead of spreading, against the built-in policies
+  ccattler rules plan ./my-policies
+
+  # against the directory the server runs
+  ccattler rules plan ./next --against /etc/ccattler/policies -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			s, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			snapshot, rev, err := s.List(cmd.Context(), "", 0)
+			if err != nil {
+				return fmt.Errorf("read the facts: %w", err)
+			}
+			// Plugin types registered under schema/ type the rules too: the
+			// table registers them as it takes the facts.
+			schema := facts.NewSchema()
+			tb := facts.NewTable(schema)
+			for _, f := range snapshot {
+				tb.Put(f)
+			}
+			next, err := loadPlanSet(cmd, dir, schema)
+			if err != nil {
+				return err
+			}
+			runningName := policiesName(against)
+			running, err := loadPlanSet(cmd, against, schema)
+			if err != nil {
+				return err
+			}
+			if sts, _, err := reload.ReadStatus(cmd.Context(), s, strings.TrimSuffix(s.Root, "/")+"-leader/"); err == nil {
+				for _, st := range sts {
+					if st.Leading && st.Version != running.Version {
+						fmt.Fprintf(cmd.ErrOrStderr(), "note: the leading server %s runs version %s from %s; comparing with %s, version %s (see --against)\n",
+							st.Server, st.Version, st.Source, runningName, running.Version)
+					}
+				}
+			}
+			d := whatif.Compare(snapshot, rev, running, next, whatif.Options{Seed: seed})
+			if g.output == "json" {
+				if d.Changes == nil {
+					d.Changes = []whatif.KeyDiff{}
+				}
+				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "against": runningName, "plan": d, "written": false})
+			}
+			printPlan(cmd.OutOrStdout(), dir, runningName, d)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&against, "against", "", "rule directory standing for the running set (default: the built-in policies)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids both sets draw, so that the rules they share create the same ids")
+	return cmd
+}
+
+// loadPlanSet loads dir (empty: the built-in policies) with schema, or
+// prints its problems and returns an exit-1 error.
+func loadPlanSet(cmd *cobra.Command, dir string, schema *facts.Schema) (*rules.RuleSet, error) {
+	var rs *rules.RuleSet
+	var files map[string]*hcl.File
+	var diags hcl.Diagnostics
+	if dir == "" {
+		rs, files, diags = rules.LoadFilesWithSources(builtinPolicies(), rules.WithSchema(schema))
+	} else {
+		rs, files, diags = rules.LoadWithFiles(dir, rules.WithSchema(schema))
+	}
+	if diags.HasErrors() {
+		writeDiags(cmd.ErrOrStderr(), files, diags)
+		return nil, exitError{code: 1, err: fmt.Errorf("rule set %s rejected: %s; nothing planned", policiesName(dir), countErrors(diags))}
+	}
+	return rs, nil
+}
+
+func printPlan(out io.Writer, dir, against string, d whatif.Diff) {
+	fmt.Fprintf(out, "Plan of %s (version %s) against %s (version %s), on %d facts at revision %d.\n",
+		dir, d.Next.Version, against, d.Running.Version, d.Facts, d.Rev)
+	for _, o := range []struct {
+		name string
+		o    whatif.Outcome
+	}{{dir, d.Next}, {against, d.Running}} {
+		if !o.o.Fixpoint {
+			fmt.Fprintf(out, "warning: %s still wrote after %d rounds: no fixpoint, the plan is partial\n", o.name, o.o.Rounds)
+		}
+		for _, p := range o.o.Problems {
+			fmt.Fprintf(out, "warning: %s: %s\n", o.name, p)
+		}
+	}
+	if len(d.Changes) == 0 {
+		fmt.Fprintf(out, "\nNo changes: %s would do the same as %s on these facts. Nothing was written.\n", dir, against)
+		return
+	}
+	rule := ""
+	for _, c := range d.Changes {
+		if c.Rule != rule {
+			rule = c.Rule
+			fmt.Fprintf(out, "\n%s\n", rule)
+		}
+		switch c.Op {
+		case whatif.Put:
+			fmt.Fprintf(out, "  + %s = %s\n", c.Key, c.Value)
+		case whatif.Change:
+			fmt.Fprintf(out, "  ~ %s = %s  (running: %s)\n", c.Key, c.Value, c.Was)
+		default:
+			fmt.Fprintf(out, "  - %s  (running: %s)\n", c.Key, c.Was)
+		}
+	}
+	fmt.Fprintf(out, "\nPlan: %s. Nothing was written.\n", d)
+}

@@ -1,0 +1,209 @@
+// Package whatif answers "what would this rule set do differently?" without
+// writing anything: `ccattler rules plan`, the terraform plan of controller
+// logic.
+//
+// Compare runs two rule sets — the running one and a candidate — each on
+// its own in-memory copy of the same facts, to a fixpoint: each plan's
+// writes are applied to the copy and the changes evaluated again, as the
+// engine would (without agents: what rules do, not what nodes report). The
+// result is every key whose final value differs between the two, with the
+// rule that wrote it. Both evaluators draw fresh ids from the same seed, so
+// rules the two sets share create the same ids and do not show up as
+// differences.
+//
+//	d := whatif.Compare(snapshot, rev, running, candidate, whatif.Options{})
+//	for _, c := range d.Changes { fmt.Println(c.Op, c.Key, c.Rule) }
+package whatif
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// Ops of a Change, relative to what the running set would leave.
+const (
+	Put    = "put"    // the candidate would write a key the running set would not have
+	Change = "change" // both would have the key, with different values
+	Delete = "delete" // the running set would have the key, the candidate would not
+)
+
+// Options tunes Compare.
+type Options struct {
+	Seed      uint64           // fresh-id seed shared by both sets (default 1)
+	MaxRounds int              // rounds to reach a fixpoint (default 100)
+	Now       func() time.Time // the clock rules read (default time.Now, read once)
+}
+
+// Diff is the difference between two rule sets' outcomes on the same facts.
+type Diff struct {
+	Rev     int64     `json:"revision"` // the facts' revision
+	Facts   int       `json:"facts"`
+	Changes []KeyDiff `json:"changes"` // by rule, then key
+	Running Outcome   `json:"running"`
+	Next    Outcome   `json:"candidate"`
+}
+
+// KeyDiff is one key whose final value differs.
+type KeyDiff struct {
+	Op          string        `json:"op"`
+	Key         string        `json:"key"`
+	Rule        string        `json:"rule"`                   // the candidate's rule that wrote it last; else the running set's
+	RunningRule string        `json:"running_rule,omitempty"` // the running set's rule that wrote it, if any
+	Value       facts.RawJSON `json:"value,omitempty"`        // the candidate's final value (absent: none)
+	Was         facts.RawJSON `json:"running_value,omitempty"`
+}
+
+// Outcome is what one set did on its way to a fixpoint.
+type Outcome struct {
+	Version  string         `json:"version"`
+	Rounds   int            `json:"rounds"`
+	Fixpoint bool           `json:"fixpoint"` // false: still writing after MaxRounds
+	Firings  map[string]int `json:"firings"`  // by rule
+	Problems []string       `json:"problems,omitempty"`
+}
+
+// Compare runs running and next on copies of snapshot (taken at rev) and
+// returns where their outcomes differ. Both sets must have been loaded with
+// the schema the snapshot's keys are typed by (their patterns point into
+// it). It writes nothing anywhere.
+func Compare(snapshot []facts.Fact, rev int64, running, next *rules.RuleSet, opt Options) Diff {
+	if opt.Seed == 0 {
+		opt.Seed = 1
+	}
+	if opt.MaxRounds <= 0 {
+		opt.MaxRounds = 100
+	}
+	if opt.Now == nil {
+		now := time.Now()
+		opt.Now = func() time.Time { return now } // one instant for both runs
+	}
+	orig := make(map[string][]byte, len(snapshot))
+	for _, f := range snapshot {
+		orig[f.Key] = f.Value
+	}
+	a := run(snapshot, rev, running, opt)
+	b := run(snapshot, rev, next, opt)
+	d := Diff{Rev: rev, Facts: len(snapshot), Running: a.Outcome, Next: b.Outcome}
+	keys := map[string]bool{}
+	for k := range a.final {
+		keys[k] = true
+	}
+	for k := range b.final {
+		keys[k] = true
+	}
+	for k := range keys {
+		va, okA := a.value(k, orig)
+		vb, okB := b.value(k, orig)
+		if okA == okB && bytes.Equal(va, vb) {
+			continue
+		}
+		kd := KeyDiff{Key: k, Rule: b.writer[k], RunningRule: a.writer[k], Value: vb, Was: va}
+		if kd.Rule == "" {
+			kd.Rule = a.writer[k]
+		}
+		switch {
+		case !okA:
+			kd.Op = Put
+		case !okB:
+			kd.Op = Delete
+		default:
+			kd.Op = Change
+		}
+		d.Changes = append(d.Changes, kd)
+	}
+	sort.Slice(d.Changes, func(i, j int) bool {
+		x, y := d.Changes[i], d.Changes[j]
+		if x.Rule != y.Rule {
+			return x.Rule < y.Rule
+		}
+		return x.Key < y.Key
+	})
+	return d
+}
+
+// result is one set's run: the final value of every key it wrote (nil:
+// deleted) and the rule that wrote it last.
+type result struct {
+	Outcome
+	final  map[string][]byte
+	writer map[string]string
+}
+
+func (r *result) value(k string, orig map[string][]byte) ([]byte, bool) {
+	if v, ok := r.final[k]; ok {
+		return v, v != nil
+	}
+	v, ok := orig[k]
+	return v, ok
+}
+
+func run(snapshot []facts.Fact, rev int64, rs *rules.RuleSet, opt Options) *result {
+	res := &result{Outcome: Outcome{Version: rs.Version, Firings: map[string]int{}},
+		final: map[string][]byte{}, writer: map[string]string{}}
+	tb := facts.NewTable(rs.Schema)
+	for _, f := range snapshot {
+		tb.Put(f)
+	}
+	tb.SetRev(rev)
+	ev := eval.New(rs, eval.WithSeed(opt.Seed), eval.WithClock(opt.Now))
+	problems := map[string]bool{}
+	plan := ev.Full(tb)
+	for res.Rounds = 1; ; res.Rounds++ {
+		for _, p := range plan.Problems {
+			problems[p.Error()] = true
+		}
+		if len(plan.Firings) == 0 {
+			res.Fixpoint = true
+			break
+		}
+		if res.Rounds >= opt.MaxRounds {
+			break
+		}
+		var changes []facts.Change
+		for _, f := range plan.Firings {
+			res.Firings[f.Rule]++
+			for _, w := range f.Writes {
+				rev++
+				tb.SetRev(rev)
+				res.final[w.Key], res.writer[w.Key] = w.Value, f.Rule
+				if w.Value == nil {
+					old, ok := tb.Delete(w.Key)
+					if !ok {
+						continue
+					}
+					old.ModRevision = rev
+					changes = append(changes, facts.Change{Fact: old, Deleted: true})
+					continue
+				}
+				cr := rev
+				if old, ok := tb.Get(w.Key); ok {
+					cr = old.CreateRevision
+				}
+				nf := facts.Fact{Key: w.Key, Value: w.Value, ModRevision: rev, CreateRevision: cr}
+				tb.Put(nf)
+				changes = append(changes, facts.Change{Fact: nf})
+			}
+		}
+		plan = ev.Incremental(tb, changes)
+	}
+	for p := range problems {
+		res.Problems = append(res.Problems, p)
+	}
+	sort.Strings(res.Problems)
+	return res
+}
+
+// String summarizes the diff's counts: "2 to put, 1 to change, 0 to delete".
+func (d Diff) String() string {
+	n := map[string]int{}
+	for _, c := range d.Changes {
+		n[c.Op]++
+	}
+	return fmt.Sprintf("%d to put, %d to change, %d to delete", n[Put], n[Change], n[Delete])
+}
