@@ -29,6 +29,7 @@ import (
 // childConfig is how a test starts an agent in a child process (the test
 // binary re-executed), so that it can be killed with SIGKILL like a real one.
 type childConfig struct {
+	Namespace string
 	Endpoints []string
 	Node      string
 	StateDir  string
@@ -60,7 +61,7 @@ func runChild(js string) int {
 		return 1
 	}
 	rcfg := containerd.NewConfig()
-	rcfg.Address, rcfg.Namespace, rcfg.Address4, rcfg.ImageDir, rcfg.Log = cc.Sock, testNamespace, "127.0.0.1", cc.ImageDir, log
+	rcfg.Address, rcfg.Namespace, rcfg.Address4, rcfg.ImageDir, rcfg.Log = cc.Sock, cc.Namespace, "127.0.0.1", cc.ImageDir, log
 	rcfg.LogDir = filepath.Join(cc.StateDir, "logs")
 	if sn := os.Getenv("CCATTLER_SNAPSHOTTER"); sn != "" {
 		rcfg.Snapshotter = sn // e.g. native where /tmp is itself an overlay
@@ -221,11 +222,13 @@ func TestContainerdAgent(t *testing.T) {
 	d := startDaemon(t)
 	cli := d.client(t)
 	imgDir := t.TempDir()
-	writeImage(t, filepath.Join(imgDir, "healthz.tar"), "ccattler.test/healthz:1", buildServer(t))
+	server := buildServer(t)
+	writeImage(t, filepath.Join(imgDir, "healthz.tar"), "ccattler.test/healthz:1", server)
+	writeImage(t, filepath.Join(imgDir, "stubborn.tar"), "ccattler.test/stubborn:1", server, "-ignore-sigterm")
 	e := etcdtest.Start(t)
 	s := e.Store(t)
 	stateDir := t.TempDir()
-	cc := childConfig{Endpoints: e.Endpoints(), Node: "node-1", StateDir: stateDir, Sock: d.sock, ImageDir: imgDir}
+	cc := childConfig{Namespace: d.namespace, Endpoints: e.Endpoints(), Node: "node-1", StateDir: stateDir, Sock: d.sock, ImageDir: imgDir}
 
 	port := freePort(t)
 	put(t, s, facts.DesiredService("hz"), map[string]any{}, facts.ServiceImage("hz"), "ccattler.test/healthz:1",
@@ -236,9 +239,17 @@ func TestContainerdAgent(t *testing.T) {
 	top := t // children outlive the subtest that starts them
 	child := startChild(top, cc)
 
+	// The steps build on each other: the first that fails ends the test,
+	// so that none runs against a world a failed step left behind (etcd down).
+	failed := false
+	step := func(name string, f func(t *testing.T)) {
+		if !failed && !t.Run(name, f) {
+			failed = true
+		}
+	}
 	var pid uint32
 	var startedAt string
-	t.Run("a placement becomes a running, healthy container with its limits", func(t *testing.T) {
+	step("a placement becomes a running, healthy container with its limits", func(t *testing.T) {
 		waitFor(t, 60*time.Second, func() string {
 			st, _ := observed(t, s, id, "state")
 			h, _ := observed(t, s, id, "health")
@@ -270,11 +281,8 @@ func TestContainerdAgent(t *testing.T) {
 			t.Errorf("cpu quota %q, want 50000 µs per 100000", quota)
 		}
 	})
-	if pid == 0 {
-		t.FailNow()
-	}
 
-	t.Run("a killed agent, restarted, adopts the running container", func(t *testing.T) {
+	step("a killed agent, restarted, adopts the running container", func(t *testing.T) {
 		oldLease := leaseOf(t, s, "node-1")
 		child.Process.Kill()
 		child.Wait()
@@ -298,12 +306,18 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
-	t.Run("etcd lost: containers keep running, an agent restarted meanwhile adopts them, all is re-reported", func(t *testing.T) {
+	step("etcd lost: containers keep running, an agent restarted meanwhile adopts them, all is re-reported", func(t *testing.T) {
 		// A 6 s outage (the 30 s is longer than the lease TTL the
 		// test would need; the behaviour does not depend on the length).
 		// Any write after etcd returns has a higher revision than this one.
 		rev := currentRev(t, s)
 		e.Close()
+		restarted := false
+		defer func() {
+			if !restarted {
+				e.Restart(t)
+			}
+		}()
 		child.Process.Kill()
 		child.Wait()
 		child = startChild(top, cc) // starts while etcd is unreachable
@@ -317,6 +331,7 @@ func TestContainerdAgent(t *testing.T) {
 			t.Fatalf("during the outage the container stopped answering: %v", err)
 		}
 		e.Restart(t)
+		restarted = true
 		waitFor(t, 30*time.Second, func() string {
 			if _, mod := observed(t, s, id, "state"); mod <= rev {
 				return "state not re-reported after etcd returned"
@@ -331,7 +346,7 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
-	t.Run("removing the placement stops the container and reports it stopped", func(t *testing.T) {
+	step("removing the placement stops the container and reports it stopped", func(t *testing.T) {
 		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id))}}); err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +364,37 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
-	t.Run("a container that exits is reported failed with its exit status, not restarted", func(t *testing.T) {
+	step("a container that ignores SIGTERM is killed after the grace period", func(t *testing.T) {
+		const id4 = "c0ffe4"
+		sport := freePort(t)
+		put(t, s, facts.DesiredService("stubborn"), map[string]any{}, facts.ServiceImage("stubborn"), "ccattler.test/stubborn:1",
+			facts.ServiceExpose("stubborn", sport), map[string]any{})
+		put(t, s, facts.InstanceService(id4), "stubborn", facts.Placement(id4), "node-1")
+		waitFor(t, 30*time.Second, func() string {
+			if st, _ := observed(t, s, id4, "state"); st != "running" {
+				return "state " + st
+			}
+			return ""
+		})
+		start := time.Now()
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id4))}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, func() string {
+			if st, _ := observed(t, s, id4, "state"); st != "stopped" {
+				return "state " + st
+			}
+			return ""
+		})
+		if took := time.Since(start); took < 3*time.Second {
+			t.Fatalf("stopped after %s: before the 3s grace period, so SIGTERM was not ignored or not sent", took)
+		}
+		if _, err := cli.LoadContainer(context.Background(), id4); err == nil {
+			t.Fatal("the container still exists")
+		}
+	})
+
+	step("a container that exits is reported failed with its exit status, not restarted", func(t *testing.T) {
 		const id2 = "c0ffe2"
 		put(t, s, facts.InstanceService(id2), "hz", facts.Placement(id2), "node-1")
 		var pid2 uint32
@@ -382,7 +427,7 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
-	t.Run("an image that cannot be pulled fails the instance with the reason", func(t *testing.T) {
+	step("an image that cannot be pulled fails the instance with the reason", func(t *testing.T) {
 		put(t, s, facts.DesiredService("nopull"), map[string]any{}, facts.ServiceImage("nopull"), "127.0.0.1:1/nothing:1")
 		const id3 = "c0ffe3"
 		put(t, s, facts.InstanceService(id3), "nopull", facts.Placement(id3), "node-1")

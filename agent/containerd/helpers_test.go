@@ -33,10 +33,9 @@ func skipOrFail(t *testing.T, format string, args ...any) {
 // daemon is a containerd started by the test with its own root, state and socket.
 type daemon struct {
 	dir, sock string
+	namespace string // unique per run: the cgroups of containers are named after it
 	cmd       *exec.Cmd
 }
-
-const testNamespace = "ccattler-test"
 
 // startDaemon starts `containerd --root T/root --state T/state --address T/containerd.sock`
 // with a minimal config (the CRI plugin off), as root. At cleanup it kills
@@ -58,7 +57,9 @@ func startDaemon(t *testing.T) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{dir: dir, sock: filepath.Join(dir, "containerd.sock")}
+	// Cgroup paths are /<namespace>/<id> host-wide: concurrent test runs
+	// with their own daemons must not share them.
+	d := &daemon{dir: dir, sock: filepath.Join(dir, "containerd.sock"), namespace: "ccattler-test-" + filepath.Base(dir)[len("ccd-"):]}
 	conf := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`version = 2
 disabled_plugins = ["io.containerd.grpc.v1.cri"]
@@ -81,7 +82,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	t.Cleanup(func() { d.stop(t); logf.Close(); os.RemoveAll(dir) })
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace))
+		c, err := client.New(d.sock, client.WithDefaultNamespace(d.namespace))
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_, err = c.Version(ctx)
@@ -101,7 +102,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 
 func (d *daemon) client(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace))
+	c, err := client.New(d.sock, client.WithDefaultNamespace(d.namespace))
 	if err != nil {
 		t.Fatalf("containerd client: %v", err)
 	}
@@ -110,7 +111,7 @@ func (d *daemon) client(t *testing.T) *client.Client {
 }
 
 func (d *daemon) stop(t *testing.T) {
-	if c, err := client.New(d.sock, client.WithDefaultNamespace(testNamespace)); err == nil {
+	if c, err := client.New(d.sock, client.WithDefaultNamespace(d.namespace)); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ctrs, _ := c.Containers(ctx)
 		for _, ctr := range ctrs {
@@ -174,7 +175,8 @@ func buildServer(t *testing.T) []byte {
 
 // writeImage writes an OCI image archive (oci-layout, index.json, manifest,
 // config and one gzipped layer holding /server) named ref, built by hand.
-func writeImage(t *testing.T, path, ref string, server []byte) {
+// The image runs /server with args.
+func writeImage(t *testing.T, path, ref string, server []byte, args ...string) {
 	t.Helper()
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
@@ -205,7 +207,7 @@ func writeImage(t *testing.T, path, ref string, server []byte) {
 	}
 	config := mustJSON(map[string]any{
 		"architecture": goruntime.GOARCH, "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{"/server"}},
+		"config": map[string]any{"Entrypoint": append([]string{"/server"}, args...)},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
 	})
 	manifest := mustJSON(map[string]any{
