@@ -29,6 +29,10 @@ func WithClock(now func() time.Time) Option { return func(e *Evaluator) { e.cloc
 // WithMaxPasses bounds the passes of a round's local fixpoint (default 16).
 func WithMaxPasses(n int) Option { return func(e *Evaluator) { e.maxPasses = n } }
 
+// WithoutAggregateCache recomputes every aggregate every time; tests use it
+// to show that the cache changes nothing but the time.
+func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache = true } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -44,21 +48,25 @@ type Stats struct {
 	Firings         int64
 	FreshCollisions int64 // fresh ids drawn again because taken
 	BadValues       int64 // stored values that did not decode for their type (skipped)
+	AggregateHits   int64 // aggregate groups served from the round's cache
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
 // engine runs one round at a time.
 type Evaluator struct {
-	rs        *rules.RuleSet
-	seed      uint64
-	rng       *rand.Rand
-	clock     func() time.Time
-	maxPasses int
-	maxFresh  int
-	pats      map[*rules.Pattern]*patInfo
-	heads     map[*rules.Head]*rules.Pattern
-	sites     map[*facts.FactType][]site
-	stats     Stats
+	rs         *rules.RuleSet
+	seed       uint64
+	rng        *rand.Rand
+	clock      func() time.Time
+	maxPasses  int
+	maxFresh   int
+	pats       map[*rules.Pattern]*patInfo
+	aggs       map[*rules.Aggregate]*aggInfo
+	aggSites   map[*facts.FactType][]aggSite
+	noAggCache bool
+	heads      map[*rules.Head]*rules.Pattern
+	sites      map[*facts.FactType][]site
+	stats      Stats
 }
 
 // New returns an evaluator of rs.
@@ -70,6 +78,7 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	}
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
+	e.buildAggs(rs)
 	for _, r := range rs.Rules {
 		e.hint(r.Body)
 		for _, ag := range r.Body.Aggregates {
@@ -175,19 +184,20 @@ type task struct {
 
 // round is the state of one evaluation round.
 type round struct {
-	e       *Evaluator
-	ov      *overlay
-	plan    *Plan
-	now     ref.Val
-	queue   [][]task          // pending tasks by rule index
-	queued  []map[string]bool // binding keys in queue, by rule index
-	stopped map[string]bool   // rules skipped for the rest of the round
-	history map[string][]string
-	writers map[string][]string
-	drawn   map[string]bool
-	cur     *rules.Rule
-	rejIdx  map[string]int
-	osc     []string // rules found oscillating: the round is redone without them
+	e        *Evaluator
+	ov       *overlay
+	plan     *Plan
+	now      ref.Val
+	queue    [][]task          // pending tasks by rule index
+	queued   []map[string]bool // binding keys in queue, by rule index
+	stopped  map[string]bool   // rules skipped for the rest of the round
+	history  map[string][]string
+	writers  map[string][]string
+	drawn    map[string]bool
+	cur      *rules.Rule
+	rejIdx   map[string]int
+	aggCache map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
+	osc      []string                                 // rules found oscillating: the round is redone without them
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
@@ -198,7 +208,8 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		queue:   make([][]task, n),
 		queued:  make([]map[string]bool, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
-		drawn: map[string]bool{}, rejIdx: map[string]int{}}
+		drawn: map[string]bool{}, rejIdx: map[string]int{},
+		aggCache: map[*rules.Aggregate]map[string]aggEntry{}}
 	for i := range rd.queued {
 		rd.queued[i] = map[string]bool{}
 	}
@@ -359,7 +370,13 @@ func (rd *round) commit(f Firing) error {
 		_, existed[i], _ = rd.ov.get(w.Key)
 	}
 	for _, w := range f.Writes {
+		if old, ok, _ := rd.ov.get(w.Key); ok {
+			rd.maintain(w.Key, old.Value, -1)
+		} else {
+			rd.maintain(w.Key, nil, -1)
+		}
 		rd.ov.put(w.Key, w.Value)
+		rd.maintain(w.Key, w.Value, +1)
 		rd.writers[w.Key] = append(rd.writers[w.Key], f.Rule)
 	}
 	r, _ := rd.e.rs.Rule(f.Rule)

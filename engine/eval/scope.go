@@ -137,6 +137,29 @@ func (rd *round) complete(sc *rules.Scope, s *sol) error {
 }
 
 func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
+	if rd.e.noAggCache {
+		return rd.computeAggregate(ag, s)
+	}
+	info := rd.e.aggs[ag]
+	gk := groupKey(info, s.b)
+	if e, ok := rd.aggCache[ag][gk]; ok {
+		rd.e.stats.AggregateHits++
+		s.reads = append(s.reads, e.reads...)
+		return e.val, nil
+	}
+	mark := len(s.reads)
+	v, err := rd.computeAggregate(ag, s)
+	if err != nil {
+		return nil, err
+	}
+	if rd.aggCache[ag] == nil {
+		rd.aggCache[ag] = map[string]aggEntry{}
+	}
+	rd.aggCache[ag][gk] = aggEntry{val: v, reads: append([]Read(nil), s.reads[mark:]...)}
+	return v, nil
+}
+
+func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
 	var acc ref.Val
 	n := int64(0)
 	for _, m := range rd.solve(ag.Body, s.b, nil) {

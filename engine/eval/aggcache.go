@@ -1,0 +1,290 @@
+package eval
+
+import (
+	"sort"
+	"strings"
+
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// The aggregate cache. Within a round the reader is a fixed snapshot and
+// only the round's own writes change what an aggregate sees, so a group's
+// result can be kept until a write could change it. A write invalidates the
+// groups its fact belongs to before and after the write, found by joining
+// the written fact with the rest of the aggregate's patterns (as
+// Incremental finds the bindings a change affects). Without this, placing
+// I instances on N nodes recomputes every node's usage for every instance:
+// quadratic in I.
+
+// aggInfo is what the cache needs to know of an aggregate.
+type aggInfo struct {
+	group []string                // variables of the surrounding scopes the result depends on, sorted
+	sites map[*facts.FactType]int // match patterns per fact type: a fact matching two is not adjusted
+}
+
+type aggEntry struct {
+	val   ref.Val
+	reads []Read
+}
+
+// aggSite is an aggregate pattern a written fact may match.
+type aggSite struct {
+	ag *rules.Aggregate
+	p  *rules.Pattern
+}
+
+// buildAggs records each aggregate's group variables: the outer variables
+// its patterns join on and those its where and of expressions read.
+func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
+	e.aggs = map[*rules.Aggregate]*aggInfo{}
+	e.aggSites = map[*facts.FactType][]aggSite{}
+	add := func(ag *rules.Aggregate) {
+		own := map[string]bool{}
+		for _, v := range ag.Body.Binds {
+			own[v] = true
+		}
+		group := map[string]bool{}
+		for _, v := range ag.Body.Outer {
+			group[v] = true
+		}
+		for _, x := range []*rules.Expr{ag.Where, ag.Of} {
+			if x == nil || x.AST == nil {
+				continue
+			}
+			for id := range idents(x.AST.NativeRep().Expr()) {
+				if !own[id] && id != rules.NowVar {
+					group[id] = true // may be a comprehension variable: a harmless extra
+				}
+			}
+		}
+		info := &aggInfo{sites: map[*facts.FactType]int{}}
+		for _, p := range ag.Body.Match {
+			info.sites[p.Type]++
+		}
+		for v := range group {
+			info.group = append(info.group, v)
+		}
+		sort.Strings(info.group)
+		e.aggs[ag] = info
+		for _, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
+			e.aggSites[p.Type] = append(e.aggSites[p.Type], aggSite{ag: ag, p: p})
+		}
+	}
+	for _, r := range rs.Rules {
+		for _, ag := range r.Body.Aggregates {
+			add(ag)
+		}
+		if r.Choose != nil {
+			for _, ag := range r.Choose.Body.Aggregates {
+				add(ag)
+			}
+		}
+	}
+}
+
+func idents(x ast.Expr) map[string]bool {
+	out := map[string]bool{}
+	var walk func(x ast.Expr)
+	walk = func(x ast.Expr) {
+		switch x.Kind() {
+		case ast.IdentKind:
+			out[x.AsIdent()] = true
+		case ast.SelectKind:
+			walk(x.AsSelect().Operand())
+		case ast.CallKind:
+			c := x.AsCall()
+			if c.IsMemberFunction() {
+				walk(c.Target())
+			}
+			for _, a := range c.Args() {
+				walk(a)
+			}
+		case ast.ListKind:
+			for _, el := range x.AsList().Elements() {
+				walk(el)
+			}
+		case ast.MapKind:
+			for _, en := range x.AsMap().Entries() {
+				me := en.AsMapEntry()
+				walk(me.Key())
+				walk(me.Value())
+			}
+		case ast.ComprehensionKind:
+			c := x.AsComprehension()
+			for _, y := range []ast.Expr{c.IterRange(), c.AccuInit(), c.LoopCondition(), c.LoopStep(), c.Result()} {
+				walk(y)
+			}
+		}
+	}
+	walk(x)
+	return out
+}
+
+// groupKey renders the values of an aggregate's group variables under b.
+func groupKey(info *aggInfo, b *binding) string {
+	var k strings.Builder
+	for _, v := range info.group {
+		x, _ := b.get(v)
+		k.WriteString(x.str)
+		k.WriteByte(0)
+	}
+	return k.String()
+}
+
+// maintain keeps the cached groups right across a write: it is called
+// with the old value before the write (sign -1) and the new one after it
+// (sign +1). The members the fact adds or removes are found by joining it
+// with the rest of the aggregate's patterns; count and sum are adjusted,
+// min and max take an added member; anything else (a removed min or max, a
+// fact of an optional or absent pattern, a group the fact does not name)
+// drops the cached result, to be recomputed when next needed.
+func (rd *round) maintain(key string, value []byte, sign int) {
+	if rd.e.noAggCache || len(rd.aggCache) == 0 {
+		return
+	}
+	k, err := rd.e.rs.Schema.Parse(key)
+	if err != nil {
+		return
+	}
+	for _, s := range rd.e.aggSites[k.Type] {
+		entries := rd.aggCache[s.ag]
+		if len(entries) == 0 {
+			continue
+		}
+		if value == nil && !s.p.Optional && !s.p.Negated {
+			// An absent fact is in no group of a match pattern (a created
+			// fact's "before", a deleted one's "after").
+			continue
+		}
+		kb, ok := matchKey(s.p, key)
+		if !ok {
+			continue
+		}
+		info := rd.e.aggs[s.ag]
+		adjust := !s.p.Optional && !s.p.Negated && info.sites[s.p.Type] == 1
+		if s.p.Alias != "" && value != nil {
+			if dv, err := decode(s.p.Type.Value, value); err == nil {
+				kb.push(s.p.Alias, goVal(dv))
+			}
+		}
+		var rest []*rules.Pattern
+		for _, p := range s.ag.Body.Match {
+			if p != s.p {
+				rest = append(rest, p)
+			}
+		}
+		all := false
+		var reads []Read
+		rd.join(rest, kb, &reads, func() bool {
+			for _, v := range info.group {
+				if !kb.has(v) {
+					all = true // the fact does not name its group: drop them all
+					return false
+				}
+			}
+			gk := groupKey(info, kb)
+			e, ok := entries[gk]
+			if !ok {
+				return true
+			}
+			if !adjust {
+				delete(entries, gk)
+				return true
+			}
+			mark, rmark := kb.len(), len(reads)
+			if e, ok = rd.contribute(s.ag, e, kb, &reads, sign); ok {
+				if sign > 0 {
+					e.reads = append([]Read(nil), e.reads...)
+					e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
+					for _, r := range reads { // the member's other facts, as a recomputation would list them
+						if !r.Prefix {
+							r.NoGuard = true
+							e.reads = append(e.reads, r)
+						}
+					}
+				}
+				entries[gk] = e
+			} else {
+				delete(entries, gk)
+			}
+			kb.truncate(mark)
+			reads = reads[:rmark]
+			return true
+		})
+		if all {
+			delete(rd.aggCache, s.ag)
+		}
+	}
+}
+
+// contribute adds (sign +1) or removes (sign -1) the member m to or from a
+// cached group result; false means the result must be recomputed.
+func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *[]Read, sign int) (aggEntry, bool) {
+	if !rd.optionalAndAbsent(ag.Body, m, reads) {
+		return e, true // not a member
+	}
+	if ag.Where != nil {
+		ok, err := rd.evalBool(ag.Where, m, "aggregate "+ag.Name+" where")
+		if err != nil {
+			return e, false
+		}
+		if !ok {
+			return e, true
+		}
+	}
+	if ag.Func == "count" {
+		n, ok := e.val.(types.Int)
+		e.val = n + types.Int(sign)
+		return e, ok
+	}
+	v, err := rd.eval(ag.Of, m, "aggregate "+ag.Name)
+	if err != nil {
+		return e, false
+	}
+	switch ag.Func {
+	case "sum":
+		if sign > 0 {
+			a, ok := e.val.(traits.Adder)
+			if !ok {
+				return e, false
+			}
+			e.val = a.Add(v)
+		} else {
+			sub, ok := e.val.(traits.Subtractor)
+			if !ok {
+				return e, false
+			}
+			e.val = sub.Subtract(v)
+		}
+		return e, !types.IsError(e.val)
+	default: // min, max
+		if sign < 0 {
+			return e, false
+		}
+		cur, ok := e.val.(*types.Optional)
+		if !ok {
+			return e, false
+		}
+		if !cur.HasValue() {
+			e.val = types.OptionalOf(v)
+			return e, true
+		}
+		c, ok := v.(traits.Comparer)
+		if !ok {
+			return e, false
+		}
+		cmp, ok := c.Compare(cur.GetValue()).(types.Int)
+		if !ok {
+			return e, false
+		}
+		if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
+			e.val = types.OptionalOf(v)
+		}
+		return e, true
+	}
+}
