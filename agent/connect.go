@@ -9,6 +9,8 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Connect returns a store whose client connects in the background: unlike
@@ -24,6 +26,13 @@ func Connect(endpoints []string, root string) (*facts.Store, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		MaxCallSendMsgSize:   64 << 20,
 		Logger:               zap.NewNop(),
+		// Reconnect within ~2 s of etcd coming back rather than after gRPC's
+		// default backoff (up to 2 minutes): a healed partition should be
+		// reported as soon as possible.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--etcd %s: %w", strings.Join(endpoints, ","), err)

@@ -330,8 +330,12 @@ func TestContainerdAgent(t *testing.T) {
 		if err := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
 			t.Fatalf("during the outage the container stopped answering: %v", err)
 		}
+		t0 := time.Now()
 		e.Restart(t)
 		restarted = true
+		t.Logf("etcd restarted in %s", time.Since(t0).Round(time.Millisecond))
+		t0 = time.Now()
+		defer func() { t.Logf("re-reported %s after etcd returned", time.Since(t0).Round(time.Millisecond)) }()
 		waitFor(t, 30*time.Second, func() string {
 			if _, mod := observed(t, s, id, "state"); mod <= rev {
 				return "state not re-reported after etcd returned"
