@@ -198,7 +198,7 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 			}
 			mark, rmark := kb.len(), len(reads)
 			if e, ok = rd.contribute(s.ag, e, kb, &reads, sign); ok {
-				if sign > 0 {
+				if sign > 0 && len(e.reads) < MaxAggregateReads {
 					e.reads = append([]Read(nil), e.reads...)
 					e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
 					for _, r := range reads { // the member's other facts, as a recomputation would list them

@@ -22,7 +22,8 @@ package eval
 // min, max): they are listed for the firing record (why), but the committer
 // must not compare them: a group may hold thousands of facts, and a fact
 // joining the group later could not be caught by a compare anyway. The next
-// round sees any change and corrects.
+// round sees any change and corrects. At most MaxAggregateReads members of
+// one aggregate are listed.
 type Read struct {
 	Key     string
 	Rev     int64

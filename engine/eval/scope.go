@@ -144,7 +144,7 @@ func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
 	gk := groupKey(info, s.b)
 	if e, ok := rd.aggCache[ag][gk]; ok {
 		rd.e.stats.AggregateHits++
-		s.reads = append(s.reads, e.reads...)
+		s.reads = append(s.reads, e.reads[:min(len(e.reads), MaxAggregateReads)]...)
 		return e.val, nil
 	}
 	mark := len(s.reads)
@@ -159,8 +159,14 @@ func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
 	return v, nil
 }
 
+// MaxAggregateReads bounds the member facts one aggregate lists in a
+// firing's reads (they are not guarded, only recorded): a count over a
+// thousand instances names 64 of them, not all.
+const MaxAggregateReads = 64
+
 func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
 	var acc ref.Val
+	listed := 0
 	n := int64(0)
 	for _, m := range rd.solve(ag.Body, s.b, nil) {
 		if ag.Where != nil {
@@ -173,9 +179,10 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) 
 			}
 		}
 		for _, r := range m.reads {
-			if !r.Prefix {
+			if !r.Prefix && listed < MaxAggregateReads {
 				r.NoGuard = true
 				s.reads = append(s.reads, r)
+				listed++
 			}
 		}
 		n++
