@@ -2,9 +2,9 @@ package eval_test
 
 import (
 	"fmt"
-	"sort"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/ccattler/ccattler/engine/eval"
