@@ -42,6 +42,7 @@ func byRevision(evs []event) map[int64][]event {
 // A plan larger than the transaction limit commits in several transactions,
 // each holding whole firings with their records.
 func TestPlanSplitOnFiringBoundaries(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		firings, w   int
@@ -100,6 +101,7 @@ func TestPlanSplitOnFiringBoundaries(t *testing.T) {
 // A firing that read a value written earlier in the plan commits after its
 // writer, even across transactions, and its record names the writer's revision.
 func TestOwnReadsCommitAfterTheirWriter(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	cfg := testConfig()
 	cfg.MaxTxnOps = 4 // one firing per transaction
@@ -124,6 +126,7 @@ func TestOwnReadsCommitAfterTheirWriter(t *testing.T) {
 // When the writer of a value is stale, the firings that read that value
 // are dropped with it and evaluated again; nothing stale commits.
 func TestOwnReadDroppedWithStaleWriter(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{}, testConfig())
 	x := facts.ServiceInstances("x")
@@ -159,6 +162,7 @@ func TestOwnReadDroppedWithStaleWriter(t *testing.T) {
 
 // A leader whose key is gone writes nothing, whatever it planned.
 func TestDeposedLeaderWritesNothing(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{}, testConfig())
 	lease, err := v.store.Client.Grant(v.ctx, 60)
@@ -191,6 +195,7 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 
 // Firings that can never commit are reported and skipped; the rest commit.
 func TestUncommittableFiringsSkipped(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	cfg := testConfig()
 	cfg.MaxTxnOps = 4
@@ -220,6 +225,7 @@ func TestUncommittableFiringsSkipped(t *testing.T) {
 
 // Firing records past retention are deleted oldest first, in batches.
 func TestEventRetention(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		maxCount int
@@ -274,6 +280,7 @@ func TestEventRetention(t *testing.T) {
 // Without etcd the committer stalls and retries the same transaction; when
 // etcd is back the plan commits, once.
 func TestStallsWhileEtcdIsDown(t *testing.T) {
+	t.Parallel()
 	// No running mirror here: its watch would hold etcd's shutdown for
 	// seconds, and a plan without conflicts does not need it.
 	et := etcdtest.Start(t)
@@ -311,6 +318,7 @@ func TestStallsWhileEtcdIsDown(t *testing.T) {
 // A prefix read ("no key under it") becomes a ranged compare; an aggregate
 // member (NoGuard) is recorded but not compared.
 func TestPrefixAndUnguardedReads(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{}, testConfig())
 	taken := facts.InstanceState("abcde")
@@ -350,6 +358,7 @@ func TestPrefixAndUnguardedReads(t *testing.T) {
 // attempt fails, and the engine knows the chunk committed. Nothing is
 // written twice.
 func TestLostAnswerNotWrittenTwice(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{}, testConfig())
 	lost := 0
@@ -373,18 +382,27 @@ func TestLostAnswerNotWrittenTwice(t *testing.T) {
 // An engine configured above etcd's own --max-txn-ops learns the limit from
 // etcd's refusal and goes on in smaller transactions.
 func TestLimitAboveEtcdsIsLowered(t *testing.T) {
-	v := newEnv(t)
+	t.Parallel()
+	ec := facts.NewEmbedConfig()
+	ec.MaxTxnOps = 128 // etcd's default, as an external cluster has it
+	ec.DataDir = t.TempDir()
+	ec.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
+	ec.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
+	et := &etcdtest.Etcd{Cfg: ec}
+	et.Restart(t)
+	t.Cleanup(func() { et.Close() })
+	v := envOn(t, et)
 	cfg := testConfig()
-	cfg.MaxTxnOps = 40000 // the embedded etcd allows 16384
-	cfg.MaxTxnBytes = 16 << 20
+	cfg.MaxTxnOps = 1000
 	e := v.engine(t, &copyEval{}, cfg)
-	if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(12000, 1)); err != nil {
+	if err := e.apply(v.ctx, nil, &copyEval{}, countPlan(200, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(v.events(t)); n != 12000 {
-		t.Fatalf("want 12000 records, have %d", n)
+	if n := len(v.events(t)); n != 200 {
+		t.Fatalf("want 200 records, have %d", n)
 	}
-	if st := e.Stats(); st.Txns != 2 || e.opsLimit() != 12000 {
-		t.Errorf("want 2 transactions under a limit of 12000 ops, have %d under %d", st.Txns, e.opsLimit())
+	// 400 operations refused; 200 refused; 100 fit in 128.
+	if st := e.Stats(); st.Txns != 4 || e.opsLimit() != 100 {
+		t.Errorf("want 4 transactions under a limit of 100 ops, have %d under %d", st.Txns, e.opsLimit())
 	}
 }

@@ -16,6 +16,7 @@ import (
 // A firing's record carries everything `why` needs and commits at the very
 // revision of the writes it explains.
 func TestFiringRecordInSameRevisionAsWrites(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	dRev := v.put(t, facts.ServiceInstances("web"), "3")
 	e := v.engine(t, &copyEval{version: "v1"}, testConfig())
@@ -56,6 +57,7 @@ func TestFiringRecordInSameRevisionAsWrites(t *testing.T) {
 // The engine's own writes come back through the mirror; they must not make
 // it write again.
 func TestOwnWritesDoNotLoop(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{version: "v1"}, testConfig())
 	v.run(t, e)
@@ -75,6 +77,7 @@ func TestOwnWritesDoNotLoop(t *testing.T) {
 // A write by someone else between evaluation and commit fails the compare;
 // the engine evaluates again on the newer state and never writes the stale value.
 func TestConcurrentWriteIsReevaluated(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.put(t, facts.ServiceInstances("web"), "3")
 	ev := &copyEval{version: "v1"}
@@ -150,6 +153,7 @@ func (s *spawnEval) plan(r facts.Reader) eval.Plan {
 // A fresh id created concurrently by someone else is not overwritten: the
 // firing is evaluated again and takes the next free id.
 func TestFreshIDCollisionRetried(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	ev := &spawnEval{ids: []string{"aaaa1", "aaaa2", "aaaa3"}}
 	ev.hook = func() { v.put(t, facts.InstanceService("aaaa1"), `"other"`) }
@@ -169,6 +173,7 @@ func TestFreshIDCollisionRetried(t *testing.T) {
 
 // Swap replaces the rule set between rounds and evaluates everything with it.
 func TestSwapEvaluatesEverythingWithTheNewSet(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	v.put(t, facts.ServiceInstances("web"), "3")
 	e := v.engine(t, &copyEval{version: "v1"}, testConfig())
@@ -271,6 +276,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestLeaderPrefixOutsideRoot(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	cfg := testConfig()
 	cfg.LeaderPrefix = v.store.Root + "leader/"

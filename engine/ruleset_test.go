@@ -24,6 +24,7 @@ import (
 // and commits until it settles, and etcd's content must show the expected
 // writes and deletes, with a firing record for every expected firing.
 func TestRuleSetsAgainstEtcd(t *testing.T) {
+	t.Parallel()
 	var dirs []string
 	for _, pat := range []string{"testdata/*", "eval/testdata/*"} {
 		m, _ := filepath.Glob(pat)
@@ -302,6 +303,7 @@ func (h *hookEval) after(p eval.Plan) eval.Plan {
 // commits: the firing fails its "still absent" guard, is evaluated again and
 // draws another id; the other writer's key is left alone.
 func TestFreshIDCollisionWithRules(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	rs, diags := rules.Load("eval/testdata/fresh", rules.WithSchema(v.store.Schema))
 	if diags.HasErrors() {
@@ -352,6 +354,7 @@ func TestFreshIDCollisionWithRules(t *testing.T) {
 // candidate and the filters it failed, written again only when the reasons
 // change.
 func TestRejectionRecords(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	rs, diags := rules.Load("eval/testdata/choice", rules.WithSchema(v.store.Schema))
 	if diags.HasErrors() {

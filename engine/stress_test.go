@@ -16,6 +16,7 @@ import (
 // effective key the engine wrote carries a firing record at its very
 // revision with its very value: no write is lost, none is unexplained.
 func TestConcurrentWritersConverge(t *testing.T) {
+	t.Parallel()
 	v := newEnv(t)
 	cfg := testConfig()
 	cfg.MaxTxnOps = 16 // many small transactions: more chances to interleave
