@@ -9,9 +9,15 @@
 //
 // A short tour:
 //
-//	rs, diags := rules.Load("policies/")         // parse, compile, check, stratify
-//	if diags.HasErrors() { ... }                 // print with hcl.NewDiagnosticTextWriter(w, rs.Sources...)
-//	for _, r := range rs.Rules { ... }           // stratified order: dependencies first
+//	rs, files, diags := rules.LoadWithFiles("policies/") // parse, compile, check, stratify
+//	if diags.HasErrors() {
+//		rules.WriteDiagnostics(os.Stderr, files, diags)  // file:line:col, the line, a caret
+//	}
+//	for _, r := range rs.Rules { ... }                   // stratified order: dependencies first
+//
+// Compiled CEL programs live in a ristretto cache (DefaultCache) keyed by
+// expression, environment and cost limit, so a reload recompiles only the
+// expressions that changed.
 //
 // The language reference for rule authors is docs/rules.md; package
 // engine/eval evaluates a RuleSet over facts.
