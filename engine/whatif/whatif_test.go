@@ -1,0 +1,152 @@
+package whatif_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/engine/whatif"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+const create = `rule "create_instances" {
+  doc       = "Create pending instances under fresh ids until a service has as many as it asks for."
+  principal = "instances"
+  match {
+    want = "desired/service/{name}/instances"
+  }
+  aggregate "live" {
+    match {
+      name  = "observed/instance/{i}/service"
+    }
+    count = true
+  }
+  when = "live < want"
+  fresh "id" {
+    count = "want - live"
+  }
+  emit "observed/instance/{id}/service" {
+    value = "name"
+  }
+  emit "observed/instance/{id}/state" {
+    value = "'pending'"
+  }
+}
+`
+
+const schedule = `rule "schedule" {
+  doc       = "Place a pending instance on an alive node by score."
+  principal = "scheduler"
+  match {
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["placement/instance/{id}"]
+  when   = "state == 'pending'"
+  choose "node" {
+    match {
+      nstate = "observed/node/{node}/state"
+    }
+    aggregate "placed" {
+      match {
+        node = "placement/instance/{other}"
+      }
+      count = true
+    }
+    filters {
+      alive = "nstate == 'alive'"
+    }
+    score = "SCORE"
+  }
+  emit "placement/instance/{id}" {
+    value = "node"
+  }
+}
+`
+
+func load(t *testing.T, schema *facts.Schema, srcs ...string) *rules.RuleSet {
+	t.Helper()
+	files := map[string][]byte{}
+	for i, s := range srcs {
+		files[fmt.Sprintf("r%d.hcl", i)] = []byte(s)
+	}
+	rs, diags := rules.LoadFiles(files, rules.WithSchema(schema))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return rs
+}
+
+func TestCompare(t *testing.T) {
+	schema := facts.NewSchema()
+	spread := strings.Replace(schedule, "SCORE", "-double(placed)", 1)
+	pack := strings.Replace(schedule, "SCORE", "double(placed)", 1)
+	sets := map[string]*rules.RuleSet{
+		"spread":       load(t, schema, create, spread),
+		"pack":         load(t, schema, create, pack),
+		"no scheduler": load(t, schema, create),
+	}
+	snapshot := []facts.Fact{
+		{Key: "desired/service/web/instances", Value: []byte("3"), ModRevision: 5},
+		{Key: "observed/node/node-1/state", Value: []byte(`"alive"`), ModRevision: 2},
+		{Key: "observed/node/node-2/state", Value: []byte(`"alive"`), ModRevision: 3},
+		{Key: "observed/node/node-3/state", Value: []byte(`"alive"`), ModRevision: 4},
+	}
+	cases := []struct {
+		running, next string
+		want          []string // op key=value (running value) by rule
+	}{
+		{"spread", "spread", nil},
+		{"pack", "spread", []string{"schedule: change placement/instance/* = \"node-2\" (\"node-1\")", "schedule: change placement/instance/* = \"node-3\" (\"node-1\")"}},
+		{"no scheduler", "pack", []string{"schedule: put placement/instance/* = \"node-1\" ()", "schedule: put placement/instance/* = \"node-1\" ()", "schedule: put placement/instance/* = \"node-1\" ()"}},
+		{"spread", "no scheduler", []string{"schedule: delete placement/instance/* =  (\"node-1\")", "schedule: delete placement/instance/* =  (\"node-2\")", "schedule: delete placement/instance/* =  (\"node-3\")"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.next+" against "+tc.running, func(t *testing.T) {
+			d := whatif.Compare(snapshot, 5, sets[tc.running], sets[tc.next], whatif.Options{})
+			var got []string
+			for _, c := range d.Changes {
+				key := c.Key[:strings.LastIndex(c.Key, "/")+1] + "*" // fresh ids
+				got = append(got, fmt.Sprintf("%s: %s %s = %s (%s)", c.Rule, c.Op, key, c.Value, c.Was))
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			// Fresh ids come from one seed: the shared rule creates the
+			// same instances in both runs, so they are no difference.
+			if d.Running.Firings["create_instances"] != 3 || d.Next.Firings["create_instances"] != 3 || !d.Running.Fixpoint || !d.Next.Fixpoint {
+				t.Errorf("outcomes: running %+v, candidate %+v", d.Running, d.Next)
+			}
+			if d.Rev != 5 || d.Facts != len(snapshot) {
+				t.Errorf("revision %d, %d facts", d.Rev, d.Facts)
+			}
+		})
+	}
+}
+
+// A set that never settles is reported as such, not looped on.
+func TestCompareNoFixpoint(t *testing.T) {
+	schema := facts.NewSchema()
+	grow := `rule "grow" {
+  doc       = "Ask for one more instance, forever."
+  principal = "autoscaler"
+  match {
+    n = "intent/autoscaler/service/{s}/instances"
+  }
+  emit "intent/autoscaler/service/{s}/instances" {
+    value = "n + 1"
+  }
+}
+`
+	rs, diags := rules.LoadFiles(map[string][]byte{"g.hcl": []byte(grow)}, rules.WithSchema(schema))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	snapshot := []facts.Fact{{Key: "intent/autoscaler/service/web/instances", Value: []byte("1"), ModRevision: 1}}
+	d := whatif.Compare(snapshot, 1, load(t, schema, create), rs, whatif.Options{MaxRounds: 10})
+	if d.Next.Fixpoint || d.Next.Rounds != 10 {
+		t.Errorf("candidate outcome %+v: want no fixpoint after 10 rounds", d.Next)
+	}
+}
