@@ -382,8 +382,9 @@ func (rd *round) commit(f Firing) error {
 	r, _ := rd.e.rs.Rule(f.Rule)
 	for i, w := range f.Writes {
 		c := facts.Change{Fact: facts.Fact{Key: w.Key, Value: w.Value}, Deleted: w.Value == nil}
+		c.CreateRevision = createdMark
 		if existed[i] {
-			c.CreateRevision, c.ModRevision = updatedMark, 0
+			c.CreateRevision = updatedMark
 		}
 		rd.dispatch(c, r)
 	}

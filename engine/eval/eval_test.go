@@ -30,6 +30,9 @@ func newTable() *table { return &table{Table: facts.NewTable(nil)} }
 func (tb *table) put(key, value string) facts.Change {
 	tb.rev++
 	f := facts.Fact{Key: key, Value: []byte(value), ModRevision: tb.rev, CreateRevision: tb.rev}
+	if old, ok := tb.Get(key); ok {
+		f.CreateRevision = old.CreateRevision // an update, as etcd reports it
+	}
 	tb.Put(f)
 	tb.SetRev(tb.rev)
 	return facts.Change{Fact: f}

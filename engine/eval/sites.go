@@ -156,13 +156,22 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	}
 }
 
-// updated reports whether a change replaced an existing value (rather than
-// creating or deleting the key). Changes from etcd say it by their
-// revisions; the round's own writes set updatedMark.
+// updated reports whether a change may have replaced an existing value
+// (rather than created or deleted the key). Changes from etcd say it by
+// their revisions; the round's own writes are marked; a change without
+// revisions might be either and counts as an update (the wider choice).
 func updated(c facts.Change) bool {
-	return !c.Deleted && c.CreateRevision != 0 && c.CreateRevision != c.ModRevision
+	switch {
+	case c.Deleted || c.CreateRevision == createdMark:
+		return false
+	case c.CreateRevision == updatedMark || c.CreateRevision == 0:
+		return true
+	}
+	return c.CreateRevision != c.ModRevision
 }
 
-// updatedMark is the revision pair the round gives its own writes of keys
-// that already existed, so that dispatch sees them as updates.
-const updatedMark = -1
+// The revision marks the round gives its own writes for dispatch.
+const (
+	updatedMark = -1 // the key existed
+	createdMark = -2 // the key did not
+)
