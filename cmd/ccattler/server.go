@@ -42,6 +42,9 @@ type serverConfig struct {
 	// ClockInterval is how often the server writes observed/clock while its
 	// engine runs (rules about elapsed time read it); 0 means every second.
 	ClockInterval time.Duration
+	// OnEngine, when set, is given the engine once it is created, before
+	// Ready runs (`ccattler bench` reads its counters).
+	OnEngine func(*engine.Engine)
 }
 
 func newServerCmd() *cobra.Command {

@@ -99,6 +99,9 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, err
 	}
 	src.Engine, src.Reload = eng.Stats, rl.Status
+	if cfg.OnEngine != nil {
+		cfg.OnEngine(eng)
+	}
 	stopAdmin, err := serveAdmin(cfg.Ops, src, log)
 	if err != nil {
 		return nil, nil, err

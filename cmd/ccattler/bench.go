@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/ccattler/ccattler/engine"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+// benchPresets are the sizes of --size: nodes and instances.
+var benchPresets = map[string][2]int{
+	"small":  {100, 1000},
+	"medium": {1000, 10000},
+	"large":  {5000, 100000},
+}
+
+// benchFlags are the flags of `ccattler bench`.
+type benchFlags struct {
+	size       string
+	nodes      int
+	instances  int
+	services   int
+	timeout    time.Duration
+	changes    int
+	killShare  float64
+	leaseTTL   time.Duration
+	simDelay   time.Duration
+	agentBatch int
+	rawFor     time.Duration
+	rawBatch   int
+	cpuProfile string
+	memProfile string
+	logLevel   string
+	keep       bool
+	noRecovery bool
+}
+
+func newBenchCmd() *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench [--size small|medium|large]",
+		Short: "Measure convergence, failure recovery and the cost of one change, all parts real, in one process",
+		Long: `Run CCattler as ` + "`ccattler dev`" + ` does — an embedded etcd in a fresh temporary data
+directory on free loopback ports, the rules engine with the default policies,
+simulated nodes in-process — and measure it:
+
+  converge   apply S services totalling N instances; time until every
+             instance is running and healthy and every endpoint exists;
+             keys and transactions committed, compare conflicts, process
+             CPU seconds, peak heap and RSS, mirror bytes per fact
+  raw etcd   a batched-transaction put loop against the same etcd, the
+             baseline CCattler's committed keys/s is a ratio of
+  change     change one instance's health, --changes times, each timed
+             from the write to the endpoint write it causes
+  recovery   stop the agents of --kill-share of the nodes and revoke their
+             leases; time from the leases' expiry until every replacement
+             runs and the endpoints are updated, with and without the
+             failure policy's 12s grace before a node is unreachable
+
+A progress line goes to stderr while it runs; the figures go to stdout as a
+table, or one JSON object with -o json. CPU is the whole process's (etcd,
+engine, agents and this measurement together; getrusage), memory the whole
+process's too. Exit code 1 when a phase does not finish within --timeout.`,
+		Example: `  ccattler bench                       # small: 100 nodes, 1,000 instances
+  ccattler bench --size medium -o json
+  ccattler bench --nodes 10 --instances 50 --services 5
+  ccattler bench --size large --cpuprofile cpu.out --memprofile mem.out`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.resolve(cmd); err != nil {
+				return err
+			}
+			level := slog.LevelWarn
+			if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+				return usageError("--log-level %q: expected debug, info, warn or error", f.logLevel)
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if f.cpuProfile != "" {
+				pf, err := os.Create(f.cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := runBench(ctx, f, log, newProgress(cmd.ErrOrStderr()))
+			if res != nil {
+				out := cmd.OutOrStdout()
+				if g.output == "json" {
+					if perr := printJSON(out, res); perr != nil {
+						return perr
+					}
+				} else {
+					printBenchTable(out, res)
+				}
+			}
+			if err != nil {
+				return exitError{code: 1, err: err}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.size, "size", "small", "preset: small (100 nodes, 1,000 instances), medium (1,000, 10,000) or large (5,000, 100,000)")
+	fl.IntVar(&f.nodes, "nodes", 0, "simulated nodes (overrides the preset)")
+	fl.IntVar(&f.instances, "instances", 0, "instances in total (overrides the preset)")
+	fl.IntVar(&f.services, "services", 0, "services the instances are spread over (default: one per 100 instances)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long each phase may take before the bench fails with exit code 1")
+	fl.IntVar(&f.changes, "changes", 1000, "one-fact changes timed in the change phase (0: skip it)")
+	fl.Float64Var(&f.killShare, "kill-share", 0.01, "share of the nodes whose leases are killed in the recovery phase (at least one node)")
+	fl.BoolVar(&f.noRecovery, "no-recovery", false, "skip the recovery phase (it waits out the failure policy's 12s grace)")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
+	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
+	fl.IntVar(&f.agentBatch, "agent-batch", 1000, "operations per agent transaction (the embedded etcd allows 16384)")
+	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
+	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file")
+	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
+	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
+	return cmd
+}
+
+// resolve applies the preset and checks the flags.
+func (f *benchFlags) resolve(cmd *cobra.Command) error {
+	p, ok := benchPresets[f.size]
+	if !ok {
+		return usageError("--size %q: expected small, medium or large", f.size)
+	}
+	if !cmd.Flags().Changed("nodes") {
+		f.nodes = p[0]
+	}
+	if !cmd.Flags().Changed("instances") {
+		f.instances = p[1]
+	}
+	if !cmd.Flags().Changed("services") {
+		f.services = max(1, (f.instances+99)/100)
+	}
+	switch {
+	case f.nodes < 2:
+		return usageError("--nodes %d: expected at least 2 (one is killed in the recovery phase)", f.nodes)
+	case f.instances < 1:
+		return usageError("--instances %d: expected at least 1", f.instances)
+	case f.services < 1 || f.services > f.instances:
+		return usageError("--services %d: expected 1 to --instances (%d)", f.services, f.instances)
+	case f.timeout <= 0:
+		return usageError("--timeout %s: expected a positive duration", f.timeout)
+	case f.changes < 0:
+		return usageError("--changes %d: expected 0 or more", f.changes)
+	case f.killShare <= 0 || f.killShare >= 0.5:
+		return usageError("--kill-share %g: expected a share above 0 and below 0.5", f.killShare)
+	case f.leaseTTL < 2*time.Second:
+		return usageError("--lease-ttl %s: expected at least 2s", f.leaseTTL)
+	case f.agentBatch < 1 || f.agentBatch > 16000:
+		return usageError("--agent-batch %d: expected 1 to 16000", f.agentBatch)
+	case f.rawBatch < 1 || f.rawBatch > 16000:
+		return usageError("--raw-batch %d: expected 1 to 16000", f.rawBatch)
+	case f.rawFor <= 0:
+		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
+	}
+	return nil
+}
+
+// errBenchTimeout marks a phase that did not finish within --timeout.
+var errBenchTimeout = errors.New("timed out")
+
+// runBench starts the server as `ccattler dev` does and runs the phases in
+// its Ready hook. It returns what was measured, also when a phase failed.
+func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress) (*benchResult, error) {
+	dir, err := os.MkdirTemp("", "ccattler-bench-")
+	if err != nil {
+		return nil, err
+	}
+	if !f.keep {
+		defer os.RemoveAll(dir)
+	}
+	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
+		DialTimeout: 10 * time.Second}
+	cfg.Embed.DataDir = dir
+	if cfg.Embed.ClientURL, err = freeLoopbackURL(); err != nil {
+		return nil, err
+	}
+	if cfg.Embed.PeerURL, err = freeLoopbackURL(); err != nil {
+		return nil, err
+	}
+	cfg.Engine.Identity = "bench"
+	cfg.Ops.AdminAddr = "" // no /metrics: the bench reads the engine's counters itself
+	var eng *engine.Engine
+	cfg.OnEngine = func(e *engine.Engine) { eng = e }
+
+	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
+		Services: f.services, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var phaseErr error
+	cfg.Ready = func(rctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
+		b.store, b.mirror, b.eng = store, mirror, eng
+		phaseErr = b.run(rctx)
+		cancel() // the server shuts down cleanly
+		return nil
+	}
+	pr.phase("starting etcd and the engine")
+	start := time.Now()
+	b.res.LoadAverage[0] = loadAverage()
+	serr := runServer(sctx, cfg)
+	pr.done()
+	b.res.TotalSeconds = time.Since(start).Seconds()
+	b.res.LoadAverage[1] = loadAverage()
+	if serr != nil {
+		return b.res, serr
+	}
+	if phaseErr == nil && ctx.Err() != nil {
+		phaseErr = fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return b.res, phaseErr
+}

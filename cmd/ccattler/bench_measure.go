@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	goruntime "runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// freeLoopbackURL returns http://127.0.0.1:PORT for a port free right now.
+func freeLoopbackURL() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free loopback port: %w", err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String(), nil
+}
+
+func cpuCount() int { return goruntime.NumCPU() }
+
+// cpuTime is the process's user plus system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procStatus reads a "kB" field of /proc/self/status (VmHWM: peak RSS,
+// VmRSS: RSS now) in bytes; 0 where there is no /proc.
+func procStatus(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || name != field {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb << 10
+	}
+	return 0
+}
+
+// loadAverage is the machine's 1-minute load average; 0 without /proc.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
+}
+
+// heapSampler records the largest live heap seen (runtime/metrics, no
+// stop-the-world) every 50ms until ctx is done.
+type heapSampler struct{ peak atomic.Int64 }
+
+func (h *heapSampler) run(ctx context.Context) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		metrics.Read(s)
+		if v := int64(s[0].Value.Uint64()); v > h.peak.Load() {
+			h.peak.Store(v)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// rawPrefix is where the raw put loop writes: outside the fact root, so
+// neither the mirror nor the engine sees it.
+const rawPrefix = "/ccattler-bench-raw/"
+
+// rawPuts runs a loop of transactions of batch puts of new keys, each value
+// the size of a typical fact value, against the store's etcd for about d,
+// then deletes what it wrote. It returns keys committed per second.
+func rawPuts(ctx context.Context, cli *clientv3.Client, batch int, d time.Duration) (float64, int64, error) {
+	val := `{"ip":"10.1.2.3","port":8080}` // an endpoint: among the larger facts
+	var keys int64
+	start := time.Now()
+	ops := make([]clientv3.Op, batch)
+	for time.Since(start) < d {
+		for i := range ops {
+			ops[i] = clientv3.OpPut(fmt.Sprintf("%s%010d", rawPrefix, keys+int64(i)), val)
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return 0, keys, fmt.Errorf("raw etcd put loop: %w", err)
+		}
+		keys += int64(batch)
+	}
+	rate := float64(keys) / time.Since(start).Seconds()
+	if _, err := cli.Delete(ctx, rawPrefix, clientv3.WithPrefix()); err != nil {
+		return rate, keys, fmt.Errorf("raw etcd put loop: clean up %s: %w", rawPrefix, err)
+	}
+	return rate, keys, nil
+}
+
+// tableOverhead measures what a facts.Table — the mirror's storage — holds
+// per fact beyond the key and value bytes: it copies the mirror's facts
+// (sharing their bytes), then indexes them in a fresh table and weighs the
+// heap before and after. Other goroutines allocate meanwhile, so it is an
+// estimate; the cluster is idle when it runs.
+func tableOverhead(m *facts.Mirror, schema *facts.Schema) (perFact float64, kvBytes float64, n int) {
+	var all []facts.Fact
+	m.View(func(r facts.Reader) {
+		all = make([]facts.Fact, 0, r.Len())
+		r.Prefix("", func(f facts.Fact) bool { all = append(all, f); return true })
+	})
+	if len(all) == 0 {
+		return 0, 0, 0
+	}
+	var kv int64
+	for _, f := range all {
+		kv += int64(len(f.Key) + len(f.Value))
+	}
+	before := liveHeap()
+	t := facts.NewTable(schema)
+	for _, f := range all {
+		t.Put(f)
+	}
+	after := liveHeap()
+	goruntime.KeepAlive(t)
+	goruntime.KeepAlive(all)
+	return float64(after-before) / float64(len(all)), float64(kv) / float64(len(all)), len(all)
+}
+
+func liveHeap() int64 {
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// percentile of sorted durations, in milliseconds (nearest rank).
+func percentileMS(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted)) + 0.5)
+	i = min(max(i-1, 0), len(sorted)-1)
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+func sortedCopy(ds []time.Duration) []time.Duration {
+	out := slices.Clone(ds)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// benchResult is what `ccattler bench` measured; -o json prints it as is.
+// A phase that did not run leaves its fields zero.
+type benchResult struct {
+	Nodes     int `json:"nodes"`
+	Instances int `json:"instances"`
+	Services  int `json:"services"`
+	CPUs      int `json:"cpus"`
+
+	// Apply to converged.
+	ConvergeSeconds    float64 `json:"converge_seconds"`
+	InstancesPerSecond float64 `json:"instances_per_second"`
+	// KeysWritten counts every put and delete under the root committed
+	// between the apply and convergence: the apply, the engine's writes and
+	// their firing records, the agents' reports and leases, the clock.
+	KeysWritten       int64   `json:"keys_written"`
+	KeysPerSecond     float64 `json:"keys_per_second"`
+	Transactions      int64   `json:"transactions"` // revisions under the root in the same window
+	EngineKeysWritten int64   `json:"engine_keys_written"`
+	EngineFirings     int64   `json:"engine_firings"` // each committed with one record
+	EngineTxns        int64   `json:"engine_transactions"`
+	EngineRounds      int64   `json:"engine_rounds"`
+	Conflicts         int64   `json:"compare_conflicts"`
+	AgentOps          int64   `json:"agent_keys_written"`
+	AgentTxns         int64   `json:"agent_transactions"`
+	CPUSeconds        float64 `json:"cpu_seconds"`
+	CPUNote           string  `json:"cpu_note"`
+	PeakHeapBytes     int64   `json:"peak_heap_bytes"`
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
+	Facts             int     `json:"facts"`
+	BytesPerFact      float64 `json:"bytes_per_fact"`           // mirror table, beyond key and value bytes
+	KVBytesPerFact    float64 `json:"key_value_bytes_per_fact"` // the key and value bytes themselves
+
+	// Raw etcd baseline, same etcd, same run.
+	RawEtcdKeysPerSecond float64 `json:"raw_etcd_keys_per_second"`
+	RawBatch             int     `json:"raw_batch"`
+	RatioToRaw           float64 `json:"ratio_to_raw"`
+
+	// One-fact change to its endpoint write.
+	Changes           int     `json:"changes"`
+	ChangeP50MS       float64 `json:"change_p50_ms"` // from before the write's commit to the endpoint change in the mirror
+	ChangeP99MS       float64 `json:"change_p99_ms"`
+	ChangeMaxMS       float64 `json:"change_max_ms"`
+	ChangeEngineP50MS float64 `json:"change_engine_p50_ms"` // from the change in the mirror to the endpoint change in the mirror
+	ChangeEngineP99MS float64 `json:"change_engine_p99_ms"`
+
+	// Failure recovery.
+	KilledNodes     int     `json:"killed_nodes"`
+	LostInstances   int     `json:"lost_instances"`
+	RecoverySeconds float64 `json:"recovery_seconds"` // lease expiry to replacements running and endpoints updated, grace included
+	// GraceSeconds is lease expiry to every killed node marked unreachable:
+	// the failure policy's 12s grace plus up to a second of clock.
+	GraceSeconds              float64 `json:"grace_seconds"`
+	RecoveryAfterGraceSeconds float64 `json:"recovery_after_grace_seconds"` // unreachable to replacements running and endpoints updated
+
+	TotalSeconds float64 `json:"total_seconds"`
+	// LoadAverage is the machine's 1-minute load average when the bench
+	// started and when it ended: other work on the machine slows it.
+	LoadAverage [2]float64 `json:"load_average"`
+}
+
+func printBenchTable(w io.Writer, r *benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name, val, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", name, val, note) }
+	row("nodes / instances / services", fmt.Sprintf("%d / %d / %d", r.Nodes, r.Instances, r.Services), fmt.Sprintf("%d CPUs", r.CPUs))
+	row("apply to converged", fmt.Sprintf("%.2fs", r.ConvergeSeconds), "every instance running and healthy, every endpoint written")
+	row("instances/s", fmt.Sprintf("%.0f", r.InstancesPerSecond), "")
+	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
+	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds, agents %d", r.EngineTxns, r.EngineRounds, r.AgentTxns))
+	row("compare conflicts", fmt.Sprintf("%d", r.Conflicts), "engine transactions whose compares failed")
+	row("committed keys/s", fmt.Sprintf("%.0f", r.KeysPerSecond), "")
+	row("raw etcd keys/s", fmt.Sprintf("%.0f", r.RawEtcdKeysPerSecond), fmt.Sprintf("batched put loop, %d puts per transaction, same etcd", r.RawBatch))
+	row("ratio to raw", fmt.Sprintf("%.2f", r.RatioToRaw), "")
+	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), r.CPUNote)
+	row("peak heap / RSS", fmt.Sprintf("%s / %s", mib(r.PeakHeapBytes), mib(r.PeakRSSBytes)), "whole process")
+	row("mirror bytes/fact", fmt.Sprintf("%.0f", r.BytesPerFact), fmt.Sprintf("beyond %.0f bytes of key and value; %d facts", r.KVBytesPerFact, r.Facts))
+	if r.Changes > 0 {
+		row("change p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeP50MS, r.ChangeP99MS), fmt.Sprintf("%d health changes, write to endpoint write (max %.2fms)", r.Changes, r.ChangeMaxMS))
+		row("  engine part p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeEngineP50MS, r.ChangeEngineP99MS), "from the change reaching the mirror")
+	}
+	if r.KilledNodes > 0 {
+		row("recovery", fmt.Sprintf("%.2fs", r.RecoverySeconds), fmt.Sprintf("%d nodes, %d instances lost; from lease expiry, grace included", r.KilledNodes, r.LostInstances))
+		row("  grace", fmt.Sprintf("%.2fs", r.GraceSeconds), "lease expiry to unreachable (failure policy: 12s)")
+		row("  after grace", fmt.Sprintf("%.2fs", r.RecoveryAfterGraceSeconds), "unreachable to replacements running, endpoints updated")
+	}
+	row("total", fmt.Sprintf("%.1fs", r.TotalSeconds), fmt.Sprintf("machine load average %.1f at start, %.1f at end", r.LoadAverage[0], r.LoadAverage[1]))
+	tw.Flush()
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// progress writes one status line to stderr while the bench runs: redrawn
+// in place on a terminal, a line every few seconds otherwise.
+type progress struct {
+	w   io.Writer
+	tty bool
+
+	mu     sync.Mutex // guards the fields below
+	name   string
+	status func() string
+	start  time.Time
+	stop   chan struct{}
+	shown  bool
+}
+
+func newProgress(w io.Writer) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	p := &progress{w: w, tty: tty, stop: make(chan struct{})}
+	every := 5 * time.Second
+	if tty {
+		every = 250 * time.Millisecond
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.show()
+			}
+		}
+	}()
+	return p
+}
+
+// phase starts a phase; status, when given, describes where it is.
+func (p *progress) phase(name string, status ...func() string) {
+	p.mu.Lock()
+	p.name, p.start, p.status = name, time.Now(), nil
+	if len(status) > 0 {
+		p.status = status[0]
+	}
+	p.mu.Unlock()
+	p.show()
+}
+
+func (p *progress) show() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.name == "" {
+		return
+	}
+	line := fmt.Sprintf("bench: %s %.1fs", p.name, time.Since(p.start).Seconds())
+	if p.status != nil {
+		line += "  " + p.status()
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+	p.shown = true
+}
+
+// done stops the progress line and clears it.
+func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.stop:
+		return
+	default:
+	}
+	close(p.stop)
+	p.name = ""
+	if p.tty && p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/agent"
+	"github.com/ccattler/ccattler/agent/sim"
+	"github.com/ccattler/ccattler/engine"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Each instance asks for this much; nodes offer at least twice what their
+// share of the instances needs, so replacements fit after a failure.
+const (
+	benchCPU    = 0.1
+	benchMemory = 64 << 20
+)
+
+// bench is one run: the server's parts, the simulated nodes in two agents
+// (the ones the recovery phase kills run apart), and what was measured.
+type bench struct {
+	f   *benchFlags
+	log *slog.Logger
+	pr  *progress
+	dir string
+	res *benchResult
+
+	store  *facts.Store
+	mirror *facts.Mirror
+	eng    *engine.Engine
+	tr     *tracker
+	heap   heapSampler
+
+	agents  []*agent.Agent // [0] the survivors, [1] the victims
+	stops   []func()       // stop each agent and wait for it
+	victims map[string]bool
+}
+
+// run runs the phases in order. The server stops when it returns.
+func (b *bench) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.tr = newTracker(b.mirror)
+	go b.tr.run(ctx)
+	go b.heap.run(ctx)
+	defer func() {
+		for _, stop := range b.stops {
+			stop()
+		}
+		b.res.PeakHeapBytes = b.heap.peak.Load()
+		b.res.PeakRSSBytes = procStatus("VmHWM")
+	}()
+	if err := b.startNodes(ctx); err != nil {
+		return err
+	}
+	if err := b.converge(ctx); err != nil {
+		return err
+	}
+	if b.f.memProfile != "" {
+		if err := writeHeapProfile(b.f.memProfile); err != nil {
+			return err
+		}
+	}
+	b.pr.phase("weighing the mirror")
+	b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts = tableOverhead(b.mirror, b.store.Schema)
+	if err := b.raw(ctx); err != nil {
+		return err
+	}
+	if err := b.changes(ctx); err != nil {
+		return err
+	}
+	if !b.f.noRecovery {
+		if err := b.recover(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startNodes starts the simulated nodes, the victims of the recovery phase
+// in an agent of their own, and waits until all are alive with a lease.
+func (b *bench) startNodes(ctx context.Context) error {
+	f := b.f
+	sc := sim.NewConfig()
+	sc.StartDelay = f.simDelay
+	sc.Range = netip.MustParsePrefix("10.0.0.0/8")
+	fleet, err := sim.NewFleet(sc)
+	if err != nil {
+		return err
+	}
+	perNode := float64(f.instances) / float64(f.nodes)
+	nodeCPU := math.Max(4, math.Ceil(2*perNode*benchCPU))
+	nodeMem := max(int64(8)<<30, int64(math.Ceil(2*perNode))*benchMemory)
+	kill := max(1, int(math.Round(f.killShare*float64(f.nodes))))
+	b.victims = map[string]bool{}
+	var groups [2][]agent.NodeConfig
+	for i := 1; i <= f.nodes; i++ {
+		id := fmt.Sprintf("node-%d", i)
+		g := 0
+		if i > f.nodes-kill {
+			g = 1
+			b.victims[id] = true
+		}
+		groups[g] = append(groups[g], agent.NodeConfig{ID: id, CPU: nodeCPU, Memory: nodeMem,
+			Architecture: goruntime.GOARCH, Zone: "zone-1", Runtime: fleet.Node(id)})
+	}
+	cfg := agent.NewConfig()
+	cfg.Store, cfg.LeaseTTL, cfg.Log, cfg.SyncCache, cfg.MaxBatch = b.store, f.leaseTTL, b.log, false, f.agentBatch
+	cfg.StateDir = filepath.Join(b.dir, "agents")
+	for _, nodes := range groups {
+		a, err := agent.New(cfg, nodes)
+		if err != nil {
+			return err
+		}
+		actx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = a.Run(actx) }()
+		b.agents = append(b.agents, a)
+		b.stops = append(b.stops, func() { stop(); <-done })
+	}
+	b.pr.phase("registering nodes", func() string {
+		n := 0
+		b.tr.read(func(t *tracker) { n = t.nodesUp() })
+		return fmt.Sprintf("%d of %d nodes alive", n, f.nodes)
+	})
+	up := b.tr.when(func(t *tracker) bool { return t.nodesUp() == f.nodes })
+	_, err = b.wait(ctx, up, "registering nodes")
+	return err
+}
+
+// converge applies the services and waits until every instance runs, is
+// healthy and has its endpoint.
+func (b *bench) converge(ctx context.Context) error {
+	f, res := b.f, b.res
+	docs, err := benchServices(f.services, f.instances)
+	if err != nil {
+		return err
+	}
+	n := f.instances
+	b.pr.phase("converging", func() string { return b.convergeStatus(n) })
+	done := b.tr.when(func(t *tracker) bool {
+		return len(t.endpoints) == n && t.states["pending"] == 0 && t.ready >= n
+	})
+	st0, ag0, tc0, cpu0 := b.eng.Stats(), b.agentStats(), b.tr.counts(), cpuTime()
+	start := time.Now()
+	for _, doc := range docs {
+		if _, err := spec.Apply(ctx, b.store, doc, spec.Options{Actor: "bench"}); err != nil {
+			return fmt.Errorf("apply the services: %w", err)
+		}
+	}
+	snap, err := b.wait(ctx, done, "converging")
+	if err != nil {
+		return err
+	}
+	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
+	secs := snap.at.Sub(start).Seconds()
+	res.ConvergeSeconds = secs
+	res.InstancesPerSecond = float64(n) / secs
+	res.KeysWritten, res.Transactions = snap.keys-tc0.keys, snap.revs-tc0.revs
+	res.KeysPerSecond = float64(res.KeysWritten) / secs
+	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
+	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
+	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	return nil
+}
+
+func (b *bench) convergeStatus(n int) string {
+	var s string
+	b.tr.read(func(t *tracker) {
+		s = fmt.Sprintf("instances %d pending, %d running+healthy of %d; endpoints %d", t.states["pending"], t.ready, n, len(t.endpoints))
+	})
+	st := b.eng.Stats()
+	return s + fmt.Sprintf("; engine %d rounds, %d keys, %d conflicts; RSS %s", st.Rounds, st.KeysWritten, st.Conflicts, mib(procStatus("VmRSS")))
+}
+
+// agentStats adds up the agents' counters.
+func (b *bench) agentStats() agent.Stats {
+	var s agent.Stats
+	for _, a := range b.agents {
+		as := a.Stats()
+		s.Txns += as.Txns
+		s.Ops += as.Ops
+		s.Running += as.Running
+		s.Leases += as.Leases
+	}
+	return s
+}
+
+// raw runs the baseline put loop against the same etcd.
+func (b *bench) raw(ctx context.Context) error {
+	b.pr.phase("raw etcd put loop")
+	rate, _, err := rawPuts(ctx, b.store.Client, b.f.rawBatch, b.f.rawFor)
+	if err != nil {
+		return err
+	}
+	b.res.RawEtcdKeysPerSecond, b.res.RawBatch = rate, b.f.rawBatch
+	if rate > 0 {
+		b.res.RatioToRaw = b.res.KeysPerSecond / rate
+	}
+	return nil
+}
+
+// changes flips one instance's health --changes times, timing each flip to
+// the endpoint's deletion or return.
+func (b *bench) changes(ctx context.Context) error {
+	if b.f.changes == 0 {
+		return nil
+	}
+	var id string
+	b.tr.read(func(t *tracker) {
+		for i := range t.endpoints {
+			if in := t.inst[i]; in != nil && !b.victims[in.node] && (id == "" || i < id) {
+				id = i
+			}
+		}
+	})
+	if id == "" {
+		return fmt.Errorf("change phase: no instance with an endpoint on a surviving node")
+	}
+	key := facts.InstanceHealth(id)
+	total := make([]time.Duration, 0, b.f.changes)
+	engine := make([]time.Duration, 0, b.f.changes)
+	b.pr.phase("one-fact changes", func() string { return fmt.Sprintf("%d of %d", len(total), b.f.changes) })
+	for i := range b.f.changes {
+		healthy := i%2 == 1 // unhealthy first: the endpoint goes, then comes back
+		val := "unhealthy"
+		if healthy {
+			val = "healthy"
+		}
+		raw, err := b.store.Schema.Encode(key, val)
+		if err != nil {
+			return err
+		}
+		done := b.tr.when(func(t *tracker) bool { _, ok := t.endpoints[id]; return ok == healthy })
+		b.tr.watch(key)
+		start := time.Now()
+		if _, err := b.store.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(key, raw)}}); err != nil {
+			return fmt.Errorf("change phase: write %s: %w", key, err)
+		}
+		snap, err := b.wait(ctx, done, fmt.Sprintf("change %d (%s = %s) reaching endpoint/service/.../%s", i+1, key, val, id))
+		if err != nil {
+			return err
+		}
+		total = append(total, snap.at.Sub(start))
+		if at := b.tr.watched(); !at.IsZero() {
+			engine = append(engine, snap.at.Sub(at))
+		}
+	}
+	res := b.res
+	res.Changes = len(total)
+	s := sortedCopy(total)
+	res.ChangeP50MS, res.ChangeP99MS, res.ChangeMaxMS = percentileMS(s, 0.5), percentileMS(s, 0.99), percentileMS(s, 1)
+	e := sortedCopy(engine)
+	res.ChangeEngineP50MS, res.ChangeEngineP99MS = percentileMS(e, 0.5), percentileMS(e, 0.99)
+	return nil
+}
+
+// recover stops the victims' agent and revokes their leases (the leases
+// expire now rather than a TTL later), then times the failure policy and
+// the replacements.
+func (b *bench) recover(ctx context.Context) error {
+	res := b.res
+	var lost int
+	b.tr.read(func(t *tracker) {
+		for _, in := range t.inst {
+			if b.victims[in.node] && in.state == "running" {
+				lost++
+			}
+		}
+	})
+	res.KilledNodes, res.LostInstances = len(b.victims), lost
+	b.pr.phase("killing nodes")
+	b.stops[1]()
+	b.stops = b.stops[:1]
+	expired := b.tr.when(func(t *tracker) bool {
+		for id := range b.victims {
+			if t.nodes[id] == nil || t.nodes[id].lease {
+				return false
+			}
+		}
+		return true
+	})
+	unreachable := b.tr.when(func(t *tracker) bool {
+		for id := range b.victims {
+			if t.nodes[id] == nil || t.nodes[id].state != "unreachable" {
+				return false
+			}
+		}
+		return true
+	})
+	n := b.f.instances
+	recovered := b.tr.when(func(t *tracker) bool {
+		for id := range b.victims {
+			if t.nodes[id] == nil || t.nodes[id].state != "unreachable" {
+				return false
+			}
+		}
+		return len(t.endpoints) == n && t.states["pending"] == 0 && t.endpointsOn(b.victims) == 0
+	})
+	for id := range b.victims {
+		if err := b.revokeLease(ctx, id); err != nil {
+			return err
+		}
+	}
+	t0, err := b.wait(ctx, expired, "the killed nodes' leases expiring")
+	if err != nil {
+		return err
+	}
+	b.pr.phase("recovering", func() string {
+		var s string
+		b.tr.read(func(t *tracker) {
+			s = fmt.Sprintf("endpoints %d of %d, %d on killed nodes; %d pending", len(t.endpoints), n, t.endpointsOn(b.victims), t.states["pending"])
+		})
+		return s
+	})
+	t1, err := b.wait(ctx, unreachable, "the killed nodes marked unreachable")
+	if err != nil {
+		return err
+	}
+	t2, err := b.wait(ctx, recovered, "replacements running and endpoints updated")
+	if err != nil {
+		return err
+	}
+	res.RecoverySeconds = t2.at.Sub(t0.at).Seconds()
+	res.GraceSeconds = t1.at.Sub(t0.at).Seconds()
+	res.RecoveryAfterGraceSeconds = t2.at.Sub(t1.at).Seconds()
+	return nil
+}
+
+// revokeLease ends the lease that holds lease/node/{id}.
+func (b *bench) revokeLease(ctx context.Context, id string) error {
+	resp, err := b.store.Client.Get(ctx, b.store.Abs(facts.Lease(id)))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", facts.Lease(id), err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		return nil // already gone
+	}
+	if _, err := b.store.Client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		return fmt.Errorf("revoke the lease of %s: %w", id, err)
+	}
+	return nil
+}
+
+// wait waits for a condition of the tracker, at most --timeout.
+func (b *bench) wait(ctx context.Context, ch <-chan trackSnap, what string) (trackSnap, error) {
+	t := time.NewTimer(b.f.timeout)
+	defer t.Stop()
+	select {
+	case s := <-ch:
+		return s, nil
+	case <-ctx.Done():
+		return trackSnap{}, fmt.Errorf("%s: %w", what, ctx.Err())
+	case <-t.C:
+		status := ""
+		b.pr.mu.Lock()
+		if b.pr.status != nil {
+			status = " (" + b.pr.status() + ")"
+		}
+		b.pr.mu.Unlock()
+		return trackSnap{}, fmt.Errorf("%s: not done within --timeout %s%s: %w", what, b.f.timeout, status, errBenchTimeout)
+	}
+}
+
+// benchServices returns the specs of services services of instances
+// instances in total, in applies of at most 500 services each (one
+// transaction each, well under the embedded etcd's operation limit).
+func benchServices(services, instances int) ([]*spec.Doc, error) {
+	var docs []*spec.Doc
+	for lo := 0; lo < services; lo += 500 {
+		var src strings.Builder
+		for i := lo; i < min(lo+500, services); i++ {
+			n := instances / services
+			if i < instances%services {
+				n++
+			}
+			fmt.Fprintf(&src, "service \"svc-%05d\" {\n  image = \"nginx:1.28\"\n  instances = %d\n  expose = [8080]\n  resources {\n    cpu = %g\n    memory = \"%dMi\"\n  }\n}\n",
+				i+1, n, benchCPU, benchMemory>>20)
+		}
+		doc, diags := spec.Decode(spec.Source{Name: fmt.Sprintf("bench-%d.hcl", lo/500+1), Bytes: []byte(src.String())})
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("generated services: %s", diags.Error())
+		}
+		docs = append(docs, doc)
+	}
+	return docs, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	defer f.Close()
+	goruntime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestBench runs `ccattler bench` through the binary at a tiny size, every
+// phase included, and checks that the figures are there and make sense.
+func TestBench(t *testing.T) {
+	tiny := []string{"bench", "--nodes", "10", "--instances", "50", "--services", "5", "--changes", "40", "--raw-for", "300ms"}
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // in stderr, for a failure
+	}{
+		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m")},
+		{name: "phase timeout exits 1", args: append(append([]string{}, tiny...), "--timeout", "1ms"), code: 1, stderr: "not done within --timeout 1ms"},
+		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
+		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
+			}
+			if tc.stderr != "" && !strings.Contains(r.stderr, tc.stderr) {
+				t.Fatalf("stderr does not say %q:\n%s", tc.stderr, r.stderr)
+			}
+			if tc.code != 0 {
+				return
+			}
+			if !strings.Contains(r.stderr, "bench: converging") {
+				t.Errorf("no progress line on stderr:\n%s", r.stderr)
+			}
+			checkBenchJSON(t, r.stdout)
+		})
+	}
+}
+
+func checkBenchJSON(t *testing.T, out string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	num := func(k string) float64 {
+		v, ok := m[k].(float64)
+		if !ok {
+			t.Errorf("%s: missing or not a number: %v", k, m[k])
+		}
+		return v
+	}
+	checks := []struct {
+		field  string
+		lo, hi float64
+	}{
+		{"nodes", 10, 10},
+		{"instances", 50, 50},
+		{"services", 5, 5},
+		{"converge_seconds", 0.001, 60},
+		{"instances_per_second", 0.5, 1e7},
+		{"keys_written", 50 * 4, 1e6}, // at least service, state, placement and endpoint of each instance
+		{"keys_per_second", 1, 1e8},
+		{"raw_etcd_keys_per_second", 100, 1e8},
+		{"ratio_to_raw", 1e-6, 100},
+		{"changes", 40, 40},
+		{"change_p50_ms", 0.01, 10000},
+		{"change_p99_ms", 0.01, 10000},
+		{"killed_nodes", 1, 1},
+		{"lost_instances", 1, 50},
+		// The failure policy waits 12s of the server's clock, which ticks
+		// in whole seconds.
+		{"grace_seconds", 10, 60},
+		{"recovery_seconds", 10, 120},
+		{"bytes_per_fact", 1, 10000},
+		{"peak_rss_bytes", 1 << 20, 1 << 40},
+	}
+	for _, c := range checks {
+		if v := num(c.field); v < c.lo || v > c.hi {
+			t.Errorf("%s = %v, want %v..%v", c.field, v, c.lo, c.hi)
+		}
+	}
+	if p50, p99 := num("change_p50_ms"), num("change_p99_ms"); p99 < p50 {
+		t.Errorf("change_p99_ms %v < change_p50_ms %v", p99, p50)
+	}
+	if r, g := num("recovery_seconds"), num("grace_seconds"); r < g {
+		t.Errorf("recovery_seconds %v < grace_seconds %v", r, g)
+	}
+	if want := num("keys_per_second") / num("raw_etcd_keys_per_second"); !near(num("ratio_to_raw"), want) {
+		t.Errorf("ratio_to_raw %v, want keys_per_second/raw_etcd_keys_per_second = %v", num("ratio_to_raw"), want)
+	}
+}
+
+func near(a, b float64) bool { d := a - b; return d < 1e-9*max(1, b) && -d < 1e-9*max(1, b) }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// tracker follows the mirror's batches and keeps just what the bench's
+// conditions need: each instance's state, health and placement, the
+// endpoints, the nodes' states and leases, and how many keys and revisions
+// went by. A condition is checked after every batch, so the time it became
+// true is the time the batch that made it true arrived, not the time a
+// poll noticed.
+type tracker struct {
+	sub *facts.Subscription
+
+	mu        sync.Mutex // guards everything below
+	inst      map[string]*benchInst
+	endpoints map[string]string // instance id -> service
+	nodes     map[string]*benchNode
+	states    map[string]int // instances by state
+	ready     int            // instances running and healthy
+	keys      int64          // changes seen (puts and deletes)
+	revs      int64          // distinct revisions seen: transactions under the root
+	lastRev   int64
+	waiters   []*waiter
+	// watchKey's latest arrival time (the change phase's write).
+	watchKey string
+	watchAt  time.Time
+}
+
+type benchInst struct {
+	state, health, node string
+}
+
+func (i *benchInst) ready() bool { return i.state == "running" && i.health == "healthy" }
+
+type benchNode struct {
+	state string
+	lease bool
+}
+
+// trackSnap is what the counters held when a condition became true.
+type trackSnap struct {
+	at         time.Time
+	keys, revs int64
+}
+
+type waiter struct {
+	cond func(t *tracker) bool
+	done chan trackSnap
+}
+
+func newTracker(m *facts.Mirror) *tracker {
+	return &tracker{sub: m.Subscribe(), inst: map[string]*benchInst{}, endpoints: map[string]string{},
+		nodes: map[string]*benchNode{}, states: map[string]int{}}
+}
+
+// run applies batches until ctx is done.
+func (t *tracker) run(ctx context.Context) {
+	defer t.sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.sub.Ready():
+		}
+		bs := t.sub.Take()
+		now := time.Now()
+		t.mu.Lock()
+		for _, b := range bs {
+			for _, c := range b.Changes {
+				t.apply(c, now)
+			}
+		}
+		kept := t.waiters[:0]
+		for _, w := range t.waiters {
+			if w.cond(t) {
+				w.done <- trackSnap{at: now, keys: t.keys, revs: t.revs}
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		clear(t.waiters[len(kept):])
+		t.waiters = kept
+		t.mu.Unlock()
+	}
+}
+
+func (t *tracker) apply(c facts.Change, now time.Time) {
+	t.keys++
+	if c.ModRevision != t.lastRev {
+		t.revs++
+		t.lastRev = c.ModRevision
+	}
+	if c.Key == t.watchKey {
+		t.watchAt = now
+	}
+	p := strings.Split(c.Key, "/")
+	val := ""
+	if !c.Deleted {
+		val, _ = facts.StringValue(c.Value)
+	}
+	switch {
+	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && (p[3] == "state" || p[3] == "health"):
+		in := t.instance(p[2])
+		was := in.ready()
+		if p[3] == "state" {
+			if in.state != "" {
+				t.states[in.state]--
+			}
+			in.state = val
+			if val != "" {
+				t.states[val]++
+			}
+		} else {
+			in.health = val
+		}
+		if is := in.ready(); is != was {
+			if is {
+				t.ready++
+			} else {
+				t.ready--
+			}
+		}
+	case len(p) == 3 && p[0] == "placement" && p[1] == "instance":
+		t.instance(p[2]).node = val
+	case len(p) == 4 && p[0] == "endpoint" && p[1] == "service":
+		if c.Deleted {
+			delete(t.endpoints, p[3])
+		} else {
+			t.endpoints[p[3]] = p[2]
+		}
+	case len(p) == 4 && p[0] == "observed" && p[1] == "node" && p[3] == "state":
+		t.node(p[2]).state = val
+	case len(p) == 3 && p[0] == "lease" && p[1] == "node":
+		t.node(p[2]).lease = !c.Deleted
+	}
+}
+
+func (t *tracker) instance(id string) *benchInst {
+	in := t.inst[id]
+	if in == nil {
+		in = &benchInst{}
+		t.inst[id] = in
+	}
+	return in
+}
+
+func (t *tracker) node(id string) *benchNode {
+	n := t.nodes[id]
+	if n == nil {
+		n = &benchNode{}
+		t.nodes[id] = n
+	}
+	return n
+}
+
+// when returns a channel that receives the counters once cond holds after
+// a batch (or at once, if it holds now). cond runs under the tracker's lock
+// after every batch: it must be cheap and must not call back into t.
+func (t *tracker) when(cond func(t *tracker) bool) <-chan trackSnap {
+	w := &waiter{cond: cond, done: make(chan trackSnap, 1)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cond(t) {
+		w.done <- trackSnap{at: time.Now(), keys: t.keys, revs: t.revs}
+	} else {
+		t.waiters = append(t.waiters, w)
+	}
+	return w.done
+}
+
+// read runs fn under the tracker's lock.
+func (t *tracker) read(fn func(t *tracker)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fn(t)
+}
+
+// counts returns the counters now.
+func (t *tracker) counts() trackSnap {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return trackSnap{at: time.Now(), keys: t.keys, revs: t.revs}
+}
+
+// watch makes the tracker note when key next changes; watched returns that time.
+func (t *tracker) watch(key string) {
+	t.mu.Lock()
+	t.watchKey, t.watchAt = key, time.Time{}
+	t.mu.Unlock()
+}
+
+func (t *tracker) watched() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watchAt
+}
+
+// nodesUp counts the nodes that are alive and hold their lease.
+func (t *tracker) nodesUp() int {
+	n := 0
+	for _, nd := range t.nodes {
+		if nd.state == "alive" && nd.lease {
+			n++
+		}
+	}
+	return n
+}
+
+// endpointsOn counts the endpoints of instances placed on the given nodes.
+func (t *tracker) endpointsOn(nodes map[string]bool) int {
+	n := 0
+	for id := range t.endpoints {
+		if in := t.inst[id]; in != nil && nodes[in.node] {
+			n++
+		}
+	}
+	return n
+}
