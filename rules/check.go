@@ -43,6 +43,17 @@ func check(rs *RuleSet) hcl.Diagnostics {
 		}
 	}
 	g := newGraph(rs)
+	// after must order: a rule after itself, directly or through others,
+	// orders nothing.
+	for _, r := range rs.Rules {
+		if g.afterReach(r.Index, r.Index) {
+			rng := r.Range
+			if len(r.afterRanges) > 0 {
+				rng = r.afterRanges[0]
+			}
+			errorf(rng, "Cycle in after", "Rule %q is ordered after itself through its after list (%s); after must name rules that run earlier.", r.Name, strings.Join(r.After, ", "))
+		}
+	}
 	// Two rules that can write the same key form need a declared order.
 	for i, a := range rs.Rules {
 		for _, b := range rs.Rules[i+1:] {

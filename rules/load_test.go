@@ -144,6 +144,9 @@ EOT
 			"Two rules write the same key form", "r.hcl:17:10", `after = ["resolve"]`},
 		{"unknown rule in after", strings.Replace(okRule, `principal = "intent-resolver"`, "principal = \"intent-resolver\"\n  after = [\"resolv\"]", 1),
 			"Unknown rule", "r.hcl:4:12", `Did you mean "resolve"?`},
+		{"a cycle of after", strings.Replace(okRule, `principal = "intent-resolver"`, "principal = \"intent-resolver\"\n  after = [\"resolve2\"]", 1) +
+			strings.Replace(strings.Replace(okRule, `"resolve"`, `"resolve2"`, 1), `principal = "intent-resolver"`, "principal = \"intent-resolver\"\n  after = [\"resolve\"]", 1),
+			"Cycle in after", "r.hcl:4:12", `Rule "resolve" is ordered after itself`},
 		{"cycle through negation and a view", `rule "a" {
   doc       = "d"
   principal = "admin"
