@@ -327,3 +327,31 @@ func TestValueHint(t *testing.T) {
 		t.Errorf("visited %d facts to place one pending instance among 1000 running: want the value index used", v)
 	}
 }
+
+// TestDeterministicDeletes: a view losing many keys deletes them in the same
+// order every time (the indexes themselves visit in no particular order).
+func TestDeterministicDeletes(t *testing.T) {
+	rs := loadSrc(t, endpointRule)
+	plan := func() string {
+		tb := newTable()
+		fill(tb, 20)
+		ev := eval.New(rs)
+		tb.apply(ev.Full(tb))
+		tb.rev++
+		old, _ := tb.Delete(facts.ServiceExpose("svc-3", 8080))
+		p := ev.Incremental(tb, []facts.Change{{Fact: old, Deleted: true}})
+		tb.rev++
+		old, _ = tb.Delete(facts.ServiceExpose("svc-7", 8080))
+		q := ev.Full(tb)
+		return fmt.Sprintf("%+v\n%+v", p.Firings, q.Firings)
+	}
+	first := plan()
+	for i := 0; i < 5; i++ {
+		if again := plan(); again != first {
+			t.Fatalf("plans differ:\n%s\n%s", first, again)
+		}
+	}
+	if !strings.Contains(first, "endpoint/service/svc-3/") || !strings.Contains(first, "endpoint/service/svc-7/") {
+		t.Errorf("no deletes in %s", first)
+	}
+}

@@ -311,8 +311,11 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 	}
 	for i, h := range r.Heads {
 		hp := rd.e.headPattern(h)
-		var stale []facts.Fact
-		var staleOwn []bool
+		type staleKey struct {
+			f   facts.Fact
+			own bool
+		}
+		var stale []staleKey
 		hb := b.restrict(func(n string) bool {
 			for _, v := range h.Vars() {
 				if v == n {
@@ -325,14 +328,16 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			mark := hb.len()
 			if rd.bindFact(hp, f, hb) {
 				if _, ok := got[i][f.Key]; !ok {
-					stale = append(stale, f)
-					staleOwn = append(staleOwn, own)
+					stale = append(stale, staleKey{f, own})
 				}
 			}
 			hb.truncate(mark)
 			return true
 		})
-		for j, f := range stale {
+		// The indexes visit in no particular order; plans are deterministic.
+		sort.Slice(stale, func(a, b int) bool { return stale[a].f.Key < stale[b].f.Key })
+		for _, st := range stale {
+			f := st.f
 			if recheck {
 				kb := &binding{}
 				if rd.bindFact(hp, f, kb) {
@@ -349,7 +354,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			kb := &binding{}
 			rd.bindFact(hp, f, kb)
 			if err := rd.commit(Firing{Rule: r.Name, Bindings: kb.strings(), Kind: "derive",
-				Reads: []Read{readOf(f, staleOwn[j])}, Writes: []Write{{Key: f.Key}}}); err != nil {
+				Reads: []Read{readOf(f, st.own)}, Writes: []Write{{Key: f.Key}}}); err != nil {
 				return err
 			}
 		}
