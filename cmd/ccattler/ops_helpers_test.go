@@ -72,9 +72,18 @@ func startSimNodes(t *testing.T, srv *server, n int, prefix string) {
 			mu.Unlock()
 		}
 	})
+	// Every node holds its lease and reports itself alive with its
+	// capacity before the test schedules anything: placements depend on it.
 	waitUntil(t, 30*time.Second, fmt.Sprintf("%d nodes alive", n), func() bool {
-		vals, _, _ := srv.factsUnder(t, "lease/node/")
-		return len(vals) == n
+		leases, _, _ := srv.factsUnder(t, "lease/node/")
+		nodes, _, _ := srv.factsUnder(t, "observed/node/")
+		alive := 0
+		for k, v := range nodes {
+			if strings.HasSuffix(k, "/state") && v == `"alive"` && nodes[strings.TrimSuffix(k, "state")+"capacity/cpu"] != "" {
+				alive++
+			}
+		}
+		return len(leases) == n && alive == n
 	})
 }
 
