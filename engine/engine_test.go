@@ -48,6 +48,7 @@ func TestFiringRecordInSameRevisionAsWrites(t *testing.T) {
 	if string(gj) != string(wj) {
 		t.Errorf("record:\n have %s\n want %s", gj, wj)
 	}
+	waitFor(t, "the commit counted", 5*time.Second, func() bool { return e.Stats().Txns == 1 }) // counted after etcd answers
 	st := e.Stats()
 	if st.FiringsByRule["copy"] != 1 || st.Txns != 1 || !st.Leading || st.FullRounds < 1 {
 		t.Errorf("stats: %+v", st)
