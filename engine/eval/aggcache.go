@@ -179,6 +179,12 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 			}
 		}
 		all := false
+		type member struct {
+			gk    string
+			b     *binding
+			reads []Read
+		}
+		var members []member
 		var reads []Read
 		rd.join(rest, kb, &reads, func() bool {
 			for _, v := range info.group {
@@ -187,35 +193,40 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 					return false
 				}
 			}
-			gk := groupKey(info, kb)
-			e, ok := entries[gk]
-			if !ok {
-				return true
-			}
-			if !adjust {
-				delete(entries, gk)
-				return true
-			}
-			mark, rmark := kb.len(), len(reads)
-			if e, ok = rd.contribute(s.ag, e, kb, &reads, sign); ok {
-				if sign > 0 && len(e.reads) < MaxAggregateReads {
-					e.reads = append([]Read(nil), e.reads...)
-					e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
-					for _, r := range reads { // the member's other facts, as a recomputation would list them
-						if !r.Prefix {
-							r.NoGuard = true
-							e.reads = append(e.reads, r)
-						}
-					}
-				}
-				entries[gk] = e
-			} else {
-				delete(entries, gk)
-			}
-			kb.truncate(mark)
-			reads = reads[:rmark]
+			members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
 			return true
 		})
+		// The join visits in index order; the cached reads end up in plans.
+		sort.Slice(members, func(i, j int) bool { return members[i].b.key() < members[j].b.key() })
+		for _, m := range members {
+			if all {
+				break
+			}
+			e, ok := entries[m.gk]
+			if !ok {
+				continue
+			}
+			if !adjust {
+				delete(entries, m.gk)
+				continue
+			}
+			mreads := m.reads
+			if e, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
+				delete(entries, m.gk)
+				continue
+			}
+			if sign > 0 && len(e.reads) < MaxAggregateReads {
+				e.reads = append([]Read(nil), e.reads...)
+				e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
+				for _, r := range mreads { // the member's other facts, as a recomputation would list them
+					if !r.Prefix {
+						r.NoGuard = true
+						e.reads = append(e.reads, r)
+					}
+				}
+			}
+			entries[m.gk] = e
+		}
 		if all {
 			delete(rd.aggCache, s.ag)
 		}
