@@ -23,6 +23,9 @@ var (
 	vAccess  = ValueType{Kind: KindEnum, Enum: []string{"single-node", "multi-node"}}
 	vEndpnt  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"ip": KindIP, "port": KindInt}}
 	vDisrupt = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"leaseless": KindInt, "nodes": KindInt}}
+	vRollout = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"image": KindString, "updated": KindInt, "total": KindInt, "state": KindString}}
+	vRetire  = ValueType{Kind: KindEnum, Enum: []string{"unhealthy"}}
+	vChecks  = ValueType{Kind: KindInt, Min: f(1)}
 	vSchema  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"key": KindString, "type": KindString}}
 	vImage   = ValueType{Kind: KindString, Format: "image"}
 	vPath    = ValueType{Kind: KindString, Format: "path"}
@@ -50,6 +53,7 @@ var builtins = []builtin{
 	{"desired.service.health.method", "desired/service/{name}/health/method", vMethod, "How the agent checks an instance's health."},
 	{"desired.service.health.path", "desired/service/{name}/health/path", vPath, "The HTTP path of the health check."},
 	{"desired.service.health.interval", "desired/service/{name}/health/interval", vDur, "Time between health checks."},
+	{"desired.service.health.failures", "desired/service/{name}/health/failures", vChecks, "Consecutive failed health checks after which an instance is replaced."},
 	{"desired.service.autoscale.metric", "desired/service/{name}/autoscale/metric", vName, "The metric the autoscaler follows, e.g. cpu."},
 	{"desired.service.autoscale.threshold", "desired/service/{name}/autoscale/threshold", vThresh, "The per-instance target of the metric."},
 	{"desired.service.autoscale.min", "desired/service/{name}/autoscale/min", vCount, "The fewest instances the autoscaler may ask for."},
@@ -83,6 +87,9 @@ var builtins = []builtin{
 	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
+	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
+	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
+	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
 	{"observed.volume.attached_node", "observed/volume/{name}/attached_node", vName, "The node the volume is attached to."},
@@ -111,6 +118,7 @@ func ServiceMemory(name string) string          { return ServiceAttr(name, "reso
 func ServiceHealthMethod(name string) string    { return ServiceAttr(name, "health/method") }
 func ServiceHealthPath(name string) string      { return ServiceAttr(name, "health/path") }
 func ServiceHealthInterval(name string) string  { return ServiceAttr(name, "health/interval") }
+func ServiceHealthFailures(name string) string  { return ServiceAttr(name, "health/failures") }
 func ServiceAutoscaleMetric(name string) string { return ServiceAttr(name, "autoscale/metric") }
 func ServiceAutoscaleThreshold(name string) string {
 	return ServiceAttr(name, "autoscale/threshold")
@@ -126,37 +134,40 @@ func ServiceMaxUnavailable(name string) string {
 }
 func ServiceMaxExtra(name string) string { return ServiceAttr(name, "update/max_extra") }
 
-func DesiredVolume(name string) string      { return "desired/volume/" + name }
-func VolumeSize(name string) string         { return DesiredVolume(name) + "/size" }
-func VolumePersistent(name string) string   { return DesiredVolume(name) + "/persistent" }
-func VolumeAccessMode(name string) string   { return DesiredVolume(name) + "/access_mode" }
-func EffectiveInstances(name string) string { return "effective/service/" + name + "/instances" }
-func Node(id string) string                 { return "observed/node/" + id }
-func NodeAttr(id, attr string) string       { return "observed/node/" + id + "/" + attr }
-func NodeState(id string) string            { return NodeAttr(id, "state") }
-func NodeCapacityCPU(id string) string      { return NodeAttr(id, "capacity/cpu") }
-func NodeCapacityMemory(id string) string   { return NodeAttr(id, "capacity/memory") }
-func NodeAvailableCPU(id string) string     { return NodeAttr(id, "available/cpu") }
-func NodeAvailableMemory(id string) string  { return NodeAttr(id, "available/memory") }
-func NodeArchitecture(id string) string     { return NodeAttr(id, "architecture") }
-func NodeZone(id string) string             { return NodeAttr(id, "zone") }
-func NodeLostAt(id string) string           { return NodeAttr(id, "lost_at") }
-func Clock() string                         { return "observed/clock" }
-func Instance(id string) string             { return "observed/instance/" + id }
-func InstanceAttr(id, attr string) string   { return "observed/instance/" + id + "/" + attr }
-func InstanceService(id string) string      { return InstanceAttr(id, "service") }
-func InstanceNode(id string) string         { return InstanceAttr(id, "node") }
-func InstanceState(id string) string        { return InstanceAttr(id, "state") }
-func InstanceImage(id string) string        { return InstanceAttr(id, "image") }
-func InstanceIP(id string) string           { return InstanceAttr(id, "ip") }
-func InstanceHealth(id string) string       { return InstanceAttr(id, "health") }
-func InstanceStartedAt(id string) string    { return InstanceAttr(id, "started_at") }
-func ClusterDisruption() string             { return "observed/disruption/cluster" }
-func ZoneDisruption(zone string) string     { return "observed/disruption/zone/" + zone }
-func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
-func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
-func Placement(id string) string            { return "placement/instance/" + id }
-func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }
+func DesiredVolume(name string) string        { return "desired/volume/" + name }
+func VolumeSize(name string) string           { return DesiredVolume(name) + "/size" }
+func VolumePersistent(name string) string     { return DesiredVolume(name) + "/persistent" }
+func VolumeAccessMode(name string) string     { return DesiredVolume(name) + "/access_mode" }
+func EffectiveInstances(name string) string   { return "effective/service/" + name + "/instances" }
+func Node(id string) string                   { return "observed/node/" + id }
+func NodeAttr(id, attr string) string         { return "observed/node/" + id + "/" + attr }
+func NodeState(id string) string              { return NodeAttr(id, "state") }
+func NodeCapacityCPU(id string) string        { return NodeAttr(id, "capacity/cpu") }
+func NodeCapacityMemory(id string) string     { return NodeAttr(id, "capacity/memory") }
+func NodeAvailableCPU(id string) string       { return NodeAttr(id, "available/cpu") }
+func NodeAvailableMemory(id string) string    { return NodeAttr(id, "available/memory") }
+func NodeArchitecture(id string) string       { return NodeAttr(id, "architecture") }
+func NodeZone(id string) string               { return NodeAttr(id, "zone") }
+func NodeLostAt(id string) string             { return NodeAttr(id, "lost_at") }
+func Clock() string                           { return "observed/clock" }
+func Instance(id string) string               { return "observed/instance/" + id }
+func InstanceAttr(id, attr string) string     { return "observed/instance/" + id + "/" + attr }
+func InstanceService(id string) string        { return InstanceAttr(id, "service") }
+func InstanceNode(id string) string           { return InstanceAttr(id, "node") }
+func InstanceState(id string) string          { return InstanceAttr(id, "state") }
+func InstanceImage(id string) string          { return InstanceAttr(id, "image") }
+func InstanceIP(id string) string             { return InstanceAttr(id, "ip") }
+func InstanceHealth(id string) string         { return InstanceAttr(id, "health") }
+func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
+func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }
+func InstanceRetiring(id string) string       { return InstanceAttr(id, "retiring") }
+func ServiceRollout(name string) string       { return "observed/service/" + name + "/rollout" }
+func ClusterDisruption() string               { return "observed/disruption/cluster" }
+func ZoneDisruption(zone string) string       { return "observed/disruption/zone/" + zone }
+func VolumeAttachedNode(name string) string   { return "observed/volume/" + name + "/attached_node" }
+func VolumeState(name string) string          { return "observed/volume/" + name + "/state" }
+func Placement(id string) string              { return "placement/instance/" + id }
+func Endpoint(service, id string) string      { return "endpoint/service/" + service + "/" + id }
 func Intent(layer, service string) string {
 	return "intent/" + layer + "/service/" + service + "/instances"
 }

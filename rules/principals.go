@@ -14,7 +14,7 @@ var Principals = map[string][]string{
 	"intent-resolver": {"effective/"},
 	"autoscaler":      {"intent/autoscaler/"},
 	"policy":          {"intent/policy/"},
-	"instances":       {"observed/instance/"},
+	"instances":       {"observed/instance/", "observed/service/"},
 	"scheduler":       {"placement/"},
 	"network":         {"endpoint/"},
 	"failure":         {"observed/node/", "observed/instance/", "observed/disruption/"},
