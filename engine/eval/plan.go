@@ -48,25 +48,35 @@ type Write struct {
 // a concurrent write to a target fails the compare. A fresh id's keys are
 // read with Rev 0: "created only if absent".
 type Firing struct {
-	Rule     string            // rule name
-	Bindings map[string]string // variable -> value (path segments and value aliases, as strings)
+	Rule string // rule name
+	// Bindings maps each variable to its value as a string: path segments,
+	// value aliases (strings as is, other values as canonical JSON), the
+	// chosen candidate's variables, a fresh id, aggregates and lets.
+	Bindings map[string]string
 	Reads    []Read
 	Writes   []Write
 	// Kind is "derive" (maintaining a view: puts of derived keys, deletes of
-	// keys no longer derived) or "emit" (an action).
+	// keys no longer derived) or "emit" (an action: emit and delete heads).
 	Kind string
 }
 
 // Rejection records why a choice passed over a candidate, for `why-not`.
+// A binding evaluated several times in a round keeps its last rejection of
+// each candidate; rejections are recorded whether or not the binding then
+// fired with another candidate.
 type Rejection struct {
 	Rule      string
-	Bindings  map[string]string // the binding being placed, e.g. {"id": "a8f31"}
+	Bindings  map[string]string // the binding being placed, e.g. {"id": "a8f31", "svc": "web", ...}
 	Candidate map[string]string // the candidate's variables, e.g. {"node": "node-2"}
 	Filters   []string          // names of every filter the candidate failed
 }
 
 // Problem is a rule that could not be evaluated this round: over its CEL cost
-// budget, a runtime error, a recovered panic, or an oscillation. The round goes on without it.
+// budget, a runtime error, a recovered panic, an oscillation, no fixpoint
+// within the round's passes. The round goes on without it (a rule that
+// oscillated is evaluated again from the start without it, so none of its
+// writes are in the plan). A fresh count over the limit is also reported
+// here, without stopping the rule.
 type Problem struct {
 	Rule string
 	Err  error
