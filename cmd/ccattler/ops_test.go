@@ -188,6 +188,12 @@ func TestHotReload(t *testing.T) {
 				t.Errorf("plan -o json change %+v", c)
 			}
 		}
+		// Without --against the built-in policies stand for the running
+		// set; the servers' status says it runs another version.
+		r := srv.ccattler(t, "rules", "plan", packDir)
+		if r.code != 0 || !strings.Contains(r.stderr, "note: the leading server server-1 runs version ") {
+			t.Errorf("plan against the built-in policies: exit %d, stderr:\n%s", r.code, r.stderr)
+		}
 		// Against the running set (no scheduler) the same placements are new.
 		out = srv.ok(t, "rules", "plan", packDir, "--against", runDir)
 		if !strings.Contains(out, "Plan: 4 to put, 0 to change, 0 to delete.") {
