@@ -31,13 +31,15 @@ type node struct {
 	path   string          // cache file; "" keeps no cache
 
 	// Owned by the run goroutine.
-	cached    map[string]Spec   // placements as last saved to or loaded from the cache
-	cacheErr  string            // why the cache could not be read; reported as an event once etcd answers
-	savedSig  []byte            // what the cache file holds, to skip rewriting it unchanged
-	have      map[string]string // key -> value as last committed
-	haveEpoch int64             // link epoch and lease generation `have` is valid for
-	haveGen   int64
-	nodeFacts map[string]string // the node's own facts, encoded once
+	cached      map[string]Spec   // placements as last saved to or loaded from the cache
+	cacheErr    string            // why the cache could not be read; reported as an event once etcd answers
+	savedSig    []byte            // what the cache file holds, to skip rewriting it unchanged
+	have        map[string]string // key -> value as last committed
+	haveEpoch   int64             // link epoch and lease generation `have` is valid for
+	haveGen     int64
+	listFailing bool              // the runtime's last List failed (logged once per outage)
+	waiting     map[string]bool   // placed instances whose spec is incomplete (logged once each)
+	nodeFacts   map[string]string // the node's own facts, encoded once
 
 	mu       sync.Mutex // guards the fields below; shared with start, stop and probe goroutines and Stats
 	wants    map[string]Spec
@@ -66,9 +68,9 @@ type failure struct {
 func newNode(a *Agent, nc NodeConfig) *node {
 	n := &node{
 		a: a, cfg: nc, rt: nc.Runtime,
-		log:      a.cfg.Log.With("node", nc.ID),
-		kick:     make(chan struct{}, 1),
-		have:     map[string]string{},
+		log:  a.cfg.Log.With("node", nc.ID),
+		kick: make(chan struct{}, 1),
+		have: map[string]string{}, waiting: map[string]bool{},
 		starting: map[string]bool{}, stopping: map[string]bool{}, stopped: map[string]bool{},
 		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]context.CancelFunc{},
 	}
@@ -183,10 +185,15 @@ func (n *node) reconcile(ctx context.Context) {
 	n.mu.Unlock()
 	list, err := n.rt.List(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			n.log.Warn("list containers; changing nothing this round", "err", err)
+		if ctx.Err() == nil && !n.listFailing {
+			n.log.Error("cannot list containers; changing nothing until the runtime answers", "err", err)
 		}
+		n.listFailing = true
 		return
+	}
+	if n.listFailing {
+		n.log.Info("the runtime answers again", "containers", len(list))
+		n.listFailing = false
 	}
 	actual := make(map[string]Status, len(list))
 	for _, st := range list {
@@ -240,8 +247,14 @@ func (n *node) reconcile(ctx context.Context) {
 			continue
 		}
 		if !w.Ready {
-			continue // its service or image is not known yet
+			if !n.waiting[id] { // said once, so that a wait is never silent
+				n.waiting[id] = true
+				n.log.Warn("instance placed here waits for its service's facts (observed/instance/{id}/service, desired/service/{name}/image)",
+					"instance", id, "service", w.Spec.Service)
+			}
+			continue
 		}
+		delete(n.waiting, id)
 		n.starting[id] = true
 		go n.start(ctx, w.Spec)
 	}
@@ -252,6 +265,11 @@ func (n *node) reconcile(ctx context.Context) {
 		n.stopping[id] = true
 		n.stopProbeLocked(id)
 		go n.stop(ctx, id)
+	}
+	for id := range n.waiting {
+		if _, placed := wants[id]; !placed {
+			delete(n.waiting, id)
+		}
 	}
 	for id := range n.failed {
 		if _, placed := wants[id]; !placed {
