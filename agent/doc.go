@@ -29,6 +29,23 @@
 // works from its cache and the runtime and only adopts. A corrupt cache is
 // logged, reported as an event once etcd answers, and changes nothing.
 //
+// Networking (agent/containerd): host networking with a port check. An
+// instance shares the node's network namespace, listens on its service's
+// first exposed port (passed as $PORT) and is reported at the node's
+// --advertise-address. A start whose port is taken on the node fails with
+// the port named. Chosen over a network namespace per instance on a CNI
+// bridge because it needs no CNI plugins, bridge, iptables or address
+// management on the node, and the reported address is reachable from other
+// nodes without an overlay; the price is that two instances exposing the
+// same port cannot share a node, and instances are not isolated from each
+// other on the network. Simulated nodes hand out addresses from a range and
+// never dial them.
+//
+// Health: per the service's health block (GET or HEAD of http://ip:port/path,
+// 2xx/3xx healthy; TCP connect), every health/interval (default 10s), the
+// first check half a second after start. Without a block: a TCP check of the
+// first exposed port, or healthy while it runs if it exposes none.
+//
 // Least privilege: the agent writes only observed/, event/ (failure records)
 // and its own lease/node/{id}; it reads placement/instance/,
 // desired/service/ and observed/instance/{id}/service of its instances.
