@@ -15,6 +15,7 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // testLog is quiet unless CCATTLER_TEST_LOG is set.
@@ -116,11 +117,14 @@ func startAgent(t testing.TB, cfg agent.Config, nodes []agent.NodeConfig) (a *ag
 	return a, stop
 }
 
+// cfgTTL is the lease TTL of the in-process test agents.
+const cfgTTL = 5 * time.Second
+
 func fastConfig(s *facts.Store, dir string) agent.Config {
 	cfg := agent.NewConfig()
 	cfg.Store, cfg.StateDir, cfg.Log = s, dir, testLog()
 	cfg.Resync, cfg.Probe, cfg.Grace = 300*time.Millisecond, 300*time.Millisecond, time.Second
-	cfg.LeaseTTL = 5 * time.Second
+	cfg.LeaseTTL = cfgTTL
 	cfg.SyncCache = false
 	cfg.MaxBatch = 1000
 	return cfg
@@ -150,6 +154,33 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 			return fmt.Sprintf("%d leases and %d alive nodes of %d", len(leases), alive, nNodes)
 		}
 		return ""
+	})
+	registered := time.Now()
+	leaseIDs := func() map[string]int64 {
+		resp, err := s.Client.Get(context.Background(), s.Abs("lease/node/"), clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = kv.Lease
+		}
+		return out
+	}
+	firstLeases := leaseIDs()
+	defer t.Run("every node keeps its lease alive past the TTL", func(t *testing.T) {
+		if d := cfgTTL - time.Since(registered) + time.Second; d > 0 {
+			time.Sleep(d)
+		}
+		now := leaseIDs()
+		if len(now) != nNodes {
+			t.Fatalf("%d leases, want %d", len(now), nNodes)
+		}
+		for k, id := range firstLeases {
+			if now[k] != id {
+				t.Errorf("%s: lease %x replaced by %x: it was not kept alive", k, id, now[k])
+			}
+		}
 	})
 	want := map[string]string{
 		"observed/node/sim-0001": "{}", "observed/node/sim-0001/state": "alive",
