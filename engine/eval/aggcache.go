@@ -299,3 +299,37 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 		return e, true
 	}
 }
+
+// readsNow reports whether any expression of the rule reads now.
+func readsNow(r *rules.Rule) bool {
+	var exprs []*rules.Expr
+	scope := func(sc *rules.Scope) {
+		for _, ag := range sc.Aggregates {
+			exprs = append(exprs, ag.Where, ag.Of)
+		}
+		for _, l := range sc.Lets {
+			exprs = append(exprs, l.Expr)
+		}
+	}
+	scope(r.Body)
+	exprs = append(exprs, r.When)
+	if r.Choose != nil {
+		scope(r.Choose.Body)
+		exprs = append(exprs, r.Choose.Score)
+		for _, f := range r.Choose.Filters {
+			exprs = append(exprs, f.Expr)
+		}
+	}
+	if r.Fresh != nil {
+		exprs = append(exprs, r.Fresh.Count)
+	}
+	for _, h := range r.Heads {
+		exprs = append(exprs, h.Value)
+	}
+	for _, x := range exprs {
+		if x != nil && x.AST != nil && idents(x.AST.NativeRep().Expr())[rules.NowVar] {
+			return true
+		}
+	}
+	return false
+}

@@ -64,6 +64,7 @@ type Evaluator struct {
 	aggs       map[*rules.Aggregate]*aggInfo
 	aggSites   map[*facts.FactType][]aggSite
 	noAggCache bool
+	timed      []*rules.Rule // rules whose expressions read now, in order
 	heads      map[*rules.Head]*rules.Pattern
 	sites      map[*facts.FactType][]site
 	stats      Stats
@@ -79,6 +80,11 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
 	e.buildAggs(rs)
+	for _, r := range rs.Rules {
+		if readsNow(r) {
+			e.timed = append(e.timed, r)
+		}
+	}
 	for _, r := range rs.Rules {
 		e.hint(r.Body)
 		for _, ag := range r.Body.Aggregates {
@@ -126,6 +132,28 @@ func (e *Evaluator) Full(r facts.Reader) Plan {
 			rd.enqueue(rule, &binding{})
 		}
 	})
+}
+
+// Tick evaluates every binding of the rules whose expressions read now:
+// time passing is not a fact change, so a guard such as
+// `now - started > duration('1h')` becomes true without any change to
+// trigger it. The engine calls Tick periodically; rules that do not read
+// now are not evaluated. TimedRules lists them.
+func (e *Evaluator) Tick(r facts.Reader) Plan {
+	return e.run(r, func(rd *round) {
+		for _, rule := range e.timed {
+			rd.enqueue(rule, &binding{})
+		}
+	})
+}
+
+// TimedRules returns the names of the rules that read now, which Tick evaluates.
+func (e *Evaluator) TimedRules() []string {
+	out := make([]string, len(e.timed))
+	for i, r := range e.timed {
+		out[i] = r.Name
+	}
+	return out
 }
 
 // Incremental evaluates only the bindings the changed facts affect: for each

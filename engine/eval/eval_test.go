@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
@@ -353,5 +354,42 @@ func TestDeterministicDeletes(t *testing.T) {
 	}
 	if !strings.Contains(first, "endpoint/service/svc-3/") || !strings.Contains(first, "endpoint/service/svc-7/") {
 		t.Errorf("no deletes in %s", first)
+	}
+}
+
+// TestTick: a guard on now becomes true with time alone; Tick finds it.
+func TestTick(t *testing.T) {
+	rs := loadSrc(t, endpointRule+`rule "gc_stopped" {
+  doc       = "Facts of an instance stopped for over an hour go."
+  principal = "gc"
+  match {
+    state   = "observed/instance/{id}/state"
+    started = "observed/instance/{id}/started_at"
+  }
+  when = "state == 'stopped' && now - started > duration('1h')"
+  delete "observed/instance/{id}/started_at" {}
+}
+`)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ev := eval.New(rs, eval.WithClock(func() time.Time { return now }))
+	if got := ev.TimedRules(); len(got) != 1 || got[0] != "gc_stopped" {
+		t.Fatalf("timed rules %v", got)
+	}
+	tb := newTable()
+	tb.put(facts.InstanceState("a0001"), `"stopped"`)
+	tb.put(facts.InstanceStartedAt("a0001"), `"2026-11-29T11:30:00Z"`)
+	if p := ev.Full(tb); len(p.Firings) != 0 {
+		t.Fatalf("fired too early: %+v", p.Firings)
+	}
+	now = now.Add(time.Hour)
+	before := ev.Stats().Tasks
+	p := ev.Tick(tb)
+	if len(p.Firings) != 1 || p.Firings[0].Writes[0].Key != facts.InstanceStartedAt("a0001") {
+		t.Fatalf("tick an hour later: %+v %v", p.Firings, p.Problems)
+	}
+	// The timed rule, then its own delete re-checks that binding; the
+	// endpoint rule is not evaluated.
+	if d := ev.Stats().Tasks - before; d != 2 {
+		t.Errorf("tick ran %d tasks; want 2, of the timed rule only", d)
 	}
 }

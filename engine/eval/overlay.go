@@ -4,16 +4,27 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/google/btree"
 )
 
 // overlay is the round's writes over the reader: read-your-writes. A later
 // firing in the round sees earlier firings' writes; a fact read from here is
 // marked Own in the plan (it has no etcd revision yet).
+//
+// A round may write hundreds of thousands of keys (placing every instance
+// of a large apply), and every join looks here too, so the writes are
+// indexed like the reader's facts: in key order for prefixes, by type, by
+// variable segment and by short string value. Entries are never removed
+// (a delete marks them), so each index is append-only and visits its
+// entries in the order they were first written: deterministic.
 type overlay struct {
 	base    facts.Reader
 	schema  *facts.Schema
 	w       map[string]*ovEntry            // written keys; deleted ones too
+	keys    *btree.BTreeG[*ovEntry]        // the same, in key order
 	byType  map[*facts.FactType][]*ovEntry // puts and deletes, by type
+	bySeg   map[ovSegKey][]*ovEntry        // by a segment of the key
+	byVal   map[ovValKey][]*ovEntry        // by every short string value the entry has held
 	version int                            // bumped on every write
 }
 
@@ -22,25 +33,58 @@ type ovEntry struct {
 	deleted bool
 	typ     *facts.FactType
 	parts   []string
+	vals    []string // the string values under which byVal lists it
+}
+
+type ovSegKey struct {
+	t   *facts.FactType
+	seg int
+	v   string
+}
+
+type ovValKey struct {
+	t *facts.FactType
+	v string
 }
 
 func newOverlay(r facts.Reader, schema *facts.Schema) *overlay {
-	return &overlay{base: r, schema: schema, w: map[string]*ovEntry{}, byType: map[*facts.FactType][]*ovEntry{}}
+	return &overlay{base: r, schema: schema, w: map[string]*ovEntry{},
+		keys:   btree.NewG(32, func(a, b *ovEntry) bool { return a.f.Key < b.f.Key }),
+		byType: map[*facts.FactType][]*ovEntry{}, bySeg: map[ovSegKey][]*ovEntry{}, byVal: map[ovValKey][]*ovEntry{}}
 }
 
 // put records a write (value nil: a delete).
 func (o *overlay) put(key string, value []byte) {
 	o.version++
-	if e, ok := o.w[key]; ok {
+	e, ok := o.w[key]
+	if ok {
 		e.f.Value, e.deleted = value, value == nil
+	} else {
+		e = &ovEntry{f: facts.Fact{Key: key, Value: value}, deleted: value == nil, parts: strings.Split(key, "/")}
+		if k, err := o.schema.Parse(key); err == nil {
+			e.typ = k.Type
+			o.byType[e.typ] = append(o.byType[e.typ], e)
+			for i, p := range e.parts {
+				sk := ovSegKey{e.typ, i, p}
+				o.bySeg[sk] = append(o.bySeg[sk], e)
+			}
+		}
+		o.w[key] = e
+		o.keys.ReplaceOrInsert(e)
+	}
+	if e.typ == nil || value == nil {
 		return
 	}
-	e := &ovEntry{f: facts.Fact{Key: key, Value: value}, deleted: value == nil, parts: strings.Split(key, "/")}
-	if k, err := o.schema.Parse(key); err == nil {
-		e.typ = k.Type
-		o.byType[e.typ] = append(o.byType[e.typ], e)
+	if v, ok := facts.StringValue(value); ok {
+		for _, have := range e.vals {
+			if have == v {
+				return
+			}
+		}
+		e.vals = append(e.vals, v)
+		vk := ovValKey{e.typ, v}
+		o.byVal[vk] = append(o.byVal[vk], e)
 	}
-	o.w[key] = e
 }
 
 // get returns the fact at key; own is set when the round wrote it.
@@ -67,11 +111,12 @@ func (o *overlay) prefix(prefix string, fn visitor) {
 	if stop {
 		return
 	}
-	for k, e := range o.w {
-		if !e.deleted && strings.HasPrefix(k, prefix) && !fn(e.f, true) {
-			return
+	o.keys.AscendGreaterOrEqual(&ovEntry{f: facts.Fact{Key: prefix}}, func(e *ovEntry) bool {
+		if !strings.HasPrefix(e.f.Key, prefix) {
+			return false
 		}
-	}
+		return e.deleted || fn(e.f, true)
+	})
 }
 
 func (o *overlay) ofType(t *facts.FactType, fn visitor) {
@@ -107,8 +152,8 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 	if stop {
 		return
 	}
-	for _, e := range o.byType[t] {
-		if !e.deleted && seg < len(e.parts) && e.parts[seg] == v && !fn(e.f, true) {
+	for _, e := range o.bySeg[ovSegKey{t, seg, v}] {
+		if !e.deleted && !fn(e.f, true) {
 			return
 		}
 	}
@@ -126,10 +171,11 @@ func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
 	if stop {
 		return
 	}
-	for _, e := range o.byType[t] {
+	for _, e := range o.byVal[ovValKey{t, v}] {
 		if e.deleted {
 			continue
 		}
+		// Listed under every value it has held: only its current one counts.
 		if s, ok := facts.StringValue(e.f.Value); ok && s == v && !fn(e.f, true) {
 			return
 		}
