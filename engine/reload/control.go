@@ -157,7 +157,8 @@ func Ask(ctx context.Context, s *facts.Store, by string) (Request, int64, error)
 
 // Answers waits until every server that had a status at revision rev has
 // answered request id, or ctx is done; it returns the answers so far by
-// server, and the servers that were asked.
+// server (each status' LastRequest set to the answer to id), and the
+// servers that were asked.
 func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[string]Status, []string, error) {
 	prefix := CtlPrefix(s.Root) + "status/"
 	resp, err := s.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
@@ -171,8 +172,14 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 	got := map[string]Status{}
 	note := func(v []byte) {
 		var st Status
-		if json.Unmarshal(v, &st) == nil && st.LastRequest != nil && st.LastRequest.Request == id {
-			got[st.Server] = st
+		if json.Unmarshal(v, &st) != nil {
+			return
+		}
+		for _, res := range st.Requests {
+			if res.Request == id {
+				st.LastRequest = &res
+				got[st.Server] = st
+			}
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)

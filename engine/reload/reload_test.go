@@ -3,6 +3,7 @@ package reload_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,25 +188,45 @@ func TestRequestAndStatus(t *testing.T) {
 		return err == nil && len(sts) == 1
 	})
 
-	ask := func(want string) reload.Result {
-		t.Helper()
+	askErr := func(want string) (reload.Result, error) {
 		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 		defer acancel()
 		req, rev, err := reload.Ask(actx, s, "tester@here")
 		if err != nil {
-			t.Fatal(err)
+			return reload.Result{}, err
 		}
 		got, asked, err := reload.Answers(actx, s, req.ID, rev)
 		if err != nil || len(asked) != 1 || asked[0] != "server-1" {
-			t.Fatalf("answers %v of %v: %v", got, asked, err)
+			return reload.Result{}, fmt.Errorf("answers %v of %v: %v", got, asked, err)
 		}
 		res := got["server-1"].LastRequest
 		if res.Outcome != want || res.Request != req.ID || res.Cause != "request" {
-			t.Fatalf("answer %+v, want %s to request %s", res, want, req.ID)
+			return *res, fmt.Errorf("answer %+v, want %s to request %s", res, want, req.ID)
 		}
-		return *res
+		return *res, nil
+	}
+	ask := func(want string) reload.Result {
+		t.Helper()
+		res, err := askErr(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
 	ask(reload.Unchanged)
+	t.Run("requests made together each get their answer", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := askErr(reload.Unchanged); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	})
 	write(t, dir, "more.hcl", strings.Replace(spread, `rule "schedule"`, `rule "schedule_too"`, 1))
 	res := ask(reload.Rejected) // two rules writing placement/instance/{id} without an order
 	if !strings.Contains(res.Diagnostics, "more.hcl:") {

@@ -65,8 +65,11 @@ type Status struct {
 	LoadedAt time.Time `json:"loaded_at"`
 	Reloads  int64     `json:"reloads"`         // accepted reloads since start
 	Failures int64     `json:"reload_failures"` // rejected reloads since start
-	// LastRequest is the answer to the latest `ccattler rules reload`.
-	LastRequest *Result `json:"last_request,omitempty"`
+	// LastRequest is the answer to the latest `ccattler rules reload`;
+	// Requests the answers to the last few, newest last, so that requests
+	// made at the same time each find their answer.
+	LastRequest *Result  `json:"last_request,omitempty"`
+	Requests    []Result `json:"requests,omitempty"`
 	// LastRejected is the latest rejected reload, with its diagnostics.
 	LastRejected *Result `json:"last_rejected,omitempty"`
 	// Leading is filled in by readers (ReadStatus): this server's engine
@@ -85,6 +88,9 @@ type Result struct {
 	Errors      int       `json:"errors,omitempty"`
 	Diagnostics string    `json:"diagnostics,omitempty"` // file:line:col: ... with source snippets
 }
+
+// keptAnswers is how many answers to requests a status holds.
+const keptAnswers = 8
 
 // Reloader loads rule sets and installs the sound ones. Create it with New.
 type Reloader struct {
@@ -200,6 +206,7 @@ func (r *Reloader) Reload(ctx context.Context, cause, request string) Result {
 	if request != "" {
 		req := res
 		r.st.LastRequest = &req
+		r.st.Requests = append(r.st.Requests[max(0, len(r.st.Requests)-keptAnswers+1):], res)
 	}
 	r.mu.Unlock()
 	r.touch()
