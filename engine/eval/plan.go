@@ -75,8 +75,9 @@ type Rejection struct {
 // budget, a runtime error, a recovered panic, an oscillation, no fixpoint
 // within the round's passes. The round goes on without it (a rule that
 // oscillated is evaluated again from the start without it, so none of its
-// writes are in the plan). A fresh count over the limit is also reported
-// here, without stopping the rule.
+// writes are in the plan). Two cases report without stopping the rule: a
+// run-time error in one binding of an action (that binding is skipped, the
+// error names it), and a fresh count over the limit.
 type Problem struct {
 	Rule string
 	Err  error

@@ -2,8 +2,10 @@ package eval
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"cel.dev/cel-go/common/types"
 	"github.com/ccattler/ccattler/facts"
@@ -25,33 +27,53 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 			}
 			s = again[0]
 		}
-		if err := rd.complete(r.Body, s); err != nil {
+		err := rd.evalBinding(r, s, fn)
+		if err == nil {
+			continue
+		}
+		// An action skips the one binding the world's data broke (a bad
+		// value for one service must not stall the others) and goes on.
+		// A view does not: a skipped binding would delete its key. Over
+		// budget, a rule is stopped: every binding would burn the budget.
+		if r.Derives() || errors.Is(err, errBudget) || errors.Is(err, errOscillation) {
 			return err
 		}
-		if r.When != nil {
-			ok, err := rd.evalBool(r.When, s.b, "when")
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-		}
-		if r.Choose != nil {
-			c, err := rd.choose(r, s)
-			if err != nil {
-				return err
-			}
-			if c == nil {
-				continue
-			}
-			s = c
-		}
-		if err := fn(s); err != nil {
+		rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: r.Name,
+			Err: fmt.Errorf("binding %s skipped: %w", renderBinding(s.b, r.Body.Binds), err)})
+	}
+	return nil
+}
+
+// evalBinding evaluates one binding of the body through its guard and choice.
+func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error {
+	if err := rd.complete(r.Body, s); err != nil {
+		return err
+	}
+	if r.When != nil {
+		ok, err := rd.evalBool(r.When, s.b, "when")
+		if err != nil || !ok {
 			return err
 		}
 	}
-	return nil
+	if r.Choose != nil {
+		c, err := rd.choose(r, s)
+		if err != nil || c == nil {
+			return err
+		}
+		s = c
+	}
+	return fn(s)
+}
+
+// renderBinding shows the path variables of a binding, e.g. {id=a8f31}.
+func renderBinding(b *binding, names []string) string {
+	var parts []string
+	for _, n := range names {
+		if v, ok := b.get(n); ok {
+			parts = append(parts, n+"="+v.str)
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func isBodyVar(r *rules.Rule, n string) bool {

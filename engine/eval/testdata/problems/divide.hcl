@@ -32,3 +32,17 @@ rule "bad_value" {
     value = "{'ip': 'not-an-ip', 'port': 1}"
   }
 }
+
+rule "place_some" {
+  doc       = "An action whose guard fails at run time for one binding only (a service named with three letters)."
+  principal = "reconcile"
+  after     = ["fine"]
+  match {
+    s   = "observed/instance/{id}/state"
+    svc = "observed/instance/{id}/service"
+  }
+  when = "s == 'running' && 12 / (size(svc) - 3) > 0"
+  emit "placement/instance/{id}" {
+    value = "'node-2'"
+  }
+}
