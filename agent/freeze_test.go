@@ -77,6 +77,8 @@ func TestFrozenAgentReplacesItsExpiredLease(t *testing.T) {
 	js, _ := json.Marshal(childConfig{Endpoints: e.Endpoints(), Node: "frozen-", StateDir: dir, LeaseTTL: 2 * time.Second})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	// The agent dies with the test process, even when that is killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +39,8 @@ func TestSimScale(t *testing.T) {
 	js, _ := json.Marshal(childConfig{Endpoints: e.Endpoints(), Node: "sim-", StateDir: dir, LeaseTTL: 30 * time.Second, Nodes: nodes, Report: true})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	// The agent dies with the test process, even when that is killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, _ := os.Create(filepath.Join(dir, "agent.log"))
 	cmd.Stderr = logf
 	out, _ := cmd.StdoutPipe()

@@ -89,6 +89,8 @@ func startChild(t *testing.T, cc childConfig) *exec.Cmd {
 	js, _ := json.Marshal(cc)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	// The agent dies with the test process, even when that is killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.OpenFile(filepath.Join(cc.StateDir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
