@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -258,7 +259,77 @@ func decode(t facts.ValueType, raw []byte) (any, error) {
 			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 				return i, nil
 			}
+		} else if jsonNumber(raw) {
+			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil && inRange(t, float64(i)) {
+				return i, nil
+			}
+		}
+	// A scheduler's choice decodes every candidate node's capacity and
+	// every instance's requests: cpu and memory take the fast path too.
+	case facts.KindCPU:
+		if jsonNumber(raw) {
+			if f, err := strconv.ParseFloat(string(raw), 64); err == nil && f >= 0 && !math.IsInf(f, 0) && inRange(t, f) {
+				return f, nil
+			}
+		}
+	case facts.KindMemory:
+		if s, ok := facts.StringValue(raw); ok {
+			if n, err := facts.ParseMemory(s); err == nil {
+				return n, nil
+			}
+		}
+	case facts.KindTime:
+		if s, ok := facts.StringValue(raw); ok {
+			if tm, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				return tm, nil
+			}
 		}
 	}
 	return t.Decode(raw)
+}
+
+func inRange(t facts.ValueType, f float64) bool {
+	return (t.Min == nil || f >= *t.Min) && (t.Max == nil || f <= *t.Max)
+}
+
+// jsonNumber reports whether raw is exactly a JSON number (RFC 8259), so
+// that strconv's more lenient parsers ("+1", "0x10", "1_000", "Inf") never
+// accept what the slow path would reject.
+func jsonNumber(raw []byte) bool {
+	i, n := 0, len(raw)
+	if i < n && raw[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && raw[i] == '0':
+		i++
+	case i < n && raw[i] >= '1' && raw[i] <= '9':
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < n && raw[i] == '.' {
+		i++
+		if i == n || raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+	}
+	if i < n && (raw[i] == 'e' || raw[i] == 'E') {
+		i++
+		if i < n && (raw[i] == '+' || raw[i] == '-') {
+			i++
+		}
+		if i == n || raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+	}
+	return i == n
 }

@@ -1,0 +1,52 @@
+package eval
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// TestDecodeFastPath: decode's fast paths accept exactly what
+// facts.ValueType.Decode accepts, with the same Go value, for every
+// built-in fact type.
+func TestDecodeFastPath(t *testing.T) {
+	raws := []string{
+		`0`, `-0`, `1`, `-1`, `4`, `0.1`, `2.5e3`, `1E-2`, `1e+2`, `+1`, `01`, `1.`, `.5`, `0x10`, `1_000`,
+		`Inf`, `NaN`, `1e400`, `-1e400`, `9223372036854775807`, `9223372036854775808`, `3.0`,
+		`"8Gi"`, `"64Mi"`, `"512"`, `"1.5Gi"`, `"-1Gi"`, `"lots"`, `""`,
+		`"2026-11-29T19:00:00Z"`, `"2026-11-29T19:00:00.123456789+01:00"`, `"2026-11-29"`,
+		`"500m"`, `"0.5"`, `"alive"`, `"running"`, `"healthy"`, `"nginx:1.28"`, `"10.1.0.5"`, `"node-1"`,
+		`"a b"`, `"esc\"aped"`, `true`, `null`, `{}`, `{"ip":"10.1.0.5","port":8080}`, `[1]`, ` 1`, `1 `,
+	}
+	for _, ft := range facts.Default.Types() {
+		t.Run(ft.Name, func(t *testing.T) {
+			for _, raw := range raws {
+				want, werr := ft.Value.Decode([]byte(raw))
+				got, gerr := decode(ft.Value, []byte(raw))
+				if (werr == nil) != (gerr == nil) {
+					t.Errorf("%s: decode error %v, ValueType.Decode error %v", raw, gerr, werr)
+					continue
+				}
+				if werr == nil && !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: decode = %#v, ValueType.Decode = %#v", raw, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestJSONNumber(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{"0", true}, {"-0", true}, {"12", true}, {"1.5", true}, {"1e5", true}, {"1E+5", true}, {"-1.5e-3", true},
+		{"", false}, {"-", false}, {"01", false}, {"+1", false}, {"1.", false}, {".5", false}, {"1e", false},
+		{"0x10", false}, {"1_0", false}, {"Inf", false}, {"1 ", false}, {`"1"`, false},
+	} {
+		if got := jsonNumber([]byte(tc.raw)); got != tc.want {
+			t.Errorf("jsonNumber(%q) = %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
