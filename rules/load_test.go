@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -337,5 +338,34 @@ func TestProgramCache(t *testing.T) {
 	}
 	if _, c3 := pc.Stats(); c3 == c2 {
 		t.Errorf("a different cost limit reused the program")
+	}
+}
+
+// TestDocsPrincipals keeps the principal table of docs/rules.md in step
+// with rules.Principals.
+func TestDocsPrincipals(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, prefixes := range Principals {
+		cells := make([]string, len(prefixes))
+		for i, p := range prefixes {
+			cells[i] = "`" + p + "`"
+		}
+		row := fmt.Sprintf("| `%s`", name)
+		text := strings.Join(cells, ", ")
+		if name == "admin" {
+			text = "everything"
+		}
+		found := false
+		for _, line := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(line, row) && strings.Contains(line, "| "+text+" |") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("docs/rules.md has no row %s ... | %s |", row, text)
+		}
 	}
 }
