@@ -112,11 +112,11 @@ func TestCorruptCacheTakesNoDestructiveAction(t *testing.T) {
 	e.Restart(t)
 	waitFor(t, 30*time.Second, func() string {
 		for _, v := range values(t, s, "event/") {
-			if strings.Contains(v, "agent.cache_corrupt") && strings.Contains(v, "checksum") {
+			if strings.Contains(v, `"event": "cache_corrupt"`) && strings.Contains(v, "checksum") {
 				return ""
 			}
 		}
-		return "no agent.cache_corrupt event"
+		return "no cache_corrupt event"
 	})
 	if _, err := os.Stat(path + ".corrupt"); err != nil {
 		t.Errorf("the corrupt cache was not kept for inspection: %v", err)

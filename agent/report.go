@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
@@ -75,11 +75,12 @@ func (n *node) report(ctx context.Context) {
 			put(facts.InstanceState(id), "failed")
 			put(facts.InstanceHealth(id), Unknown)
 			if !f.evented && f.eventID != "" {
-				ev := map[string]any{"type": "instance.failed", "instance": id, "node": n.cfg.ID, "reason": f.reason}
+				b := map[string]string{"instance": id, "node": n.cfg.ID}
 				if f.exit != nil {
-					ev["exit_status"] = int64(*f.exit)
+					b["exit_status"] = strconv.FormatUint(uint64(*f.exit), 10)
 				}
-				put(facts.Event(f.eventID), ev)
+				put(facts.Event(f.eventID), n.event("failed", b, fmt.Sprintf("instance %s failed on %s: %s", id, n.cfg.ID, f.reason),
+					facts.InstanceState(id), `"failed"`))
 				events = append(events, id)
 			}
 		}
@@ -98,8 +99,8 @@ func (n *node) report(ctx context.Context) {
 		put(facts.NodeAvailableMemory(n.cfg.ID), max(n.cfg.Memory-usedMem, 0))
 	}
 	if n.cacheErr != "" {
-		put(facts.Event(newEventID()), map[string]any{"type": "agent.cache_corrupt", "node": n.cfg.ID,
-			"reason": n.cacheErr + "; no container was stopped or started on its account"})
+		put(facts.Event(newEventID()), n.event("cache_corrupt", map[string]string{"node": n.cfg.ID},
+			n.cacheErr+"; no container was stopped or started on its account", "", ""))
 	}
 	var ops []facts.Op
 	keys := make([]string, 0, len(want))
@@ -142,10 +143,28 @@ func (n *node) report(ctx context.Context) {
 	}
 }
 
-var eventSeq atomic.Int64
+// eventIDs hands out the ids of every node's events in this process.
+var eventIDs = facts.NewEventIDs()
 
 // newEventID returns an id of the event/{event-id} form:
 // 20261129T185454.000000001Z-000001.
 func newEventID() string {
-	return fmt.Sprintf("%s-%06d", time.Now().UTC().Format("20060102T150405.000000000Z"), eventSeq.Add(1)%1000000)
+	id, _ := eventIDs.Next()
+	return id
+}
+
+// event is the record of something the agent saw (facts.EventRecord, as
+// `ccattler events` shows them): rule "agent", kind "report", written by
+// agent/{node}, with the write it explains when there is one.
+func (n *node) event(what string, bindings map[string]string, msg, key, value string) facts.EventRecord {
+	b := map[string]string{"event": what}
+	for k, v := range bindings {
+		b[k] = v
+	}
+	rec := facts.EventRecord{Rule: "agent", Kind: "report", Bindings: b, Message: msg,
+		Time: time.Now().UTC().Format(time.RFC3339Nano), Leader: "agent/" + n.cfg.ID}
+	if key != "" {
+		rec.Writes = []facts.EventWrite{{Key: key, Value: facts.RawJSON(value)}}
+	}
+	return rec
 }

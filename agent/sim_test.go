@@ -249,8 +249,9 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 				return "state " + st
 			}
 			for _, v := range values(t, s, "event/") {
-				var ev map[string]any
-				if json.Unmarshal([]byte(v), &ev) == nil && ev["instance"] == id && ev["exit_status"] == float64(137) {
+				var ev facts.EventRecord
+				if json.Unmarshal([]byte(v), &ev) == nil && ev.Rule == "agent" && ev.Bindings["instance"] == id &&
+					ev.Bindings["exit_status"] == "137" && ev.Leader == "agent/"+node {
 					return ""
 				}
 			}

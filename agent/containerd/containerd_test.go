@@ -417,7 +417,7 @@ func TestContainerdAgent(t *testing.T) {
 			if st, _ := observed(t, s, id2, "state"); st != "failed" {
 				return "state " + st
 			}
-			if !hasEvent(t, s, id2, `"exit_status": 137`) {
+			if !hasEvent(t, s, id2, `"exit_status": "137"`) {
 				fs, _, _ := s.List(context.Background(), "event/", 0)
 				var evs []string
 				for _, f := range fs {
