@@ -42,6 +42,9 @@ type Config struct {
 	// event/ (0: no bound of that kind); the oldest go first.
 	EventMaxAge   time.Duration
 	EventMaxCount int
+	// TickInterval is how often rules that read the clock are evaluated
+	// (an Evaluator that is a Ticker).
+	TickInterval time.Duration
 	// PruneInterval is how often the leader deletes records past retention.
 	PruneInterval time.Duration
 	// Log receives the engine's logs; nil discards them.
@@ -66,6 +69,7 @@ func NewConfig() Config {
 		EventMaxAge:   7 * 24 * time.Hour,
 		EventMaxCount: 100000,
 		PruneInterval: 30 * time.Second,
+		TickInterval:  time.Second,
 	}
 }
 
@@ -88,6 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: backoff %s..%s: expected 0 < BackoffMin <= BackoffMax", c.BackoffMin, c.BackoffMax)
 	case c.EventMaxAge < 0 || c.EventMaxCount < 0:
 		return fmt.Errorf("engine: event retention %s / %d records: expected no negative bound", c.EventMaxAge, c.EventMaxCount)
+	case c.TickInterval <= 0:
+		return fmt.Errorf("engine: TickInterval %s: expected a positive duration", c.TickInterval)
 	case c.PruneInterval <= 0:
 		return fmt.Errorf("engine: PruneInterval %s: expected a positive duration", c.PruneInterval)
 	}

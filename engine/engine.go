@@ -31,6 +31,14 @@ type Evaluator interface {
 	Version() string // the rule set's version hash, recorded in every firing record
 }
 
+// Ticker is an Evaluator whose rules read the clock (now): time passing is
+// not a fact change, so the engine calls Tick every Config.TickInterval to
+// evaluate those rules (TimedRules; none: no tick rounds).
+type Ticker interface {
+	Tick(r facts.Reader) eval.Plan
+	TimedRules() []string
+}
+
 // Engine runs an Evaluator on a facts.Mirror and commits its plans to the
 // store while it is the elected leader. Create it with New, run it with Run.
 type Engine struct {

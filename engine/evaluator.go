@@ -13,7 +13,10 @@ type ruleSetEvaluator struct {
 	*eval.Evaluator
 }
 
-var _ Evaluator = ruleSetEvaluator{}
+var (
+	_ Evaluator = ruleSetEvaluator{}
+	_ Ticker    = ruleSetEvaluator{}
+)
 
 func (r ruleSetEvaluator) Version() string { return r.RuleSet().Version }
 

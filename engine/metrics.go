@@ -13,6 +13,7 @@ type Stats struct {
 	Terms            int64            // times it became leader
 	Rounds           int64            // evaluations, full ones included
 	FullRounds       int64            // evaluations of everything (startup, swap, give-up)
+	TickRounds       int64            // evaluations of the rules that read the clock
 	Firings          int64            // firings committed
 	FiringsByRule    map[string]int64 // firings committed, by rule
 	PlanFirings      int64            // firings planned (committed or not)

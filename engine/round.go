@@ -31,7 +31,10 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	var retry <-chan time.Time
 	var seen int64                  // the mirror revision of the latest evaluation
 	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
+	ticker := time.NewTicker(e.cfg.TickInterval)
+	defer ticker.Stop()
 	for {
+		ticked := false
 		ev, swapped := e.evaluator()
 		if swapped {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
@@ -47,21 +50,33 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			case <-retry:
 				retry, full = nil, true
 				continue
+			case <-ticker.C:
+				tk, ok := ev.(Ticker)
+				if !ok || len(tk.TimedRules()) == 0 {
+					continue
+				}
+				ticked = true
 			case <-sub.Ready():
 			}
 		}
 		// Taken before the view: a change that lands after it arrives in
-		// the next round, never in none.
-		batches := sub.Take()
+		// the next round, never in none. A tick leaves them for the next.
+		var batches []facts.Batch
+		if !ticked {
+			batches = sub.Take()
+		}
 		if err := e.mirror.WaitRev(ctx, e.lastRev); err != nil {
 			return err
 		}
 		var p eval.Plan
 		var err error
 		start := time.Now()
-		if full {
+		switch {
+		case full:
 			p, err = e.evaluate(ev.Full)
-		} else {
+		case ticked:
+			p, err = e.evaluate(ev.(Ticker).Tick)
+		default:
 			changes := merge(batches)
 			if len(changes) == 0 {
 				continue
@@ -75,6 +90,9 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			s.Rounds++
 			if wasFull {
 				s.FullRounds++
+			}
+			if ticked {
+				s.TickRounds++
 			}
 		})
 		if err != nil {

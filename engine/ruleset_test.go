@@ -408,3 +408,42 @@ func TestRejectionRecords(t *testing.T) {
 		t.Errorf("a placed instance got a rejection record: %d records", n)
 	}
 }
+
+// Rules that read the clock are evaluated every TickInterval: time passing
+// is not a fact change, yet it makes their guards true.
+func TestTickEvaluatesTimedRules(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	rs, diags := rules.LoadFiles(map[string][]byte{"timeout.hcl": []byte(`
+rule "give_up" {
+  doc       = "A pending instance that has not started within two seconds of its start time has failed."
+  principal = "failure"
+  match {
+    state   = "observed/instance/{id}/state"
+    started = "observed/instance/{id}/started_at"
+  }
+  when = "state == 'pending' && now - started > duration('2s')"
+  emit "observed/instance/{id}/state" {
+    value = "'failed'"
+  }
+}
+`)}, rules.WithSchema(v.store.Schema))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	v.put(t, facts.InstanceState("a8f31"), `"pending"`)
+	v.put(t, facts.InstanceStartedAt("a8f31"), fmt.Sprintf("%q", time.Now().UTC().Format(time.RFC3339Nano)))
+	cfg := testConfig()
+	cfg.TickInterval = 100 * time.Millisecond
+	e := v.engine(t, NewRuleSetEvaluator(rs, nil), cfg)
+	v.run(t, e)
+	settle(t, v, e)
+	if f, _ := v.get(t, facts.InstanceState("a8f31")); string(f.Value) != `"pending"` {
+		t.Fatalf("state %s before the timeout", f.Value)
+	}
+	v.waitValue(t, facts.InstanceState("a8f31"), `"failed"`)
+	waitFor(t, "the firing counted", 5*time.Second, func() bool { return e.Stats().FiringsByRule["give_up"] == 1 })
+	if st := e.Stats(); st.TickRounds == 0 {
+		t.Errorf("want tick rounds and one firing of give_up: %+v", st)
+	}
+}
