@@ -188,16 +188,19 @@ func TestHotReload(t *testing.T) {
 				t.Errorf("plan -o json change %+v", c)
 			}
 		}
-		// Without --against the built-in policies stand for the running
-		// set; the servers' status says it runs another version.
-		r := srv.ccattler(t, "rules", "plan", packDir)
-		if r.code != 0 || !strings.Contains(r.stderr, "note: the leading server server-1 runs version ") {
-			t.Errorf("plan against the built-in policies: exit %d, stderr:\n%s", r.code, r.stderr)
-		}
-		// Against the running set (no scheduler) the same placements are new.
-		out = srv.ok(t, "rules", "plan", packDir, "--against", runDir)
-		if !strings.Contains(out, "Plan: 4 to put, 0 to change, 0 to delete.") {
+		// Without --against, the directory the leading server runs stands
+		// for the running set (no scheduler): the same placements are new.
+		out = srv.ok(t, "rules", "plan", packDir)
+		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 4 to put, 0 to change, 0 to delete.") {
 			t.Errorf("plan against the running set without a scheduler:\n%s", out)
+		}
+		// Once that directory no longer holds the running version, the
+		// built-in policies stand in, and a note says so.
+		copyFile(t, filepath.Join(spreadDir, "scheduler.hcl"), filepath.Join(runDir, "scheduler.hcl"))
+		r := srv.ccattler(t, "rules", "plan", packDir)
+		if r.code != 0 || !strings.Contains(r.stdout, "against (built-in default policies)") ||
+			!strings.Contains(r.stderr, "note: the leading server server-1 runs version ") {
+			t.Errorf("plan against an edited directory: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
 

@@ -35,13 +35,14 @@ running set has converged, DIR = the running set's files plans nothing.
   ~ key = value (running: value)   both would; with different values
   - key (running: value)           the running set would have it; DIR would not
 
-What "the running set" is: --against DIR2, or the default policies built
-into this binary. When the servers' status (ccattler rules status) names
-another version, a note says so.
+What "the running set" is: --against DIR2; without it, the directory the
+leading server runs (ccattler rules status) when it is readable here and
+still holds the running version, else the default policies built into this
+binary. When the set compared with is not the running version, a note says so.
 
 A rule set that does not load prints its problems with file:line:col and
 exits 1; otherwise the exit status is 0, with or without differences.`,
-		Example: `  # a scheduler that packs instead of spreading, against the built-in policies
+		Example: `  # a scheduler that packs instead of spreading, against what the servers run
   ccattler rules plan ./my-policies
 
   # against the directory the server runs
@@ -69,6 +70,9 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("against") {
+				against = runningSource(cmd, s)
+			}
 			runningName := policiesName(against)
 			running, err := loadPlanSet(cmd, against, schema)
 			if err != nil {
@@ -93,7 +97,7 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&against, "against", "", "rule directory standing for the running set (default: the built-in policies)")
+	cmd.Flags().StringVar(&against, "against", "", "rule directory standing for the running set (default: the leading server's directory if readable here, else the built-in policies)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids both sets draw, so that the rules they share create the same ids")
 	return cmd
 }
@@ -150,4 +154,23 @@ func printPlan(out io.Writer, dir, against string, d whatif.Diff) {
 		}
 	}
 	fmt.Fprintf(out, "\nPlan: %s. Nothing was written.\n", d)
+}
+
+// runningSource guesses the directory of the running set: the leading
+// server's --policies directory when this machine can read it and its files
+// are still the running version; otherwise "" (the built-in policies).
+func runningSource(cmd *cobra.Command, s *facts.Store) string {
+	sts, _, err := reload.ReadStatus(cmd.Context(), s, strings.TrimSuffix(s.Root, "/")+"-leader/")
+	if err != nil {
+		return ""
+	}
+	for _, st := range sts {
+		if !st.Leading || st.Source == policiesName("") {
+			continue
+		}
+		if srcs, diags := reload.ReadDir(st.Source); !diags.HasErrors() && reload.Version(srcs) == st.Version {
+			return st.Source
+		}
+	}
+	return ""
 }
