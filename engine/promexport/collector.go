@@ -34,6 +34,7 @@ var (
 	dTerms         = desc("engine_terms_total", "Times this engine became leader.")
 	dRounds        = desc("engine_rounds_total", "Evaluation rounds, full ones included.")
 	dFullRounds    = desc("engine_full_rounds_total", "Rounds that evaluated everything (start, rule-set swap, give-up).")
+	dTickRounds    = desc("engine_tick_rounds_total", "Rounds that evaluated the rules reading the clock.")
 	dFirings       = desc("engine_firings_total", "Rule firings committed, by rule.", "rule")
 	dPlanFirings   = desc("engine_plan_firings_total", "Firings planned, committed or not.")
 	dPlanWrites    = desc("engine_plan_writes_total", "Writes planned.")
@@ -65,7 +66,7 @@ var (
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dFirings, dPlanFirings, dPlanWrites,
+	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
 		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
 		dCommitMax, dPruned, dRejections, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
 		dMirrorUntyped, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails} {
@@ -87,6 +88,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dTerms, float64(s.Terms))
 		counter(dRounds, float64(s.Rounds))
 		counter(dFullRounds, float64(s.FullRounds))
+		counter(dTickRounds, float64(s.TickRounds))
 		for rule, n := range s.FiringsByRule {
 			counter(dFirings, float64(n), rule)
 		}
