@@ -159,7 +159,10 @@ func (e *Evaluator) TimedRules() []string {
 // Incremental evaluates only the bindings the changed facts affect: for each
 // change, the patterns it matches (positive, optional, absent, aggregate
 // and choice patterns, derive heads) give partial bindings, and each rule is
-// evaluated under those alone. r must already reflect the changes.
+// evaluated under those alone. r must already reflect the changes. A
+// change carries its CreateRevision and ModRevision as etcd reports them
+// (they tell an update from a creation). For a batch that touches most
+// facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
