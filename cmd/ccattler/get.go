@@ -110,6 +110,9 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: address(f.Value)})
 				continue
 			}
+			if len(k.Args) == 0 {
+				continue // a singleton such as observed/clock describes no object
+			}
 			id := k.Args[0]
 			m := w.attrs[k.Type.Name]
 			if m == nil {
