@@ -23,11 +23,23 @@ func (n *node) holdLease(ctx context.Context) {
 		if err == nil {
 			// The lease and the node's facts in one transaction: the node is
 			// never seen alive without a lease.
-			ops := []facts.Op{{Key: facts.Lease(n.cfg.ID), Value: []byte("{}"), Lease: id}}
-			for k, v := range n.nodeFacts {
-				ops = append(ops, facts.Put(k, []byte(v)))
+			// An operator's "draining" outlives the agent's re-registrations.
+			var cur facts.Fact
+			var found bool
+			if cur, found, err = n.a.cfg.Store.Get(gctx, facts.NodeState(n.cfg.ID)); err == nil {
+				draining := found && string(cur.Value) == `"draining"`
+				ops := []facts.Op{{Key: facts.Lease(n.cfg.ID), Value: []byte("{}"), Lease: id}}
+				for k, v := range n.nodeFacts {
+					if !(draining && k == facts.NodeState(n.cfg.ID)) {
+						ops = append(ops, facts.Put(k, []byte(v)))
+					}
+				}
+				// Guarded by the state read: a drain ordered meanwhile is not overwritten.
+				_, err = n.a.cfg.Store.Commit(gctx, facts.Txn{If: []facts.Cond{{Key: facts.NodeState(n.cfg.ID), Rev: cur.ModRevision}}, Ops: ops})
+				n.mu.Lock()
+				n.draining = draining
+				n.mu.Unlock()
 			}
-			_, err = n.a.cfg.Store.Commit(gctx, facts.Txn{Ops: ops})
 		}
 		cancel()
 		if err != nil {

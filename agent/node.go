@@ -52,6 +52,7 @@ type node struct {
 	health   map[string]string
 	probes   map[string]context.CancelFunc
 	running  int
+	draining bool // the node's state was "draining" at registration: the agent leaves it so
 	lease    clientv3.LeaseID
 	leaseGen int64 // grows with every new lease: the node re-registers and re-reports
 }

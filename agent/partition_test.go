@@ -166,4 +166,21 @@ func TestLostLeaseIsReplaced(t *testing.T) {
 		}
 		return ""
 	})
+
+	// An operator's drain survives the agent registering again.
+	drained := leaseOf("sim-0003")
+	put(t, s, facts.NodeState("sim-0003"), "draining")
+	if err := s.Revoke(context.Background(), drained); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() string {
+		if l := leaseOf("sim-0003"); l == 0 || l == drained {
+			return "lease of sim-0003 not replaced"
+		}
+		return ""
+	})
+	time.Sleep(time.Second) // a few report rounds
+	if st := values(t, s, facts.NodeState("sim-0003"))[facts.NodeState("sim-0003")]; st != "draining" {
+		t.Fatalf("node state %q after re-registration, want draining kept", st)
+	}
 }

@@ -31,6 +31,9 @@ func (n *node) report(ctx context.Context) {
 		for k, v := range n.nodeFacts {
 			want[k] = v
 		}
+		if n.draining {
+			delete(want, facts.NodeState(n.cfg.ID))
+		}
 	}
 	var usedCPU float64
 	var usedMem int64
