@@ -25,6 +25,12 @@ func TestAuditLifecycle(t *testing.T) {
 		eps, _, _ = srv.factsUnder(t, "endpoint/service/web/")
 		return len(eps) == 3
 	})
+	// The server's clock (observed/clock, a fact without an id) sits among
+	// the observed facts `get` reads.
+	waitUntil(t, 10*time.Second, "get services shows web converged", func() bool {
+		lines := strings.Split(strings.TrimSpace(srv.ok(t, "get", "services")), "\n")
+		return len(lines) == 2 && strings.Join(strings.Fields(lines[1]), " ") == "web nginx:1.28 3 3 3 3 8080"
+	})
 	var key, id string
 	for k := range eps {
 		key, id = k, strings.TrimPrefix(k, "endpoint/service/web/")
