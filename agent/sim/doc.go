@@ -10,7 +10,9 @@
 //
 // A start takes Config.StartDelay and fails with probability
 // Config.FailureRate; a started instance reports healthy, or unhealthy with
-// probability Config.Unhealthy. Addresses come in order from Config.Range and
+// probability Config.Unhealthy; an instance of an image whose name contains
+// "unhealthy" (UnhealthyImage) always reports unhealthy, so a test can roll
+// out a version whose health checks fail. Addresses come in order from Config.Range and
 // are never dialled. Fleet.Exit makes a container die, to exercise failure
 // reporting. Draws are seeded (Config.Seed), so a run can be replayed.
 package sim

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,10 @@ type runtime struct {
 
 var _ agent.Runtime = (*runtime)(nil)
 
+// UnhealthyImage marks an image whose simulated instances always report
+// unhealthy (e.g. "web:2-unhealthy"): how tests roll out a bad version.
+const UnhealthyImage = "unhealthy"
+
 // ErrStartFailed is the simulated failure of a start.
 var ErrStartFailed = errors.New("sim: simulated start failure")
 
@@ -141,7 +146,7 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 	}
 	st := &agent.Status{Spec: sp, Image: sp.Image, IP: ip.String(), Running: true,
 		StartedAt: time.Now().UTC(), Health: agent.Healthy}
-	if unhealthy {
+	if unhealthy || strings.Contains(sp.Image, UnhealthyImage) {
 		st.Health = agent.Unhealthy
 	}
 	r.mu.Lock()
