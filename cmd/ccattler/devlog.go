@@ -67,7 +67,8 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 	}
 	for _, ev := range evs {
 		key := s.Rel(string(ev.Kv.Key))
-		if strings.HasPrefix(key, "schema/") || (!leases && strings.HasPrefix(key, "lease/")) {
+		// The clock ticks every second and the schema is written once: noise here.
+		if strings.HasPrefix(key, "schema/") || key == facts.Clock() || (!leases && strings.HasPrefix(key, "lease/")) {
 			continue
 		}
 		loose = append(loose, ev)

@@ -17,9 +17,21 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, l
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
+	var last time.Time
 	for {
 		now := time.Now().UTC().Truncate(time.Second)
+		if now.Equal(last) { // a tick early within the same second: nothing new to say
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			continue
+		}
 		_, err := store.PutValue(ctx, facts.Clock(), now)
+		if err == nil {
+			last = now
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			log.Warn("clock: cannot write observed/clock; rules about time wait", "err", err)
