@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // TestHotReload: one cluster (a server running the default policies from a
@@ -277,4 +279,40 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Every running server answers a reload, each for its own directory, and
+// `rules status` lists them all with the leader marked.
+func TestReloadReachesEveryServer(t *testing.T) {
+	dirA, dirB := policyCopy(t, nil), policyCopy(t, nil)
+	a, _ := newEngineServer(t, "--policies", dirA)
+	b := startServer(t, "--etcd", a.client, "--policies", dirB, "--engine-id", "server-2",
+		"--admin-addr", fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)))
+	var sts []map[string]any
+	waitUntil(t, 10*time.Second, "two servers in rules status", func() bool {
+		sts = nil
+		return json.Unmarshal([]byte(a.ok(t, "rules", "status", "-o", "json")), &sts) == nil && len(sts) == 2
+	})
+	if sts[0]["server"] != "server-1" || sts[0]["leading"] != true || sts[1]["server"] != "server-2" || sts[1]["leading"] != false {
+		t.Errorf("status of two servers: %v", sts)
+	}
+	out := a.ok(t, "rules", "status")
+	if !strings.Contains(out, "server    server-1 (leader)") || !strings.Contains(out, "server    server-2 (standby)") {
+		t.Errorf("rules status:\n%s", out)
+	}
+	src, err := os.ReadFile(filepath.Join(dirB, "scheduler.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dirB, "scheduler.hcl", scoreLine.ReplaceAllString(string(src), `${1}score = "nope"`))
+	r := a.ccattler(t, "rules", "reload")
+	if r.code != 1 || !strings.Contains(r.stdout, "server-1: unchanged") || !strings.Contains(r.stdout, "server-2: rejected") ||
+		!strings.Contains(r.stderr, filepath.Join(dirB, "scheduler.hcl")+":") {
+		t.Errorf("reload with one server's directory broken: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	b.stop(t)
+	waitUntil(t, 10*time.Second, "the stopped server gone from rules status", func() bool {
+		sts = nil
+		return json.Unmarshal([]byte(a.ok(t, "rules", "status", "-o", "json")), &sts) == nil && len(sts) == 1
+	})
 }
