@@ -123,6 +123,14 @@ func (d *daemon) stop(t *testing.T) {
 		cancel()
 		c.Close()
 	}
+	// runc removes a container's cgroup but not the namespace's parent
+	// directory; remove the (now empty) ones of this run.
+	if dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", d.namespace)); len(dirs) > 0 {
+		for _, dir := range dirs {
+			_ = syscall.Rmdir(dir)
+		}
+	}
+	_ = syscall.Rmdir(filepath.Join("/sys/fs/cgroup", d.namespace))
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { d.cmd.Wait(); close(done) }()
