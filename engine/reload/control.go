@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
@@ -39,13 +40,15 @@ type Request struct {
 // Run answers reload requests, keeps this server's status key current and,
 // with Watch, watches Dir, until ctx is done; it then removes the status.
 func (r *Reloader) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { defer close(done); r.statusLoop(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.statusLoop(ctx) }()
 	if r.Status().Watch {
-		go r.watchDir(ctx)
+		wg.Add(1)
+		go func() { defer wg.Done(); r.watchDir(ctx) }()
 	}
 	r.requestLoop(ctx)
-	<-done
+	wg.Wait()
 }
 
 // requestLoop watches the request key and reloads on every new request.
