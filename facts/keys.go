@@ -88,6 +88,7 @@ var builtins = []builtin{
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
+	{"observed.instance.failed_at", "observed/instance/{instance-id}/failed_at", vTime, "When the health policy first saw the instance failed."},
 	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
 	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
@@ -161,6 +162,7 @@ func InstanceHealth(id string) string         { return InstanceAttr(id, "health"
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }
 func InstanceRetiring(id string) string       { return InstanceAttr(id, "retiring") }
+func InstanceFailedAt(id string) string       { return InstanceAttr(id, "failed_at") }
 func ServiceRollout(name string) string       { return "observed/service/" + name + "/rollout" }
 func ClusterDisruption() string               { return "observed/disruption/cluster" }
 func ZoneDisruption(zone string) string       { return "observed/disruption/zone/" + zone }

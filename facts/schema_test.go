@@ -55,6 +55,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/health", "observed.instance.health", []string{"a8f31"}, InstanceHealth("a8f31")},
 		{"observed/instance/a8f31/started_at", "observed.instance.started_at", []string{"a8f31"}, InstanceStartedAt("a8f31")},
 		{"observed/instance/a8f31/unhealthy_since", "observed.instance.unhealthy_since", []string{"a8f31"}, InstanceUnhealthySince("a8f31")},
+		{"observed/instance/a8f31/failed_at", "observed.instance.failed_at", []string{"a8f31"}, InstanceFailedAt("a8f31")},
 		{"observed/instance/a8f31/retiring", "observed.instance.retiring", []string{"a8f31"}, InstanceRetiring("a8f31")},
 		{"observed/service/web/rollout", "observed.service.rollout", []string{"web"}, ServiceRollout("web")},
 		{"observed/disruption/cluster", "observed.disruption.cluster", nil, ClusterDisruption()},

@@ -43,11 +43,15 @@ rule "create_instances" {
 }
 
 rule "cancel_waiting_extras" {
-  doc       = "While a service has more live instances than its target, stop its newest unplaced pending instance first: it costs nothing to stop."
+  doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its newest unplaced pending instance first: it costs nothing to stop."
   principal = "instances"
   after     = ["create_instances"]
   match {
     want = "effective/service/{svc}/instances"
+  }
+  optional {
+    image = "desired/service/{svc}/image"
+    extra = "desired/service/{svc}/update/max_extra"
   }
   aggregate "placed" {
     match {
@@ -68,7 +72,25 @@ rule "cancel_waiting_extras" {
     where  = "state == 'pending'"
     count  = true
   }
-  when = "waiting + placed > want && waiting > 0"
+  aggregate "old" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      iimage   = "observed/instance/{i}/image"
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()))"
+    count = true
+  }
+  let {
+    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
+    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
+  }
+  when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
     match {
       svc   = "observed/instance/{v}/service"
@@ -86,10 +108,14 @@ rule "cancel_waiting_extras" {
 }
 
 rule "stop_placed_extras" {
-  doc       = "While a service has more live placed instances than its target and none waiting, stop one by deleting its placement: pending first, then unhealthy, then the newest, never the last healthy one."
+  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement: pending first, then unhealthy, then the newest, never the last healthy one."
   principal = "reconcile"
   match {
     want = "effective/service/{svc}/instances"
+  }
+  optional {
+    image = "desired/service/{svc}/image"
+    extra = "desired/service/{svc}/update/max_extra"
   }
   aggregate "placed" {
     match {
@@ -121,7 +147,25 @@ rule "stop_placed_extras" {
     where  = "state == 'pending'"
     count  = true
   }
-  when = "placed > want && waiting == 0"
+  aggregate "old" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      iimage   = "observed/instance/{i}/image"
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()))"
+    count = true
+  }
+  let {
+    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
+    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
+  }
+  when = "placed > allowed && waiting == 0"
   choose "victim" {
     match {
       svc    = "observed/instance/{v}/service"

@@ -34,7 +34,9 @@ func newGetCmd() *cobra.Command {
 		Short: "Show services, instances, nodes, endpoints or volumes as tables",
 		Long: `Show the state of the cluster, built from the facts in etcd at one revision.
 
-  services   name, image, desired/effective instances, running and healthy counts, ports
+  services   name, image, desired/effective instances, running and healthy counts, ports,
+             updated/target (running, healthy instances on the current image) and
+             the rollout's state while instances run an older image
   instances  id, service, node, state, health, ip, image, age
   nodes      id, state, zone, architecture, cpu and memory (capacity/available), instances
   endpoints  service, instance, address
@@ -182,25 +184,44 @@ type serviceRow struct {
 	Running   int    `json:"running"`
 	Healthy   int    `json:"healthy"`
 	Ports     string `json:"ports"`
+	// Updated is "n/target": running, healthy instances on the service's
+	// current image of its effective target, a rollout's progress.
+	Updated string `json:"updated"`
+	// Rollout is the state of observed/service/{name}/rollout (progressing
+	// or halted) while instances run an older image; empty otherwise.
+	Rollout string `json:"rollout"`
 }
 
 func (w *world) services() []serviceRow {
-	running, healthy := map[string]int{}, map[string]int{}
+	running, healthy, updated := map[string]int{}, map[string]int{}, map[string]int{}
 	for id, svc := range w.attrs["observed.instance.service"] {
 		if w.get("observed.instance.state", id) == "running" {
 			running[svc]++
 		}
 		if w.get("observed.instance.health", id) == "healthy" {
 			healthy[svc]++
+			if w.get("observed.instance.state", id) == "running" &&
+				w.get("observed.instance.image", id) == w.get("desired.service.image", svc) {
+				updated[svc]++
+			}
 		}
 	}
 	rows := []serviceRow{}
 	for _, n := range w.ids["desired.service"] {
 		ports := strings.Split(w.get("desired.service.expose", n), ",")
 		slices.SortFunc(ports, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+		target := w.get("effective.service.instances", n)
+		if target == "" {
+			target = w.get("desired.service.instances", n)
+		}
+		var rollout struct {
+			State string `json:"state"`
+		}
+		_ = json.Unmarshal([]byte(w.get("observed.service.rollout", n)), &rollout) // absent: no rollout
 		rows = append(rows, serviceRow{Name: n, Image: w.get("desired.service.image", n),
 			Desired: w.get("desired.service.instances", n), Effective: w.get("effective.service.instances", n),
-			Running: running[n], Healthy: healthy[n], Ports: strings.Join(ports, ",")})
+			Running: running[n], Healthy: healthy[n], Ports: strings.Join(ports, ","),
+			Updated: fmt.Sprintf("%d/%s", updated[n], target), Rollout: rollout.State})
 	}
 	return rows
 }

@@ -30,6 +30,11 @@ func TestGetTables(t *testing.T) {
 		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
 		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
 		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
+		facts.DesiredService("api"): map[string]any{}, facts.ServiceImage("api"): "api:2", facts.EffectiveInstances("api"): 2,
+		facts.InstanceService("c0001"): "api", facts.InstanceState("c0001"): "running", facts.InstanceHealth("c0001"): "healthy",
+		facts.InstanceImage("c0001"): "api:1", facts.Placement("c0001"): "node-1",
+		facts.ServiceRollout("api"): map[string]any{"image": "api:2", "updated": 0, "total": 2, "state": "halted",
+			"reason": "1 instance(s) of api:2 failed or are unhealthy; 1 running an older image keep serving"},
 		facts.DesiredVolume("data"):    map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
 		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
 	}
@@ -49,15 +54,17 @@ func TestGetTables(t *testing.T) {
 		want string
 	}{
 		{"services", w.services(), `
-NAME  IMAGE       DESIRED  EFFECTIVE  RUNNING  HEALTHY  PORTS
-web   nginx:1.28  3        2          1        1        8080,8443`},
+NAME  IMAGE       DESIRED  EFFECTIVE  RUNNING  HEALTHY  PORTS      UPDATED  ROLLOUT
+api   api:2       -        2          1        1        -          0/2      halted
+web   nginx:1.28  3        2          1        1        8080,8443  1/2      -`},
 		{"instances", w.instances(now), `
 ID     SERVICE  NODE    STATE    HEALTH   IP        IMAGE       AGE
+c0001  api      node-1  running  healthy  -         api:1       -
 a8f31  web      node-1  running  healthy  10.1.0.5  nginx:1.28  1m30s
 b72c9  web      node-2  pending  -        -         -           -`},
 		{"nodes", w.nodes(), `
 ID      STATE     ZONE   ARCH   CPU    MEMORY   INSTANCES
-node-1  alive     eu-1a  amd64  4/3.5  8Gi/7Gi  1
+node-1  alive     eu-1a  amd64  4/3.5  8Gi/7Gi  2
 node-2  draining  -      -      -      -        1`},
 		{"endpoints", w.endpoints(), `
 SERVICE  INSTANCE  ADDRESS

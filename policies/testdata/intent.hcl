@@ -82,10 +82,14 @@ test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
     "placement/instance/a0003"           = "node-1"
   }
   expect {
-    writes  = { "effective/service/web/instances" = 1 }
+    writes = {
+      "effective/service/web/instances" = 1
+      # the health policy notes when it first saw a0003 unhealthy (health.hcl)
+      "observed/instance/a0003/unhealthy_since" = "2026-11-29T12:00:00Z"
+    }
     # the unhealthy one first, then the newer healthy one: the longest-running healthy one stays
     deletes = ["placement/instance/a0002", "placement/instance/a0003"]
-    firings = { resolve_intent = 1, stop_placed_extras = 2 }
+    firings = { resolve_intent = 1, stop_placed_extras = 2, note_unhealthy = 1 }
   }
   then "scale up to 5: four new instances next to the one left" {
     facts = { "intent/user/service/web/instances" = 5 }

@@ -1,0 +1,103 @@
+# Health replacement. The agent reports each health check's result as it
+# changes; "unhealthy for N consecutive checks" is told from the facts as
+# "reported unhealthy, without a healthy report in between, for N-1 check
+# intervals": the policy notes when it first saw the running instance
+# unhealthy (observed/instance/{id}/unhealthy_since) and
+# forgets it on the next report that is not unhealthy. N is the service's
+# health/failures (default 3), the interval its health/interval (default
+# 10s, as the agent's). A retiring instance is replaced by the rollout rules
+# (rollout.hcl): a new instance first, within update/max_extra, then the old
+# one is stopped once a new one is running and healthy. Its endpoint is gone
+# already: endpoints require healthy. A failed instance is not live, so
+# create_instances replaces it; release_failed then lets its agent remove it.
+rule "note_unhealthy" {
+  doc       = "A running instance reported unhealthy gets observed/instance/{id}/unhealthy_since: when the policy first saw it so."
+  principal = "failure"
+  match {
+    state  = "observed/instance/{id}/state"
+    health = "observed/instance/{id}/health"
+  }
+  absent = ["observed/instance/{id}/unhealthy_since"]
+  when   = "state == 'running' && health == 'unhealthy'"
+  # now, not observed/clock: a clock tick must not re-evaluate every instance.
+  emit "observed/instance/{id}/unhealthy_since" {
+    value = "now"
+  }
+}
+
+rule "forget_unhealthy" {
+  doc       = "An instance no longer reported running and unhealthy loses observed/instance/{id}/unhealthy_since: its failed checks were not consecutive."
+  principal = "failure"
+  after     = ["note_unhealthy"]
+  match {
+    since = "observed/instance/{id}/unhealthy_since"
+  }
+  optional {
+    state  = "observed/instance/{id}/state"
+    health = "observed/instance/{id}/health"
+  }
+  when = "state.orValue('') != 'running' || health.orValue('') != 'unhealthy'"
+  delete "observed/instance/{id}/unhealthy_since" {}
+}
+
+rule "retire_unhealthy" {
+  doc       = "An instance unhealthy for its service's health/failures consecutive checks (default 3, one per health/interval, default 10s) is marked retiring: it is to be replaced."
+  principal = "failure"
+  match {
+    since = "observed/instance/{id}/unhealthy_since"
+    clock = "observed/clock"
+    svc   = "observed/instance/{id}/service"
+  }
+  absent = ["observed/instance/{id}/retiring"]
+  optional {
+    failures = "desired/service/{svc}/health/failures"
+    interval = "desired/service/{svc}/health/interval"
+  }
+  let {
+    # The first unhealthy report is the first failed check; N checks span N-1 intervals.
+    span_ms = "(failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
+  }
+  when = "(clock - since).getMilliseconds() >= span_ms"
+  emit "observed/instance/{id}/retiring" {
+    value = "'unhealthy'"
+  }
+}
+
+rule "note_failed" {
+  doc       = "A failed instance gets observed/instance/{id}/failed_at: when the policy first saw it failed."
+  principal = "failure"
+  match {
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["observed/instance/{id}/failed_at"]
+  when   = "state == 'failed'"
+  emit "observed/instance/{id}/failed_at" {
+    value = "now"
+  }
+}
+
+rule "release_failed" {
+  doc       = "A failed instance (not live, so already replaced) loses its placement, so its agent removes the container: at once while no instance of its service runs an older image; during a rollout, which it halts, after 60 seconds, so the rollout is retried at that pace."
+  principal = "reconcile"
+  after     = ["schedule", "stop_placed_extras", "stop_replaced"]
+  match {
+    state  = "observed/instance/{id}/state"
+    node   = "placement/instance/{id}"
+    svc    = "observed/instance/{id}/service"
+    image  = "desired/service/{svc}/image"
+    failed = "observed/instance/{id}/failed_at"
+    clock  = "observed/clock"
+  }
+  aggregate "outdated" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      istate = "observed/instance/{i}/state"
+      iimage = "observed/instance/{i}/image"
+      inode  = "placement/instance/{i}"
+    }
+    where = "(istate == 'pending' || istate == 'running') && iimage != image"
+    count = true
+  }
+  when = "state == 'failed' && (outdated == 0 || clock - failed >= duration('60s'))"
+  delete "placement/instance/{id}" {}
+}

@@ -1,0 +1,288 @@
+# Rolling replacement. An instance is replaced when it runs an image other
+# than its service's current one (the agent starts every instance with the
+# service's image of the moment and reports it in observed/instance/{id}/image),
+# or when the health policy marked it retiring. Replacement is new first:
+#   1. replace_first creates new instances while the service has instances to
+#      replace, up to update/max_extra (default 1) above its target and until
+#      the target's worth of new ones exist;
+#   2. stop_replaced stops an old one only when a new one is running and
+#      healthy in its place (old + new healthy > target), and never takes the
+#      running, healthy instances below target - update/max_unavailable
+#      (default 0). With max_extra = 0 there is no room to start first: an old
+#      one is stopped when no new one is still starting, within max_unavailable.
+# A rollout halts where it is when an instance of the new image fails or
+# reports unhealthy: no more new instances, no more old ones stopped, the old
+# ones keep serving. A start that failed reports no image; it is counted as
+# the new image's (halting is the safe side). Failed instances keep their
+# placement while a rollout is under way, as its evidence; release_failed
+# (health.hcl) clears them once no instance runs an older image. observed/service/{name}/rollout says so and why while
+# any instance runs an older image, and is what `ccattler get services` shows
+# as updated/total (the actions compute
+# the same condition themselves: a view may not feed back into the actions it
+# watches). Changing the image again (e.g. back) resumes.
+rule "rollout_status" {
+  doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
+  principal = "instances"
+  match {
+    want  = "effective/service/{svc}/instances"
+    image = "desired/service/{svc}/image"
+  }
+  aggregate "updated" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      health = "observed/instance/{i}/health"
+      iimage = "observed/instance/{i}/image"
+      node   = "placement/instance/{i}"
+    }
+    where = "state == 'running' && health == 'healthy' && iimage == image"
+    count = true
+  }
+  aggregate "outdated" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      iimage = "observed/instance/{i}/image"
+      node   = "placement/instance/{i}"
+    }
+    where = "(state == 'pending' || state == 'running') && iimage != image"
+    count = true
+  }
+  aggregate "bad" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+      node  = "placement/instance/{i}"
+    }
+    optional {
+      health = "observed/instance/{i}/health"
+      iimage = "observed/instance/{i}/image"
+    }
+    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    count = true
+  }
+  let {
+    halted = "outdated > 0 && bad > 0"
+    phase  = "halted ? 'halted' : 'progressing'"
+    reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''"
+  }
+  when = "outdated > 0"
+  derive "observed/service/{svc}/rollout" {
+    value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}"
+  }
+}
+
+rule "replace_first" {
+  doc       = "While a service has instances to replace (an older image, or retiring) and its rollout is not halted, create new instances first: up to update/max_extra (default 1) above the target, until the target's worth of new ones exist."
+  principal = "instances"
+  after     = ["create_instances", "cancel_waiting_extras"]
+  match {
+    want  = "effective/service/{svc}/instances"
+    image = "desired/service/{svc}/image"
+  }
+  optional {
+    max_extra = "desired/service/{svc}/update/max_extra"
+  }
+  aggregate "outdated" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      iimage = "observed/instance/{i}/image"
+      node   = "placement/instance/{i}"
+    }
+    where = "(state == 'pending' || state == 'running') && iimage != image"
+    count = true
+  }
+  aggregate "bad" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+      node  = "placement/instance/{i}"
+    }
+    optional {
+      health = "observed/instance/{i}/health"
+      iimage = "observed/instance/{i}/image"
+    }
+    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    count = true
+  }
+  aggregate "waiting" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'pending'"
+    count  = true
+  }
+  aggregate "placed" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    count = true
+  }
+  aggregate "old" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      iimage   = "observed/instance/{i}/image"
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image)"
+    count = true
+  }
+  let {
+    extra   = "max_extra.orValue(1)"
+    live    = "waiting + placed"
+    renewed = "live - old"
+    halted  = "outdated > 0 && bad > 0"
+  }
+  when = "old > 0 && !halted && live < want + extra && renewed < want"
+  fresh "id" {
+    count = "math.least(want + extra - live, want - renewed)"
+  }
+  emit "observed/instance/{id}/service" {
+    value = "svc"
+  }
+  emit "observed/instance/{id}/state" {
+    value = "'pending'"
+  }
+}
+
+rule "stop_replaced" {
+  doc       = "Stop an instance to replace (unhealthy ones first) once a new one is running and healthy in its place, keeping running, healthy instances at or above the target less update/max_unavailable (default 0); nothing while the rollout is halted."
+  principal = "reconcile"
+  after     = ["stop_placed_extras", "schedule"]
+  match {
+    want  = "effective/service/{svc}/instances"
+    image = "desired/service/{svc}/image"
+  }
+  optional {
+    max_extra       = "desired/service/{svc}/update/max_extra"
+    max_unavailable = "desired/service/{svc}/update/max_unavailable"
+  }
+  aggregate "outdated" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      iimage = "observed/instance/{i}/image"
+      node   = "placement/instance/{i}"
+    }
+    where = "(state == 'pending' || state == 'running') && iimage != image"
+    count = true
+  }
+  aggregate "bad" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+      node  = "placement/instance/{i}"
+    }
+    optional {
+      health = "observed/instance/{i}/health"
+      iimage = "observed/instance/{i}/image"
+    }
+    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    count = true
+  }
+  aggregate "waiting" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'pending'"
+    count  = true
+  }
+  aggregate "old" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      iimage   = "observed/instance/{i}/image"
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image)"
+    count = true
+  }
+  aggregate "renewed" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      iimage   = "observed/instance/{i}/image"
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && !retiring.hasValue() && iimage.orValue(image) == image"
+    count = true
+  }
+  aggregate "renewed_healthy" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      health = "observed/instance/{i}/health"
+      iimage = "observed/instance/{i}/image"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    optional {
+      retiring = "observed/instance/{i}/retiring"
+    }
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && !retiring.hasValue() && iimage == image"
+    count = true
+  }
+  aggregate "healthy" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      health = "observed/instance/{i}/health"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable'"
+    count = true
+  }
+  let {
+    extra       = "max_extra.orValue(1)"
+    unavailable = "max_unavailable.orValue(0)"
+    halted      = "outdated > 0 && bad > 0"
+    covered     = "old + renewed_healthy > want"
+    room        = "extra == 0 && waiting + renewed == renewed_healthy"
+  }
+  when = "old > 0 && !halted && (covered || room)"
+  choose "victim" {
+    match {
+      svc    = "observed/instance/{v}/service"
+      vstate = "observed/instance/{v}/state"
+      vnode  = "placement/instance/{v}"
+      vnst   = "observed/node/{vnode}/state"
+    }
+    optional {
+      vhealth   = "observed/instance/{v}/health"
+      vimage    = "observed/instance/{v}/image"
+      vretiring = "observed/instance/{v}/retiring"
+    }
+    let {
+      serving = "vstate == 'running' && vhealth.orValue('unknown') == 'healthy'"
+    }
+    filters {
+      replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image)"
+      available = "!serving || healthy - 1 >= want - unavailable"
+    }
+    score = "serving ? 0.0 : 1.0"
+  }
+  delete "placement/instance/{v}" {}
+}

@@ -1,0 +1,167 @@
+# Health replacement (health.hcl, then rollout.hcl): an instance unhealthy
+# for health/failures consecutive checks is replaced, a new one first; a
+# healthy check in between starts the count again; failed instances are
+# replaced and released.
+test "unhealthy for 3 checks of 5s: replaced, new instance first" {
+  seed = 11
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 16
+    "observed/node/node-1/capacity/memory" = "16Gi"
+    "lease/node/node-1"                    = {}
+    "desired/service/web"                  = {}
+    "desired/service/web/image"            = "nginx:1"
+    "desired/service/web/expose/8080"      = {}
+    "desired/service/web/health/failures"  = 3
+    "desired/service/web/health/interval"  = "5s"
+    "intent/user/service/web/instances"    = 3
+    "effective/service/web/instances"      = 3
+    "observed/clock"                       = "2026-11-29T12:00:00Z"
+    "observed/instance/d0001/service"    = "web"
+    "observed/instance/d0001/state"      = "running"
+    "observed/instance/d0001/health"     = "healthy"
+    "observed/instance/d0001/image"      = "nginx:1"
+    "observed/instance/d0001/ip"         = "10.1.0.5"
+    "placement/instance/d0001"           = "node-1"
+    "observed/instance/d0002/service"    = "web"
+    "observed/instance/d0002/state"      = "running"
+    "observed/instance/d0002/health"     = "healthy"
+    "observed/instance/d0002/image"      = "nginx:1"
+    "observed/instance/d0002/ip"         = "10.1.0.9"
+    "placement/instance/d0002"           = "node-1"
+    "observed/instance/d0003/service"    = "web"
+    "observed/instance/d0003/state"      = "running"
+    "observed/instance/d0003/health"     = "healthy"
+    "observed/instance/d0003/image"      = "nginx:1"
+    "observed/instance/d0003/ip"         = "10.1.0.12"
+    "placement/instance/d0003"           = "node-1"
+  }
+  expect {
+    writes = {
+      "endpoint/service/web/d0001" = { ip = "10.1.0.5", port = 8080 }
+      "endpoint/service/web/d0002" = { ip = "10.1.0.9", port = 8080 }
+      "endpoint/service/web/d0003" = { ip = "10.1.0.12", port = 8080 }
+    }
+    firings = { publish_endpoint = 3 }
+  }
+
+  then "d0002 reports unhealthy: its endpoint is removed and the policy notes since when" {
+    facts = { "observed/instance/d0002/health" = "unhealthy" }
+    expect {
+      writes  = { "observed/instance/d0002/unhealthy_since" = "2026-11-29T12:00:00Z" }
+      deletes = ["endpoint/service/web/d0002"]
+      firings = { note_unhealthy = 1, publish_endpoint = 1 }
+    }
+  }
+
+  then "a healthy check in between: the count starts again" {
+    facts = {
+      "observed/instance/d0002/health" = "healthy"
+      "observed/clock"                 = "2026-11-29T12:00:05Z"
+    }
+    expect {
+      writes  = { "endpoint/service/web/d0002" = { ip = "10.1.0.9", port = 8080 } }
+      deletes = ["observed/instance/d0002/unhealthy_since"]
+      firings = { forget_unhealthy = 1, publish_endpoint = 1 }
+    }
+  }
+
+  then "unhealthy again" {
+    facts = { "observed/instance/d0002/health" = "unhealthy" }
+    expect {
+      writes  = { "observed/instance/d0002/unhealthy_since" = "2026-11-29T12:00:00Z" }
+      deletes = ["endpoint/service/web/d0002"]
+      firings = { note_unhealthy = 1, publish_endpoint = 1 }
+    }
+  }
+
+  then "9.999 seconds on (the second check failed too): not yet" {
+    facts = { "observed/clock" = "2026-11-29T12:00:09.999Z" }
+    expect {
+      firings = {}
+    }
+  }
+
+  then "10 seconds on (the third check): retiring; a new instance is created first" {
+    facts = { "observed/clock" = "2026-11-29T12:00:10Z" }
+    expect {
+      writes = {
+        "observed/instance/d0002/retiring" = "unhealthy"
+        "observed/instance/*/service"      = "web"
+        "observed/instance/*/state"        = "pending"
+        "placement/instance/11e84"         = "node-1"
+      }
+      firings = { retire_unhealthy = 1, replace_first = 1, schedule = 1 }
+    }
+  }
+
+  then "the new one runs healthy: the unhealthy one is stopped, the new one serves" {
+    facts = {
+      "observed/instance/11e84/state"  = "running"
+      "observed/instance/11e84/health" = "healthy"
+      "observed/instance/11e84/image"  = "nginx:1"
+      "observed/instance/11e84/ip"     = "10.1.0.17"
+    }
+    expect {
+      writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.17", port = 8080 } }
+      deletes = ["placement/instance/d0002"]
+      firings = { stop_replaced = 1, publish_endpoint = 1 }
+    }
+  }
+
+  then "d0003 fails: it is replaced at once, and released so its agent removes it" {
+    facts = {
+      "observed/instance/d0003/state"  = "failed"
+      "observed/instance/d0003/health" = "unknown"
+    }
+    expect {
+      writes = {
+        "observed/instance/d0003/failed_at" = "2026-11-29T12:00:00Z"
+        "observed/instance/*/service"       = "web"
+        "observed/instance/*/state"         = "pending"
+        "placement/instance/*"              = "node-1"
+      }
+      deletes = ["endpoint/service/web/d0003", "placement/instance/d0003"]
+      firings = { note_failed = 1, release_failed = 1, create_instances = 1, schedule = 1, publish_endpoint = 1 }
+    }
+  }
+}
+
+test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" {
+  seed = 13
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"            = "alive"
+    "observed/node/node-1/capacity/cpu"     = 16
+    "observed/node/node-1/capacity/memory"  = "16Gi"
+    "lease/node/node-1"                     = {}
+    "desired/service/web"                   = {}
+    "desired/service/web/image"             = "nginx:1"
+    "desired/service/web/update/max_extra"  = 0
+    "intent/user/service/web/instances"     = 2
+    "effective/service/web/instances"       = 2
+    "observed/clock"                        = "2026-11-29T12:00:30Z"
+    "observed/instance/e0001/service"       = "web"
+    "observed/instance/e0001/state"         = "running"
+    "observed/instance/e0001/health"        = "healthy"
+    "observed/instance/e0001/image"         = "nginx:1"
+    "placement/instance/e0001"              = "node-1"
+    "observed/instance/e0002/service"       = "web"
+    "observed/instance/e0002/state"         = "running"
+    "observed/instance/e0002/health"        = "unhealthy"
+    "observed/instance/e0002/image"         = "nginx:1"
+    "observed/instance/e0002/unhealthy_since" = "2026-11-29T12:00:00Z"
+    "placement/instance/e0002"              = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/instance/e0002/retiring" = "unhealthy"
+      "observed/instance/*/service"      = "web"
+      "observed/instance/*/state"        = "pending"
+      "placement/instance/*"             = "node-1"
+    }
+    deletes = ["placement/instance/e0002"]
+    firings = { retire_unhealthy = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
+  }
+}

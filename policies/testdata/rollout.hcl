@@ -1,0 +1,225 @@
+# Rolling replacement (rollout.hcl): new instances first, within
+# update/max_extra; an old one stops only when a new one is running and
+# healthy; an image whose instances fail or are unhealthy halts the rollout.
+test "image change: one new instance first, an old one stopped when it is healthy" {
+  seed = 5
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"                = "alive"
+    "observed/node/node-1/capacity/cpu"         = 16
+    "observed/node/node-1/capacity/memory"      = "16Gi"
+    "lease/node/node-1"                         = {}
+    "desired/service/web"                       = {}
+    "desired/service/web/image"                 = "nginx:2"
+    "desired/service/web/update/max_extra"      = 1
+    "desired/service/web/update/max_unavailable" = 1
+    "intent/user/service/web/instances"         = 6
+    "effective/service/web/instances"           = 6
+    "observed/clock"                            = "2026-11-29T12:00:00Z"
+    "observed/instance/b0001/service"    = "web"
+    "observed/instance/b0001/state"      = "running"
+    "observed/instance/b0001/health"     = "healthy"
+    "observed/instance/b0001/image"      = "nginx:1"
+    "observed/instance/b0001/started_at" = "2026-11-29T10:00:01Z"
+    "placement/instance/b0001"           = "node-1"
+    "observed/instance/b0002/service"    = "web"
+    "observed/instance/b0002/state"      = "running"
+    "observed/instance/b0002/health"     = "healthy"
+    "observed/instance/b0002/image"      = "nginx:1"
+    "observed/instance/b0002/started_at" = "2026-11-29T10:00:02Z"
+    "placement/instance/b0002"           = "node-1"
+    "observed/instance/b0003/service"    = "web"
+    "observed/instance/b0003/state"      = "running"
+    "observed/instance/b0003/health"     = "healthy"
+    "observed/instance/b0003/image"      = "nginx:1"
+    "observed/instance/b0003/started_at" = "2026-11-29T10:00:03Z"
+    "placement/instance/b0003"           = "node-1"
+    "observed/instance/b0004/service"    = "web"
+    "observed/instance/b0004/state"      = "running"
+    "observed/instance/b0004/health"     = "healthy"
+    "observed/instance/b0004/image"      = "nginx:1"
+    "observed/instance/b0004/started_at" = "2026-11-29T10:00:04Z"
+    "placement/instance/b0004"           = "node-1"
+    "observed/instance/b0005/service"    = "web"
+    "observed/instance/b0005/state"      = "running"
+    "observed/instance/b0005/health"     = "healthy"
+    "observed/instance/b0005/image"      = "nginx:1"
+    "observed/instance/b0005/started_at" = "2026-11-29T10:00:05Z"
+    "placement/instance/b0005"           = "node-1"
+    "observed/instance/b0006/service"    = "web"
+    "observed/instance/b0006/state"      = "running"
+    "observed/instance/b0006/health"     = "healthy"
+    "observed/instance/b0006/image"      = "nginx:1"
+    "observed/instance/b0006/started_at" = "2026-11-29T10:00:06Z"
+    "placement/instance/b0006"           = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/service/web/rollout" = { image = "nginx:2", updated = 0, total = 6, state = "progressing", reason = "" }
+      "observed/instance/*/service"  = "web"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/*"         = "node-1"
+    }
+    firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
+  }
+
+  then "the new instance runs healthy on nginx:2: the first old one stops, the next new one is created" {
+    facts = {
+      "observed/instance/51e1c/state"      = "running"
+      "observed/instance/51e1c/health"     = "healthy"
+      "observed/instance/51e1c/image"      = "nginx:2"
+      "observed/instance/51e1c/started_at" = "2026-11-29T12:00:01Z"
+    }
+    expect {
+      writes = {
+        "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 6, state = "progressing", reason = "" }
+        "observed/instance/*/service"  = "web"
+        "observed/instance/*/state"    = "pending"
+        "placement/instance/f60d7"    = "node-1"
+      }
+      deletes = ["placement/instance/b0001"]
+      firings = { rollout_status = 1, stop_replaced = 1, replace_first = 1, schedule = 1 }
+    }
+  }
+
+  then "the next new one fails to start: the rollout halts, five old ones keep serving" {
+    facts = {
+      "observed/instance/f60d7/node"   = "node-1"
+      "observed/instance/f60d7/state"  = "failed"
+      "observed/instance/f60d7/health" = "unknown"
+    }
+    expect {
+      writes = {
+        "observed/service/web/rollout"    = { image = "nginx:2", updated = 1, total = 6, state = "halted", reason = "1 instance(s) of nginx:2 failed or are unhealthy; 5 running an older image keep serving" }
+        "observed/instance/f60d7/failed_at" = "2026-11-29T12:00:00Z"
+      }
+      firings = { rollout_status = 1, note_failed = 1 }
+    }
+  }
+
+  then "59 seconds on: still halted" {
+    facts = { "observed/clock" = "2026-11-29T12:00:59Z" }
+    expect {
+      firings = {}
+    }
+  }
+
+  then "a minute on: the failed one is released and the rollout tries again" {
+    facts = { "observed/clock" = "2026-11-29T12:01:00Z" }
+    expect {
+      writes = {
+        "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 6, state = "progressing", reason = "" }
+        "observed/instance/*/service"  = "web"
+        "observed/instance/*/state"    = "pending"
+        "placement/instance/*"         = "node-1"
+      }
+      deletes = ["placement/instance/f60d7"]
+      firings = { release_failed = 1, rollout_status = 1, replace_first = 1, schedule = 1 }
+    }
+  }
+}
+
+test "a rollout to the end: the view is gone once no instance runs the old image" {
+  seed = 7
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 16
+    "observed/node/node-1/capacity/memory" = "16Gi"
+    "lease/node/node-1"                    = {}
+    "desired/service/api"                  = {}
+    "desired/service/api/image"            = "api:2"
+    "effective/service/api/instances"      = 1
+    "intent/user/service/api/instances"    = 1
+    "observed/instance/c0001/service"      = "api"
+    "observed/instance/c0001/state"        = "running"
+    "observed/instance/c0001/health"       = "healthy"
+    "observed/instance/c0001/image"        = "api:1"
+    "placement/instance/c0001"             = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/service/api/rollout" = { image = "api:2", updated = 0, total = 1, state = "progressing", reason = "" }
+      "observed/instance/*/service"  = "api"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/103a3"     = "node-1"
+    }
+    firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
+  }
+  then "the new one runs but is not healthy yet: the old one keeps serving" {
+    facts = {
+      "observed/instance/103a3/state"  = "running"
+      "observed/instance/103a3/health" = "unknown"
+      "observed/instance/103a3/image"  = "api:2"
+    }
+    expect {
+      firings = {}
+    }
+  }
+  then "healthy: the old one stops and the rollout's view is gone" {
+    facts = { "observed/instance/103a3/health" = "healthy" }
+    expect {
+      deletes = ["placement/instance/c0001", "observed/service/api/rollout"]
+      firings = { stop_replaced = 1, rollout_status = 1 }
+    }
+  }
+}
+
+test "max_extra = 0: an old one stops first within max_unavailable, the next only when its replacement is healthy" {
+  seed = 9
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"                 = "alive"
+    "observed/node/node-1/capacity/cpu"          = 16
+    "observed/node/node-1/capacity/memory"       = "16Gi"
+    "lease/node/node-1"                          = {}
+    "desired/service/api"                        = {}
+    "desired/service/api/image"                  = "api:2"
+    "desired/service/api/update/max_extra"       = 0
+    "desired/service/api/update/max_unavailable" = 1
+    "effective/service/api/instances"            = 2
+    "intent/user/service/api/instances"          = 2
+    "observed/instance/c0001/service"            = "api"
+    "observed/instance/c0001/state"              = "running"
+    "observed/instance/c0001/health"             = "healthy"
+    "observed/instance/c0001/image"              = "api:1"
+    "placement/instance/c0001"                   = "node-1"
+    "observed/instance/c0002/service"            = "api"
+    "observed/instance/c0002/state"              = "running"
+    "observed/instance/c0002/health"             = "healthy"
+    "observed/instance/c0002/image"              = "api:1"
+    "placement/instance/c0002"                   = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/service/api/rollout" = { image = "api:2", updated = 0, total = 2, state = "progressing", reason = "" }
+      "observed/instance/*/service"  = "api"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/a87fe"     = "node-1"
+    }
+    deletes = ["placement/instance/c0001"]
+    firings = { rollout_status = 1, stop_replaced = 1, replace_first = 1, schedule = 1 }
+  }
+  then "the replacement runs, not yet healthy: the second old one is not stopped (one unavailable at most)" {
+    facts = {
+      "observed/instance/a87fe/state"  = "running"
+      "observed/instance/a87fe/health" = "unknown"
+      "observed/instance/a87fe/image"  = "api:2"
+    }
+    expect {
+      firings = {}
+    }
+  }
+  then "healthy: the second old one stops and is replaced; no old image runs any more" {
+    facts = { "observed/instance/a87fe/health" = "healthy" }
+    expect {
+      writes = {
+        "observed/instance/*/service"  = "api"
+        "observed/instance/*/state"    = "pending"
+        "placement/instance/*"         = "node-1"
+      }
+      deletes = ["placement/instance/c0002", "observed/service/api/rollout"]
+      firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
+    }
+  }
+}
