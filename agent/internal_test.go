@@ -182,3 +182,39 @@ func TestEventIDsAreValidKeys(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// FuzzLoadCache: whatever is on disk, loading the cache never panics, and a
+// file that loads is one saveCache could have written (its checksum holds).
+func FuzzLoadCache(f *testing.F) {
+	dir := f.TempDir()
+	good := filepath.Join(dir, "seed")
+	if err := saveCache(good, cacheBody{Node: "n1", Instances: map[string]Spec{"a8f31": {ID: "a8f31", Image: "x:1"}}}, false); err != nil {
+		f.Fatal(err)
+	}
+	raw, _ := os.ReadFile(good)
+	f.Add(raw)
+	f.Add([]byte(cacheMagic + "00\n{}"))
+	f.Add([]byte{})
+	f.Add([]byte("\n\n\n"))
+	f.Fuzz(func(t *testing.T, content []byte) {
+		p := filepath.Join(t.TempDir(), "cache")
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		body, found, err := loadCache(p)
+		if !found {
+			t.Fatal("an existing file reported missing")
+		}
+		if err != nil {
+			return
+		}
+		// Round trip: what loaded saves and loads to the same.
+		if err := saveCache(p, body, false); err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := loadCache(p)
+		if err != nil || again.Node != body.Node || len(again.Instances) != len(body.Instances) {
+			t.Fatalf("round trip: %v %+v %+v", err, again, body)
+		}
+	})
+}
