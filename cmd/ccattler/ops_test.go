@@ -103,6 +103,28 @@ func TestHotReload(t *testing.T) {
 		if fmt.Sprint(added) != "map[n-0001:5]" {
 			t.Errorf("new placements %v; a packing scheduler puts all 5 on n-0001", added)
 		}
+		// Every placement of a new instance was made, and recorded, by the
+		// new set: the swap happened between rounds, not inside one.
+		versions := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(srv.ok(t, "events", "--rule", "schedule", "-o", "json")), "\n") {
+			var ev struct {
+				Version  string            `json:"version"`
+				Bindings map[string]string `json:"bindings"`
+			}
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("events -o json line %q: %v", line, err)
+			}
+			versions[ev.Bindings["id"]] = ev.Version
+		}
+		for id := range after.placement {
+			want := defaultVersion
+			if _, old := spread.placement[id]; !old {
+				want = packVersion
+			}
+			if versions[id] != want {
+				t.Errorf("placement of %s recorded with rule set %q, want %s", id, versions[id], want)
+			}
+		}
 		if !strings.Contains(srv.ok(t, "events", "--rule", "reload"), "reload (reload)") {
 			t.Errorf("no record of the accepted reload under event/")
 		}
