@@ -125,6 +125,15 @@ rule "replace_first" {
     where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
     count = true
   }
+  aggregate "stopping" {
+    match {
+      svc   = "observed/instance/{i}/service"
+      state = "observed/instance/{i}/state"
+    }
+    absent = ["placement/instance/{i}"]
+    where  = "state == 'running'"
+    count  = true
+  }
   aggregate "old" {
     match {
       svc    = "observed/instance/{i}/service"
@@ -141,8 +150,10 @@ rule "replace_first" {
   }
   let {
     extra   = "max_extra.orValue(1)"
-    live    = "waiting + placed"
-    renewed = "live - old"
+    # An instance whose placement is gone runs until its agent stops it:
+    # it still counts against max_extra.
+    live    = "waiting + placed + stopping"
+    renewed = "waiting + placed - old"
     halted  = "outdated > 0 && bad > 0"
   }
   when = "old > 0 && !halted && live < want + extra && renewed < want"

@@ -63,7 +63,7 @@ test "image change: one new instance first, an old one stopped when it is health
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
 
-  then "the new instance runs healthy on nginx:2: the first old one stops, the next new one is created" {
+  then "the new instance runs healthy on nginx:2: the first old one is stopped" {
     facts = {
       "observed/instance/51e1c/state"      = "running"
       "observed/instance/51e1c/health"     = "healthy"
@@ -73,12 +73,21 @@ test "image change: one new instance first, an old one stopped when it is health
     expect {
       writes = {
         "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 6, state = "progressing", reason = "" }
-        "observed/instance/*/service"  = "web"
-        "observed/instance/*/state"    = "pending"
-        "placement/instance/f60d7"    = "node-1"
       }
       deletes = ["placement/instance/b0001"]
-      firings = { rollout_status = 1, stop_replaced = 1, replace_first = 1, schedule = 1 }
+      firings = { rollout_status = 1, stop_replaced = 1 }
+    }
+  }
+
+  then "its agent has stopped it: the next new one is created (never more than 7 containers)" {
+    facts = { "observed/instance/b0001/state" = "stopped" }
+    expect {
+      writes = {
+        "observed/instance/*/service" = "web"
+        "observed/instance/*/state"   = "pending"
+        "placement/instance/f60d7"    = "node-1"
+      }
+      firings = { replace_first = 1, schedule = 1 }
     }
   }
 
@@ -198,7 +207,7 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
       "placement/instance/a87fe"     = "node-1"
     }
     deletes = ["placement/instance/c0001"]
-    firings = { rollout_status = 1, stop_replaced = 1, replace_first = 1, schedule = 1 }
+    firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
   }
   then "the replacement runs, not yet healthy: the second old one is not stopped (one unavailable at most)" {
     facts = {
