@@ -65,20 +65,36 @@ func check(ctx context.Context, sp Spec, ip string, client *http.Client) (string
 	return Unknown, fmt.Sprintf("unknown health method %q", method)
 }
 
-// ensureProbeLocked starts the health checks of a running instance unless they run.
+// probeHandle is a running health check loop.
+type probeHandle struct {
+	cancel context.CancelFunc
+	hs     HealthSpec // what it checks; a change of the service's health block restarts it
+}
+
+// ensureProbeLocked starts the health checks of a running instance unless
+// they run as the service's health block now says. The port is the one the
+// container was started with: it listens there whatever the service says now.
 func (n *node) ensureProbeLocked(ctx context.Context, id string, st Status) {
-	if _, ok := n.probes[id]; ok {
-		return
+	sp := st.Spec
+	if w, ok := n.wants[id]; ok && n.live && w.Image != "" {
+		sp.Health = w.Health
+	}
+	if p, ok := n.probes[id]; ok {
+		if p.hs == sp.Health {
+			return
+		}
+		p.cancel()
+		n.log.Info("health block changed; checking anew", "instance", id, "method", sp.Health.Method, "path", sp.Health.Path)
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	n.probes[id] = cancel
+	n.probes[id] = probeHandle{cancel: cancel, hs: sp.Health}
 	n.health[id] = Unknown
-	go n.probe(pctx, id, st.Spec, st.IP)
+	go n.probe(pctx, id, sp, st.IP)
 }
 
 func (n *node) stopProbeLocked(id string) {
-	if cancel, ok := n.probes[id]; ok {
-		cancel()
+	if p, ok := n.probes[id]; ok {
+		p.cancel()
 		delete(n.probes, id)
 	}
 	delete(n.health, id)
@@ -126,7 +142,7 @@ func (n *node) probe(ctx context.Context, id string, sp Spec, ip string) {
 			n.log.Info("health changed", "instance", id, "health", h, "reason", why)
 			last = h
 			n.mu.Lock()
-			if _, ok := n.probes[id]; ok {
+			if p, ok := n.probes[id]; ok && p.hs == sp.Health { // not a replaced loop's late answer
 				n.health[id] = h
 			}
 			n.mu.Unlock()

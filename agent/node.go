@@ -50,7 +50,7 @@ type node struct {
 	stopped  map[string]bool // stopped because unplaced; reported "stopped" once, then forgotten
 	failed   map[string]*failure
 	health   map[string]string
-	probes   map[string]context.CancelFunc
+	probes   map[string]probeHandle
 	running  int
 	draining bool // the node's state was "draining" at registration: the agent leaves it so
 	lease    clientv3.LeaseID
@@ -73,7 +73,7 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		kick: make(chan struct{}, 1),
 		have: map[string]string{}, waiting: map[string]bool{},
 		starting: map[string]bool{}, stopping: map[string]bool{}, stopped: map[string]bool{},
-		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]context.CancelFunc{},
+		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]probeHandle{},
 	}
 	n.notify = a.feed.Subscribe(nc.ID)
 	if a.cfg.StateDir != "" {

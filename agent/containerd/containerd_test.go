@@ -284,6 +284,24 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
+	step("a changed health block applies to the running container without restarting it", func(t *testing.T) {
+		health := func(want string) func() string {
+			return func() string {
+				if h, _ := observed(t, s, id, "health"); h != want {
+					return "health " + h + ", want " + want
+				}
+				return ""
+			}
+		}
+		put(t, s, facts.ServiceHealthPath("hz"), "/missing") // the server answers 404
+		waitFor(t, 20*time.Second, health("unhealthy"))
+		put(t, s, facts.ServiceHealthPath("hz"), "/healthz")
+		waitFor(t, 20*time.Second, health("healthy"))
+		if got := taskPid(t, cli, id); got != pid {
+			t.Fatalf("task pid %d, want %d: the container was restarted", got, pid)
+		}
+	})
+
 	step("a killed agent, restarted, adopts the running container", func(t *testing.T) {
 		oldLease := leaseOf(t, s, "node-1")
 		child.Process.Kill()
