@@ -26,6 +26,7 @@ var (
 	vRollout = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"image": KindString, "updated": KindInt, "total": KindInt, "state": KindString}}
 	vRetire  = ValueType{Kind: KindEnum, Enum: []string{"unhealthy"}}
 	vChecks  = ValueType{Kind: KindInt, Min: f(1)}
+	vMetric  = ValueType{Kind: KindNumber, Min: f(0)}
 	vSchema  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"key": KindString, "type": KindString}}
 	vImage   = ValueType{Kind: KindString, Format: "image"}
 	vPath    = ValueType{Kind: KindString, Format: "path"}
@@ -58,6 +59,7 @@ var builtins = []builtin{
 	{"desired.service.autoscale.threshold", "desired/service/{name}/autoscale/threshold", vThresh, "The per-instance target of the metric."},
 	{"desired.service.autoscale.min", "desired/service/{name}/autoscale/min", vCount, "The fewest instances the autoscaler may ask for."},
 	{"desired.service.autoscale.max", "desired/service/{name}/autoscale/max", vCount, "The most instances the autoscaler may ask for."},
+	{"desired.service.autoscale.stabilization", "desired/service/{name}/autoscale/stabilization", vDur, "How long the autoscaler keeps its highest recommendation before scaling down (default 300s)."},
 	{"desired.service.placement.architecture", "desired/service/{name}/placement/architecture", vName, "Instances run only on nodes of this architecture."},
 	{"desired.service.placement.zone", "desired/service/{name}/placement/zone", vName, "Instances run only on nodes in this zone."},
 	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vCount, "Instances a rollout may take below the target."},
@@ -87,9 +89,12 @@ var builtins = []builtin{
 	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
+	{"observed.instance.metrics", "observed/instance/{instance-id}/metrics/{metric}", vMetric, "A measure of the instance, as its agent reports it (cpu: cores in use)."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
 	{"observed.instance.failed_at", "observed/instance/{instance-id}/failed_at", vTime, "When the health policy first saw the instance failed."},
 	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
+	{"observed.service.autoscale.recommendation", "observed/service/{name}/autoscale/recommendation", vCount, "The autoscaler's recommendation for a service now, from its instances' metrics."},
+	{"observed.service.autoscale.seen", "observed/service/{name}/autoscale/seen/{count}", vTime, "When the autoscaler last recommended this many instances: its scale-down stabilization window."},
 	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
@@ -123,6 +128,9 @@ func ServiceHealthFailures(name string) string  { return ServiceAttr(name, "heal
 func ServiceAutoscaleMetric(name string) string { return ServiceAttr(name, "autoscale/metric") }
 func ServiceAutoscaleThreshold(name string) string {
 	return ServiceAttr(name, "autoscale/threshold")
+}
+func ServiceAutoscaleStabilization(name string) string {
+	return ServiceAttr(name, "autoscale/stabilization")
 }
 func ServiceAutoscaleMin(name string) string { return ServiceAttr(name, "autoscale/min") }
 func ServiceAutoscaleMax(name string) string { return ServiceAttr(name, "autoscale/max") }
@@ -162,14 +170,23 @@ func InstanceHealth(id string) string         { return InstanceAttr(id, "health"
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }
 func InstanceRetiring(id string) string       { return InstanceAttr(id, "retiring") }
-func InstanceFailedAt(id string) string       { return InstanceAttr(id, "failed_at") }
-func ServiceRollout(name string) string       { return "observed/service/" + name + "/rollout" }
-func ClusterDisruption() string               { return "observed/disruption/cluster" }
-func ZoneDisruption(zone string) string       { return "observed/disruption/zone/" + zone }
-func VolumeAttachedNode(name string) string   { return "observed/volume/" + name + "/attached_node" }
-func VolumeState(name string) string          { return "observed/volume/" + name + "/state" }
-func Placement(id string) string              { return "placement/instance/" + id }
-func Endpoint(service, id string) string      { return "endpoint/service/" + service + "/" + id }
+func InstanceMetric(id, metric string) string {
+	return InstanceAttr(id, "metrics/"+metric)
+}
+func AutoscaleRecommendation(name string) string {
+	return "observed/service/" + name + "/autoscale/recommendation"
+}
+func AutoscaleSeen(name string, count int) string {
+	return "observed/service/" + name + "/autoscale/seen/" + strconv.Itoa(count)
+}
+func InstanceFailedAt(id string) string     { return InstanceAttr(id, "failed_at") }
+func ServiceRollout(name string) string     { return "observed/service/" + name + "/rollout" }
+func ClusterDisruption() string             { return "observed/disruption/cluster" }
+func ZoneDisruption(zone string) string     { return "observed/disruption/zone/" + zone }
+func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
+func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
+func Placement(id string) string            { return "placement/instance/" + id }
+func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }
 func Intent(layer, service string) string {
 	return "intent/" + layer + "/service/" + service + "/instances"
 }

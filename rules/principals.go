@@ -12,7 +12,7 @@ import (
 var Principals = map[string][]string{
 	"admin":           {""},
 	"intent-resolver": {"effective/"},
-	"autoscaler":      {"intent/autoscaler/"},
+	"autoscaler":      {"intent/autoscaler/", "observed/service/"},
 	"policy":          {"intent/policy/"},
 	"instances":       {"observed/instance/", "observed/service/"},
 	"scheduler":       {"placement/"},

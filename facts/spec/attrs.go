@@ -69,7 +69,7 @@ var serviceGroup = &group{
 	blocks: []*group{
 		nested("service", "resources", "cpu", "memory"),
 		nested("service", "health", "method", "path", "interval", "failures"),
-		nested("service", "autoscale", "metric", "threshold", "min", "max"),
+		nested("service", "autoscale", "metric", "threshold", "min", "max", "stabilization"),
 		nested("service", "placement", "architecture", "zone"),
 		nested("service", "update", "max_unavailable", "max_extra"),
 	},
