@@ -128,7 +128,7 @@ func rawPuts(ctx context.Context, cli *clientv3.Client, batch int, d time.Durati
 // (sharing their bytes), then indexes them in a fresh table and weighs the
 // heap before and after. Other goroutines allocate meanwhile, so it is an
 // estimate; the cluster is idle when it runs.
-func tableOverhead(m *facts.Mirror, schema *facts.Schema) (perFact float64, kvBytes float64, n int) {
+func tableOverhead(m *facts.Mirror) (perFact float64, kvBytes float64, n int) {
 	var all []facts.Fact
 	m.View(func(r facts.Reader) {
 		all = make([]facts.Fact, 0, r.Len())
@@ -141,15 +141,22 @@ func tableOverhead(m *facts.Mirror, schema *facts.Schema) (perFact float64, kvBy
 	for _, f := range all {
 		kv += int64(len(f.Key) + len(f.Value))
 	}
+	// A small cluster's table is lost in the noise of the rest of the
+	// process: index it several times over, about 200,000 facts in all.
+	copies := max(1, 200000/len(all))
+	schema := facts.NewSchema() // the tables' plugin registrations must not reach the server's
 	before := liveHeap()
-	t := facts.NewTable(schema)
-	for _, f := range all {
-		t.Put(f)
+	tables := make([]*facts.Table, copies)
+	for i := range tables {
+		tables[i] = facts.NewTable(schema)
+		for _, f := range all {
+			tables[i].Put(f)
+		}
 	}
 	after := liveHeap()
-	goruntime.KeepAlive(t)
+	goruntime.KeepAlive(tables)
 	goruntime.KeepAlive(all)
-	return float64(after-before) / float64(len(all)), float64(kv) / float64(len(all)), len(all)
+	return float64(after-before) / float64(copies*len(all)), float64(kv) / float64(len(all)), len(all)
 }
 
 func liveHeap() int64 {

@@ -74,7 +74,7 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	b.pr.phase("weighing the mirror")
-	b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts = tableOverhead(b.mirror, b.store.Schema)
+	b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts = tableOverhead(b.mirror)
 	if err := b.raw(ctx); err != nil {
 		return err
 	}
