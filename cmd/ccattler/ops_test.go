@@ -172,13 +172,11 @@ func TestHotReload(t *testing.T) {
 	})
 
 	t.Run("plan prints the placements that would differ and writes nothing", func(t *testing.T) {
-		// A set without a scheduler leaves new instances pending: work on
-		// which a spreading and a packing set disagree.
-		if err := os.Remove(filepath.Join(runDir, "scheduler.hcl")); err != nil {
-			t.Fatal(err)
-		}
+		// A set whose scheduler is paused leaves new instances pending:
+		// work on which a spreading and a packing set disagree.
+		copyFile(t, filepath.Join(policyCopy(t, paused), "scheduler.hcl"), filepath.Join(runDir, "scheduler.hcl"))
 		if out := srv.ok(t, "rules", "reload"); !strings.Contains(out, "accepted") {
-			t.Fatalf("reload without a scheduler:\n%s", out)
+			t.Fatalf("reload with the scheduler paused:\n%s", out)
 		}
 		srv.ok(t, "apply", "-f", serviceFile(t, svcDir, "app", 62))
 		waitUntil(t, 30*time.Second, "4 pending instances", func() bool {
@@ -213,10 +211,10 @@ func TestHotReload(t *testing.T) {
 			}
 		}
 		// Without --against, the directory the leading server runs stands
-		// for the running set (no scheduler): the same placements are new.
+		// for the running set (scheduler paused): the same placements are new.
 		out = srv.ok(t, "rules", "plan", packDir)
 		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 4 to put, 0 to change, 0 to delete.") {
-			t.Errorf("plan against the running set without a scheduler:\n%s", out)
+			t.Errorf("plan against the running set with the scheduler paused:\n%s", out)
 		}
 		// Once that directory no longer holds the running version, the
 		// built-in policies stand in, and a note says so.
