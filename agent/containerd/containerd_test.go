@@ -227,6 +227,10 @@ func TestContainerdAgent(t *testing.T) {
 	server := buildServer(t)
 	writeImage(t, filepath.Join(imgDir, "healthz.tar"), "ccattler.test/healthz:1", server)
 	writeImage(t, filepath.Join(imgDir, "stubborn.tar"), "ccattler.test/stubborn:1", server, "-ignore-sigterm")
+	// An archive that cannot be imported is reported and does not stop the agent.
+	if err := os.WriteFile(filepath.Join(imgDir, "broken.tar"), []byte("not a tar archive"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	e := etcdtest.Start(t)
 	s := e.Store(t)
 	stateDir := t.TempDir()
@@ -448,6 +452,16 @@ func TestContainerdAgent(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if taskPid(t, cli, id2) != 0 {
 			t.Fatal("the failed container was restarted")
+		}
+	})
+
+	step("an archive that cannot be imported is reported, naming the file", func(t *testing.T) {
+		log, err := os.ReadFile(filepath.Join(stateDir, "agent.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(log), "import image archive") || !strings.Contains(string(log), "broken.tar") {
+			t.Fatalf("no error naming broken.tar in the agent log:\n%s", tail(log, 3000))
 		}
 	})
 
