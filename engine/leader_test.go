@@ -109,3 +109,31 @@ func TestLeaderFailover(t *testing.T) {
 	}
 
 }
+
+// etcd goes away under a running engine: its session lapses, the term ends,
+// and when etcd is back the engine campaigns again, evaluates everything and
+// goes on.
+func TestEngineSurvivesEtcdRestart(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{version: "v1"}, testConfig())
+	v.run(t, e)
+	v.put(t, facts.ServiceInstances("before"), "1")
+	v.waitValue(t, facts.EffectiveInstances("before"), "1")
+
+	t0 := time.Now()
+	v.etcd.Close()
+	t.Logf("closed %s", time.Since(t0))
+	took := waitFor(t, "the term ends without etcd", 15*time.Second, func() bool { return !e.Stats().Leading })
+	t.Logf("term ended %s", took)
+	t0 = time.Now()
+	v.etcd.Restart(t)
+	t.Logf("restarted %s", time.Since(t0))
+	took = waitFor(t, "leading again", 20*time.Second, func() bool { return e.Stats().Leading && e.Stats().Terms == 2 })
+	t.Logf("leading again %s", took)
+	v.put(t, facts.ServiceInstances("after"), "2")
+	v.waitValue(t, facts.EffectiveInstances("after"), "2")
+	if n := len(v.events(t)); n != 2 {
+		t.Errorf("want 2 firing records, have %d", n)
+	}
+}
