@@ -173,6 +173,9 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 		asked = append(asked, strings.TrimPrefix(string(kv.Key), prefix))
 	}
 	got := map[string]Status{}
+	if len(asked) == 0 {
+		return got, nil, nil // no server to answer
+	}
 	note := func(v []byte) {
 		var st Status
 		if json.Unmarshal(v, &st) != nil {
@@ -190,7 +193,7 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 	wch := s.Client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	// An answer may have come before the watch started: it is in the
 	// watch's history from rev+1, so nothing is missed.
-	for len(asked) == 0 || len(got) < len(asked) {
+	for len(got) < len(asked) {
 		select {
 		case <-ctx.Done():
 			return got, asked, ctx.Err()

@@ -306,3 +306,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// With no server running, a request is answered by no one at once.
+func TestRequestWithoutServers(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, rev, err := reload.Ask(ctx, s, "tester@here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, asked, err := reload.Answers(ctx, s, req.ID, rev)
+	if err != nil || len(got) != 0 || len(asked) != 0 || time.Since(start) > time.Second {
+		t.Errorf("answers %v of %v after %s: %v", got, asked, time.Since(start), err)
+	}
+}
