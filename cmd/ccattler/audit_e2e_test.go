@@ -48,6 +48,16 @@ func TestAuditLifecycle(t *testing.T) {
 		{"intent/user/service/web/instances", "3", "apply", "applied by"},
 	}
 
+	t.Run("the built-in policies reload unchanged", func(t *testing.T) {
+		st := statusJSON(t, srv)
+		if st["source"] != "(built-in default policies)" || len(st["files"].([]any)) == 0 {
+			t.Errorf("status of a server on the built-in policies: %v", st)
+		}
+		if out := srv.ok(t, "rules", "reload"); !strings.Contains(out, fmt.Sprintf("server-1: unchanged, %s", st["version"])) {
+			t.Errorf("rules reload:\n%s", out)
+		}
+	})
+
 	t.Run("text", func(t *testing.T) {
 		out := srv.ok(t, "why", key)
 		// Parse the tree: depth from the drawing's width, children under
