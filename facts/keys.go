@@ -89,10 +89,10 @@ var builtins = []builtin{
 	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
-	{"observed.instance.metrics", "observed/instance/{instance-id}/metrics/{metric}", vMetric, "A measure of the instance, as its agent reports it (cpu: cores in use)."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
 	{"observed.instance.failed_at", "observed/instance/{instance-id}/failed_at", vTime, "When the health policy first saw the instance failed."},
 	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
+	{"observed.service.metrics", "observed/service/{name}/metrics/{metric}/{instance-id}", vMetric, "A measure of one instance of the service, as its agent reports it (cpu: cores in use)."},
 	{"observed.service.autoscale.recommendation", "observed/service/{name}/autoscale/recommendation", vCount, "The autoscaler's recommendation for a service now, from its instances' metrics."},
 	{"observed.service.autoscale.seen", "observed/service/{name}/autoscale/seen/{count}", vTime, "When the autoscaler last recommended this many instances: its scale-down stabilization window."},
 	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
@@ -170,8 +170,8 @@ func InstanceHealth(id string) string         { return InstanceAttr(id, "health"
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }
 func InstanceRetiring(id string) string       { return InstanceAttr(id, "retiring") }
-func InstanceMetric(id, metric string) string {
-	return InstanceAttr(id, "metrics/"+metric)
+func ServiceMetric(name, metric, id string) string {
+	return "observed/service/" + name + "/metrics/" + metric + "/" + id
 }
 func AutoscaleRecommendation(name string) string {
 	return "observed/service/" + name + "/autoscale/recommendation"

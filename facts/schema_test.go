@@ -56,7 +56,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/health", "observed.instance.health", []string{"a8f31"}, InstanceHealth("a8f31")},
 		{"observed/instance/a8f31/started_at", "observed.instance.started_at", []string{"a8f31"}, InstanceStartedAt("a8f31")},
 		{"observed/instance/a8f31/unhealthy_since", "observed.instance.unhealthy_since", []string{"a8f31"}, InstanceUnhealthySince("a8f31")},
-		{"observed/instance/a8f31/metrics/cpu", "observed.instance.metrics", []string{"a8f31", "cpu"}, InstanceMetric("a8f31", "cpu")},
+		{"observed/service/web/metrics/cpu/a8f31", "observed.service.metrics", []string{"web", "cpu", "a8f31"}, ServiceMetric("web", "cpu", "a8f31")},
 		{"observed/service/web/autoscale/recommendation", "observed.service.autoscale.recommendation", []string{"web"}, AutoscaleRecommendation("web")},
 		{"observed/service/web/autoscale/seen/4", "observed.service.autoscale.seen", []string{"web", "4"}, AutoscaleSeen("web", 4)},
 		{"observed/instance/a8f31/failed_at", "observed.instance.failed_at", []string{"a8f31"}, InstanceFailedAt("a8f31")},

@@ -1,0 +1,124 @@
+# Autoscaling, as the Kubernetes HPA does it, written as policy. A service
+# autoscales while it declares autoscale/metric (e.g. "cpu"): the agents
+# report observed/service/{name}/metrics/{metric}/{instance-id} for each
+# instance they run (cpu in cores), and
+#   1. autoscale_recommend derives the recommendation from the instances that
+#      report the metric: desired = ceil(current × average /
+#      threshold), the current count kept while the ratio average/threshold
+#      is within 10 % of 1, clamped to autoscale/min (default 1) and max;
+#   2. autoscale_remember notes when each count was last recommended
+#      (observed/service/{name}/autoscale/seen/{count}), refreshed at most
+#      every 10 s (half the window if it is shorter);
+#   3. autoscale_intent writes intent/autoscaler/service/{name}/instances:
+#      the highest count recommended within the stabilization window
+#      (autoscale/stabilization, default 300 s). Scaling up follows at once;
+#      scaling down only once every higher recommendation is older than the
+#      window;
+#   4. autoscale_forget drops what is older than the window.
+# The intent resolver (intent.hcl) then decides: a policy intent overrides,
+# and the user's instances applies again once autoscale/metric is removed.
+# Time is observed/clock, so each decision is explained by facts. The
+# autoscaler reads only what users, agents and the clock write, and its own
+# facts: metrics are keyed by service for that reason. Were it to read the
+# instances the other rules create, instances would depend on the intent
+# resolver's view through a negation (a rule set the loader rejects).
+rule "autoscale_recommend" {
+  doc       = "observed/service/{svc}/autoscale/recommendation: ceil(current × average / threshold) over the instances reporting the service's autoscale/metric, the current count within 10 % of the threshold, clamped to autoscale/min..max."
+  principal = "autoscaler"
+  match {
+    metric    = "desired/service/{svc}/autoscale/metric"
+    threshold = "desired/service/{svc}/autoscale/threshold"
+  }
+  optional {
+    lo = "desired/service/{svc}/autoscale/min"
+    hi = "desired/service/{svc}/autoscale/max"
+  }
+  aggregate "total" {
+    match {
+      value = "observed/service/{svc}/metrics/{metric}/{i}"
+    }
+    sum = "value"
+  }
+  aggregate "current" {
+    match {
+      value = "observed/service/{svc}/metrics/{metric}/{i}"
+    }
+    count = true
+  }
+  let {
+    tolerance = "0.1"
+    ratio     = "total / double(current) / threshold"
+    raw       = "math.abs(ratio - 1.0) <= tolerance ? current : int(math.ceil(double(current) * ratio))"
+    floor     = "lo.orValue(1)"
+  }
+  when = "current > 0 && threshold > 0.0"
+  derive "observed/service/{svc}/autoscale/recommendation" {
+    value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))"
+  }
+}
+
+rule "autoscale_remember" {
+  doc       = "observed/service/{svc}/autoscale/seen/{count} holds when the autoscaler last recommended count instances, refreshed every 10 s (half the stabilization window if shorter) while it does."
+  principal = "autoscaler"
+  match {
+    rec   = "observed/service/{svc}/autoscale/recommendation"
+    clock = "observed/clock"
+  }
+  optional {
+    window = "desired/service/{svc}/autoscale/stabilization"
+  }
+  aggregate "last" {
+    match {
+      at = "observed/service/{svc}/autoscale/seen/{n}"
+    }
+    where = "int(n) == rec"
+    max   = "int(at)"
+  }
+  let {
+    refresh = "math.least(10000, window.orValue(duration('300s')).getMilliseconds() / 2)"
+    count   = "string(rec)"
+  }
+  when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= refresh"
+  emit "observed/service/{svc}/autoscale/seen/{count}" {
+    value = "clock"
+  }
+}
+
+rule "autoscale_intent" {
+  doc       = "intent/autoscaler/service/{svc}/instances is the highest count recommended within the service's stabilization window (default 300 s): up at once, down only after the window."
+  principal = "autoscaler"
+  match {
+    metric = "desired/service/{svc}/autoscale/metric"
+    clock  = "observed/clock"
+  }
+  optional {
+    window = "desired/service/{svc}/autoscale/stabilization"
+    cur    = "intent/autoscaler/service/{svc}/instances"
+  }
+  aggregate "peak" {
+    match {
+      at = "observed/service/{svc}/autoscale/seen/{n}"
+    }
+    where = "clock - at <= window.orValue(duration('300s'))"
+    max   = "int(n)"
+  }
+  when = "peak.hasValue() && cur.orValue(-1) != peak.value()"
+  emit "intent/autoscaler/service/{svc}/instances" {
+    value = "peak.value()"
+  }
+}
+
+rule "autoscale_forget" {
+  doc       = "A recommendation older than the service's stabilization window is forgotten."
+  principal = "autoscaler"
+  after     = ["autoscale_remember"]
+  match {
+    at    = "observed/service/{svc}/autoscale/seen/{n}"
+    clock = "observed/clock"
+  }
+  optional {
+    window = "desired/service/{svc}/autoscale/stabilization"
+  }
+  when = "clock - at > window.orValue(duration('300s'))"
+  delete "observed/service/{svc}/autoscale/seen/{n}" {}
+}
