@@ -62,8 +62,15 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		// Taken before the view: a change that lands after it arrives in
 		// the next round, never in none. A tick leaves them for the next.
 		var batches []facts.Batch
+		var changes []facts.Change
 		if !ticked {
 			batches = sub.Take()
+			changes = merge(batches)
+			// A relist (after a compaction or a broken watch) or a batch
+			// that touches most facts is cheaper to evaluate in full.
+			if relisted(batches) || e.mostFacts(changes) {
+				full = true
+			}
 		}
 		if err := e.mirror.WaitRev(ctx, e.lastRev); err != nil {
 			return err
@@ -77,7 +84,6 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		case ticked:
 			p, err = e.evaluate(ev.(Ticker).Tick)
 		default:
-			changes := merge(batches)
 			if len(changes) == 0 {
 				continue
 			}
@@ -157,6 +163,31 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		e.ids.Seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
 	}
 	return e.mirror.WaitRev(ctx, resp.Header.Revision)
+}
+
+// mostFacts reports whether changes touch more than half of the facts,
+// firing records (which no rule reads) aside.
+func (e *Engine) mostFacts(changes []facts.Change) bool {
+	if len(changes) < 1000 {
+		return false
+	}
+	n := 0
+	for _, c := range changes {
+		if !strings.HasPrefix(c.Key, "event/") {
+			n++
+		}
+	}
+	_, total := e.mirror.Stats()
+	return n > total/2
+}
+
+func relisted(batches []facts.Batch) bool {
+	for _, b := range batches {
+		if b.Relist {
+			return true
+		}
+	}
+	return false
 }
 
 // merge flattens batches into one change per key, the latest, in the order
