@@ -29,7 +29,7 @@ func TestAuditLifecycle(t *testing.T) {
 	// the observed facts `get` reads.
 	waitUntil(t, 10*time.Second, "get services shows web converged", func() bool {
 		lines := strings.Split(strings.TrimSpace(srv.ok(t, "get", "services")), "\n")
-		return len(lines) == 2 && strings.Join(strings.Fields(lines[1]), " ") == "web nginx:1.28 3 3 3 3 8080"
+		return len(lines) == 2 && strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " ")+" ", "web nginx:1.28 3 3 3 3 8080 ")
 	})
 	var key, id string
 	for k := range eps {
