@@ -125,6 +125,21 @@ func (e *Engine) evaluator() (Evaluator, bool) {
 // Stats returns a snapshot of the engine's counters.
 func (e *Engine) Stats() Stats { return e.m.snapshot() }
 
+// Leader returns the identity of the engine that leads now, as the
+// election says (the oldest campaign under LeaderPrefix), or "" when no
+// engine campaigns.
+func (e *Engine) Leader(ctx context.Context) (string, error) {
+	resp, err := e.store.Client.Get(ctx, e.cfg.LeaderPrefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return "", fmt.Errorf("read the election under %s: %w", e.cfg.LeaderPrefix, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
 // term is one stretch of leadership: the election key and its create
 // revision, which guard every transaction, and the session's end.
 type term struct {

@@ -51,6 +51,11 @@ func TestLeaderFailover(t *testing.T) {
 	if eb.Stats().Leading {
 		t.Fatal("both engines lead")
 	}
+	for _, e := range []*Engine{ea, eb} {
+		if who, err := e.Leader(a.ctx); err != nil || who != "engine-a" {
+			t.Errorf("Leader() = %q, %v; want engine-a", who, err)
+		}
+	}
 
 	// Kill the leader's session as a partition would: its lease is revoked
 	// behind its back, while changes keep coming for it to act on.
@@ -77,6 +82,9 @@ func TestLeaderFailover(t *testing.T) {
 		a.waitValue(t, facts.EffectiveInstances("n"+strconv.Itoa(i)), strconv.Itoa(i))
 	}
 	waitFor(t, "engine-a steps down", 5*time.Second, func() bool { return !ea.Stats().Leading })
+	if who, _ := ea.Leader(a.ctx); who != "engine-b" {
+		t.Errorf("Leader() after the failover = %q, want engine-b", who)
+	}
 
 	byLeader := map[string]int{}
 	for _, ev := range a.events(t) {
