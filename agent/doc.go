@@ -22,6 +22,8 @@
 //   - cache.go   the checksummed, atomically replaced cache under --state-dir.
 //   - runtime.go the Runtime interface; agent/containerd and agent/sim
 //     implement it.
+//   - metrics.go each instance's cpu use, for the autoscaler, from runtimes
+//     that are Metered, on a lease of its own.
 //
 // Partition rules (DESIGN §5, §7): losing etcd never stops or restarts a
 // container. The agent starts or stops containers only on what etcd said;

@@ -48,10 +48,11 @@ func (c Config) Validate() error {
 type Fleet struct {
 	cfg Config
 
-	mu    sync.Mutex // guards next, rng and nodes
+	mu    sync.Mutex // guards next, rng, nodes and loads
 	next  netip.Addr
 	rng   *rand.Rand
 	nodes map[string]*runtime
+	loads map[string]float64 // service -> synthetic cpu load in cores (load.go)
 }
 
 // NewFleet validates cfg and returns an empty fleet.

@@ -39,6 +39,7 @@ type agentFlags struct {
 	simFailure, simUnhealthy  float64
 	simRange                  string
 	simSeed                   uint64
+	metricsEvery              time.Duration
 }
 
 func newAgentCmd() *cobra.Command {
@@ -63,7 +64,13 @@ running. It re-reports everything when etcd answers again.
 --runtime containerd runs real containers through containerd (host
 networking: instances are reached at --advertise-address on their exposed
 port, passed to them as $PORT). --runtime sim runs --nodes simulated nodes in
-one process, with containers held in memory, for scale tests.`,
+one process, with containers held in memory, for scale tests.
+
+Every --metrics-interval the agent reports each instance's cpu use (cores)
+as observed/service/{name}/metrics/cpu/{instance-id}, which the autoscaler
+follows: containerd measures the task's cgroup; simulated instances share
+their service's synthetic load, set while they run with the plugin fact
+sim/service/{name}/load (registered under schema/ by the sim agent).`,
 		Example: `  # a real node
   ccattler agent --node-id node-1 --runtime containerd --state-dir /var/lib/ccattler \
       --zone eu-1a --image-dir /var/lib/ccattler/images
@@ -88,6 +95,7 @@ one process, with containers held in memory, for scale tests.`,
 	fl.StringVar(&f.namespace, "namespace", "ccattler", "containerd namespace of ccattler's containers")
 	fl.StringVar(&f.snapshotter, "snapshotter", "overlayfs", "containerd snapshotter (native where overlayfs is unavailable)")
 	fl.StringVar(&f.imageDir, "image-dir", "", "directory of image archives (.tar, .tar.gz) to import at start")
+	fl.DurationVar(&f.metricsEvery, "metrics-interval", agent.DefaultMetricsInterval, "how often each instance's cpu use is reported for the autoscaler (0 turns it off)")
 	fl.StringVar(&f.advertise, "advertise-address", "", "address instances are reported at (default: the first non-loopback IPv4 address)")
 	fl.IntVar(&f.nodes, "nodes", 1, "sim: number of simulated nodes")
 	fl.StringVar(&f.nodePrefix, "node-prefix", "sim-", "sim: node ids are this prefix and a number, e.g. sim-0001")
@@ -145,6 +153,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 			n.Runtime = fleet.Node(n.ID)
 			nodes = append(nodes, n)
 		}
+		go fleet.FollowLoad(ctx, store, log) // sim/service/{name}/load: the synthetic load the metrics report
 		log.Info("simulated nodes", "count", f.nodes, "first", nodes[0].ID, "last", nodes[len(nodes)-1].ID, "seed", f.simSeed)
 	case "containerd":
 		rc := containerd.NewConfig()
@@ -168,6 +177,10 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	a, err := agent.New(cfg, nodes)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if f.metricsEvery > 0 {
+		m := &agent.Metrics{Store: store, Nodes: nodes, Interval: f.metricsEvery, MaxBatch: f.maxBatch, Log: log}
+		go m.Run(ctx)
 	}
 	log.Info("agent running", "etcd", g.etcd, "runtime", f.runtime, "nodes", len(nodes), "state_dir", f.stateDir)
 	a.Run(ctx)
