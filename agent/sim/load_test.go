@@ -26,7 +26,7 @@ func TestLoadToMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, sp := range []struct {
-		rt       agent.Runtime
+		rt      agent.Runtime
 		id, svc string
 	}{{n1, "a0001", "web"}, {n2, "a0002", "web"}, {n1, "b0001", "api"}} {
 		if _, err := sp.rt.Start(ctx, agent.Spec{ID: sp.id, Service: sp.svc, Image: sp.svc + ":1"}); err != nil {

@@ -30,12 +30,12 @@ func TestGetTables(t *testing.T) {
 		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
 		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
 		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
-		facts.DesiredService("api"): map[string]any{}, facts.ServiceImage("api"): "api:2", facts.EffectiveInstances("api"): 2,
+		facts.DesiredService("api"):    map[string]any{}, facts.ServiceImage("api"): "api:2", facts.EffectiveInstances("api"): 2,
 		facts.InstanceService("c0001"): "api", facts.InstanceState("c0001"): "running", facts.InstanceHealth("c0001"): "healthy",
 		facts.InstanceImage("c0001"): "api:1", facts.Placement("c0001"): "node-1",
 		facts.ServiceRollout("api"): map[string]any{"image": "api:2", "updated": 0, "total": 2, "state": "halted",
 			"reason": "1 instance(s) of api:2 failed or are unhealthy; 1 running an older image keep serving"},
-		facts.DesiredVolume("data"):    map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
+		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
 		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
 	}
 	for k, v := range put {
