@@ -82,6 +82,8 @@ type Runtime struct {
 
 	mu    sync.Mutex     // guards ports
 	ports map[int]string // port -> instance holding it on this node
+
+	usage usageCache // previous cpu readings (metrics.go)
 }
 
 var _ agent.Runtime = (*Runtime)(nil)
