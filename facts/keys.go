@@ -64,6 +64,7 @@ var builtins = []builtin{
 	{"desired.service.placement.zone", "desired/service/{name}/placement/zone", vName, "Instances run only on nodes in this zone."},
 	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vCount, "Instances a rollout may take below the target."},
 	{"desired.service.update.max_extra", "desired/service/{name}/update/max_extra", vCount, "Instances a rollout may add above the target."},
+	{"desired.service.volume", "desired/service/{name}/volume", vName, "The volume the service's instances mount, at /volumes/{volume}."},
 	{"desired.volume", "desired/volume/{name}", vObject, "A volume exists; its attributes are the keys below it."},
 	{"desired.volume.size", "desired/volume/{name}/size", vMemory, "The size of the volume."},
 	{"desired.volume.persistent", "desired/volume/{name}/persistent", vBool, "Whether the volume's data outlives its instances."},
@@ -98,10 +99,12 @@ var builtins = []builtin{
 	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
+	{"observed.instance.stopped_at", "observed/instance/{instance-id}/stopped_at", vTime, "When the instance was first seen stopped or failed without a placement (the clock then); garbage collection counts from it."},
 	{"observed.volume.attached_node", "observed/volume/{name}/attached_node", vName, "The node the volume is attached to."},
 	{"observed.volume.state", "observed/volume/{name}/state", vVolSt, "attached, detached or error."},
 
 	{"placement.instance", "placement/instance/{instance-id}", vName, "The node the scheduler chose for the instance."},
+	{"placement.service.node", "placement/service/{name}/node", vName, "The node every instance of the service must run on: where its single-node volume is attached."},
 	{"endpoint.service", "endpoint/service/{name}/{instance-id}", vEndpnt, "An address that serves the service."},
 	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vCount, "One writer's wish for a service's instance count."},
 	{"lease.node", "lease/node/{node-id}", vObject, "Held on a TTL lease by the node's agent while it is alive."},
@@ -168,6 +171,7 @@ func InstanceImage(id string) string          { return InstanceAttr(id, "image")
 func InstanceIP(id string) string             { return InstanceAttr(id, "ip") }
 func InstanceHealth(id string) string         { return InstanceAttr(id, "health") }
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
+func InstanceStoppedAt(id string) string      { return InstanceAttr(id, "stopped_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }
 func InstanceRetiring(id string) string       { return InstanceAttr(id, "retiring") }
 func ServiceMetric(name, metric, id string) string {
@@ -186,6 +190,7 @@ func ZoneDisruption(zone string) string     { return "observed/disruption/zone/"
 func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
 func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
 func Placement(id string) string            { return "placement/instance/" + id }
+func ServicePin(name string) string         { return "placement/service/" + name + "/node" }
 func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }
 func Intent(layer, service string) string {
 	return "intent/" + layer + "/service/" + service + "/instances"

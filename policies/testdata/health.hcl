@@ -121,9 +121,10 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
         "observed/instance/*/service"       = "web"
         "observed/instance/*/state"         = "pending"
         "placement/instance/*"              = "node-1"
+        "observed/instance/d0003/stopped_at" = "2026-11-29T12:00:10Z"
       }
       deletes = ["endpoint/service/web/d0003", "placement/instance/d0003"]
-      firings = { note_failed = 1, release_failed = 1, create_instances = 1, schedule = 1, publish_endpoint = 1 }
+      firings = { note_failed = 1, release_failed = 1, create_instances = 1, schedule = 1, publish_endpoint = 1, note_stopped = 1 }
     }
   }
 }

@@ -83,11 +83,12 @@ test "image change: one new instance first, an old one stopped when it is health
     facts = { "observed/instance/b0001/state" = "stopped" }
     expect {
       writes = {
-        "observed/instance/*/service" = "web"
-        "observed/instance/*/state"   = "pending"
-        "placement/instance/f60d7"    = "node-1"
+        "observed/instance/*/service"        = "web"
+        "observed/instance/*/state"          = "pending"
+        "placement/instance/f60d7"           = "node-1"
+        "observed/instance/b0001/stopped_at" = "2026-11-29T12:00:00Z"
       }
-      firings = { replace_first = 1, schedule = 1 }
+      firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
     }
   }
 
@@ -121,9 +122,10 @@ test "image change: one new instance first, an old one stopped when it is health
         "observed/instance/*/service"  = "web"
         "observed/instance/*/state"    = "pending"
         "placement/instance/*"         = "node-1"
+        "observed/instance/f60d7/stopped_at" = "2026-11-29T12:01:00Z"
       }
       deletes = ["placement/instance/f60d7"]
-      firings = { release_failed = 1, rollout_status = 1, replace_first = 1, schedule = 1 }
+      firings = { release_failed = 1, rollout_status = 1, replace_first = 1, schedule = 1, note_stopped = 1 }
     }
   }
 }

@@ -1,0 +1,45 @@
+# Garbage collection: an instance that stopped (or failed) and has no
+# placement any more is history. Its facts are kept for an hour, so that
+# `ccattler get instances`, `why` and the agents' last reports can still be
+# read, then deleted. Time comes from observed/clock (see failure.hcl).
+rule "note_stopped" {
+  doc       = "An instance stopped or failed without a placement gets observed/instance/{id}/stopped_at: the clock when it was first seen so."
+  principal = "gc"
+  match {
+    state = "observed/instance/{id}/state"
+    clock = "observed/clock"
+  }
+  absent = ["placement/instance/{id}", "observed/instance/{id}/stopped_at"]
+  when   = "state == 'stopped' || state == 'failed'"
+  emit "observed/instance/{id}/stopped_at" {
+    value = "clock"
+  }
+}
+
+rule "collect_stopped" {
+  doc       = "The facts of an instance stopped for longer than an hour, without a placement, are deleted."
+  principal = "gc"
+  after     = ["create_instances", "cancel_waiting_extras", "replace_first", "note_stopped", "note_failed", "note_unhealthy", "forget_unhealthy", "retire_unhealthy"]
+  match {
+    stopped = "observed/instance/{id}/stopped_at"
+    state   = "observed/instance/{id}/state"
+    clock   = "observed/clock"
+  }
+  absent = ["placement/instance/{id}"]
+  let {
+    retention = "duration('1h')"
+  }
+  when = "(state == 'stopped' || state == 'failed') && clock - stopped > retention"
+  delete "observed/instance/{id}" {}
+  delete "observed/instance/{id}/service" {}
+  delete "observed/instance/{id}/state" {}
+  delete "observed/instance/{id}/node" {}
+  delete "observed/instance/{id}/image" {}
+  delete "observed/instance/{id}/ip" {}
+  delete "observed/instance/{id}/health" {}
+  delete "observed/instance/{id}/started_at" {}
+  delete "observed/instance/{id}/stopped_at" {}
+  delete "observed/instance/{id}/failed_at" {}
+  delete "observed/instance/{id}/unhealthy_since" {}
+  delete "observed/instance/{id}/retiring" {}
+}

@@ -1,0 +1,37 @@
+test "a stopped instance's facts are kept an hour, then collected" {
+  facts = {
+    "observed/clock"                     = "2026-11-29T12:00:00Z"
+    "observed/instance/a0001/service"    = "web"
+    "observed/instance/a0001/state"      = "stopped"
+    "observed/instance/a0001/node"       = "node-1"
+    "observed/instance/a0001/health"     = "unknown"
+    "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
+    "observed/instance/a0002/service"    = "web"
+    "observed/instance/a0002/state"      = "failed"
+    "placement/instance/a0002"           = "node-1"
+  }
+  expect {
+    # a0002 failed but is still placed: not history yet
+    writes = {
+      "observed/instance/a0001/stopped_at" = "2026-11-29T12:00:00Z"
+      "observed/instance/a0002/failed_at"  = "2026-11-29T12:00:00Z"
+    }
+    firings = { note_stopped = 1, note_failed = 1 }
+  }
+  then "59 minutes later: kept" {
+    facts = { "observed/clock" = "2026-11-29T12:59:00Z" }
+    expect {
+      firings = {}
+    }
+  }
+  then "past the hour: every fact of a0001 deleted" {
+    facts = { "observed/clock" = "2026-11-29T13:00:01Z" }
+    expect {
+      deletes = [
+        "observed/instance/a0001/service", "observed/instance/a0001/state", "observed/instance/a0001/node",
+        "observed/instance/a0001/health", "observed/instance/a0001/started_at", "observed/instance/a0001/stopped_at",
+      ]
+      firings = { collect_stopped = 1 }
+    }
+  }
+}
