@@ -146,6 +146,7 @@ func ServiceMaxUnavailable(name string) string {
 }
 func ServiceMaxExtra(name string) string { return ServiceAttr(name, "update/max_extra") }
 
+func ServiceVolume(name string) string        { return ServiceAttr(name, "volume") }
 func DesiredVolume(name string) string        { return "desired/volume/" + name }
 func VolumeSize(name string) string           { return DesiredVolume(name) + "/size" }
 func VolumePersistent(name string) string     { return DesiredVolume(name) + "/persistent" }

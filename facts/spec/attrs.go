@@ -64,6 +64,7 @@ var serviceGroup = &group{
 	attrs: []attr{
 		mkAttr("service", "image", "image"),
 		mkAttr("service", "instances", "instances"),
+		mkAttr("service", "volume", "volume"),
 		{name: exposeAttr},
 	},
 	blocks: []*group{
