@@ -228,6 +228,7 @@ type round struct {
 	cur      *rules.Rule
 	rejIdx   map[string]int
 	aggCache map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
+	candMemo map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
 	osc      []string                                 // rules found oscillating: the round is redone without them
 }
 

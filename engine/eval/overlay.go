@@ -26,6 +26,7 @@ type overlay struct {
 	bySeg   map[ovSegKey][]*ovEntry        // by a segment of the key
 	byVal   map[ovValKey][]*ovEntry        // by every short string value the entry has held
 	version int                            // bumped on every write
+	writes  map[*facts.FactType]int        // writes by type, for caches that depend on some types only
 }
 
 type ovEntry struct {
@@ -50,7 +51,8 @@ type ovValKey struct {
 func newOverlay(r facts.Reader, schema *facts.Schema) *overlay {
 	return &overlay{base: r, schema: schema, w: map[string]*ovEntry{},
 		keys:   btree.NewG(32, func(a, b *ovEntry) bool { return a.f.Key < b.f.Key }),
-		byType: map[*facts.FactType][]*ovEntry{}, bySeg: map[ovSegKey][]*ovEntry{}, byVal: map[ovValKey][]*ovEntry{}}
+		byType: map[*facts.FactType][]*ovEntry{}, bySeg: map[ovSegKey][]*ovEntry{}, byVal: map[ovValKey][]*ovEntry{},
+		writes: map[*facts.FactType]int{}}
 }
 
 // put records a write (value nil: a delete).
@@ -71,6 +73,9 @@ func (o *overlay) put(key string, value []byte) {
 		}
 		o.w[key] = e
 		o.keys.ReplaceOrInsert(e)
+	}
+	if e.typ != nil {
+		o.writes[e.typ]++
 	}
 	if e.typ == nil || value == nil {
 		return

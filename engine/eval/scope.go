@@ -291,7 +291,7 @@ func (rd *round) evalBool(e *rules.Expr, b *binding, what string) (bool, error) 
 // rejection for every candidate that fails a filter.
 func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	ch := r.Choose
-	cands := rd.solve(ch.Body, s.b, s.reads)
+	cands := rd.candidates(ch.Body, s.b, s.reads)
 	candKey := func(c *sol) string {
 		var k strings.Builder
 		for _, v := range ch.Vars {
