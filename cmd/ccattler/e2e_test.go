@@ -148,15 +148,15 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("get services", func(t *testing.T) {
 		out := srv.ok(t, "get", "services")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS" ||
-			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080" {
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS UPDATED ROLLOUT" ||
+			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 -" {
 			t.Errorf("get services:\n%s", out)
 		}
 		var rows []serviceRow
 		if err := json.Unmarshal([]byte(srv.ok(t, "get", "service", "-o", "json")), &rows); err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != 1 || rows[0] != (serviceRow{Name: "web", Image: "nginx:1.28", Desired: "3", Ports: "8080"}) {
+		if len(rows) != 1 || rows[0] != (serviceRow{Name: "web", Image: "nginx:1.28", Desired: "3", Ports: "8080", Updated: "0/3"}) {
 			t.Errorf("get service -o json: %+v", rows)
 		}
 	})
