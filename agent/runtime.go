@@ -35,6 +35,7 @@ type Spec struct {
 	Memory  int64      `json:"memory,omitempty"` // bytes; 0 means no limit
 	Ports   []int      `json:"ports,omitempty"`  // exposed ports, ascending
 	Health  HealthSpec `json:"health"`
+	Volume  string     `json:"volume,omitempty"` // the volume it mounts at /volumes/{volume}; "" for none
 }
 
 // HealthSpec is the service's health block.

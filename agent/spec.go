@@ -50,6 +50,9 @@ func buildWant(id, svc string, attrs map[string][]byte, schema *facts.Schema) Wa
 	if v, ok := decode("health/interval"); ok {
 		w.Spec.Health.Interval, _ = v.(time.Duration)
 	}
+	if v, ok := decode("volume"); ok {
+		w.Spec.Volume, _ = v.(string)
+	}
 	for attr := range attrs {
 		if p, ok := strings.CutPrefix(attr, "expose/"); ok {
 			port, err := strconv.Atoi(p)

@@ -3,6 +3,7 @@
 #   alive         the node is alive
 #   architecture  the node's architecture, if the service asks for one
 #   zone          the node's zone, if the service asks for one
+#   volume        the node its single-node volume is attached to (volumes.hcl)
 #   cpu, memory   the requests of the instances already placed on the node
 #                 (those placed earlier in this round included) plus this one
 #                 fit in the node's capacity; agents' "available" is not used
@@ -22,6 +23,7 @@ rule "schedule" {
     mem  = "desired/service/{svc}/resources/memory"
     arch = "desired/service/{svc}/placement/architecture"
     zone = "desired/service/{svc}/placement/zone"
+    pin  = "placement/service/{svc}/node"
   }
   when = "state == 'pending'"
   choose "node" {
@@ -67,6 +69,7 @@ rule "schedule" {
       alive        = "nstate == 'alive'"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
+      volume       = "!pin.hasValue() || node == pin.value()"
       cpu          = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
       memory       = "used_mem + mem.orValue(0) <= cap_mem"
     }

@@ -41,6 +41,7 @@ type Config struct {
 	Address4    string        // --advertise-address: the node address instances are reported at (host networking)
 	LogDir      string        // where container stdout/stderr go, one file per instance
 	ImageDir    string        // --image-dir: archives imported at start
+	VolumeDir   string        // where volumes live, one directory each (the agent's --state-dir/volumes); "" runs no instance with a volume
 	PullTimeout time.Duration // bound on one image pull
 	Log         *slog.Logger
 }
@@ -166,6 +167,13 @@ func (r *Runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 	if sp.CPU > 0 {
 		const period = 100000 // µs: the CFS default
 		opts = append(opts, oci.WithCPUCFS(int64(sp.CPU*period), period))
+	}
+	if sp.Volume != "" {
+		m, err := r.volumeMount(sp.Volume)
+		if err != nil {
+			return agent.Status{}, err
+		}
+		opts = append(opts, oci.WithMounts([]specs.Mount{m}))
 	}
 	labels := map[string]string{LabelInstance: sp.ID, LabelService: sp.Service, LabelSpec: string(specJSON)}
 	ctr, err := r.c.NewContainer(ctx, sp.ID,

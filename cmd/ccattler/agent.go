@@ -164,6 +164,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		}
 		if f.stateDir != "" {
 			rc.LogDir = f.stateDir + "/logs"
+			rc.VolumeDir = f.stateDir + "/volumes"
 		}
 		rt, err := containerd.New(ctx, rc)
 		if err != nil {
@@ -178,6 +179,8 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
+	vols := &agent.Volumes{Store: store, Nodes: nodes, Log: log}
+	go vols.Run(ctx)
 	if f.metricsEvery > 0 {
 		m := &agent.Metrics{Store: store, Nodes: nodes, Interval: f.metricsEvery, MaxBatch: f.maxBatch, Log: log}
 		go m.Run(ctx)

@@ -1,0 +1,44 @@
+# Volumes (volumes.hcl): a single-node volume pins its service's instances to
+# the node it is attached to.
+test "a single-node volume pins instances to its node" {
+  seed  = 17
+  now   = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 4
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "lease/node/node-1"                    = {}
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/capacity/cpu"    = 4
+    "observed/node/node-2/capacity/memory" = "8Gi"
+    "lease/node/node-2"                    = {}
+    "desired/volume/data"                  = {}
+    "desired/volume/data/access_mode"      = "single-node"
+    "desired/volume/data/persistent"       = true
+    "observed/volume/data/attached_node"   = "node-2"
+    "observed/volume/data/state"           = "detached"
+    "desired/service/db"                   = {}
+    "desired/service/db/image"             = "postgres:17"
+    "desired/service/db/volume"            = "data"
+    "intent/user/service/db/instances"     = 1
+  }
+  expect {
+    writes = {
+      "placement/service/db/node"      = "node-2"
+      "effective/service/db/instances" = 1
+      "observed/instance/*/service"    = "db"
+      "observed/instance/*/state"      = "pending"
+      # node-1 would win the tie without the volume
+      "placement/instance/*"           = "node-2"
+    }
+    firings    = { pin_to_volume = 1, resolve_intent = 1, create_instances = 1, schedule = 1 }
+    rejections = ["schedule node=node-1: volume"]
+  }
+  then "a multi-node volume pins nothing" {
+    facts = { "desired/volume/data/access_mode" = "multi-node" }
+    expect {
+      deletes = ["placement/service/db/node"]
+      firings = { pin_to_volume = 1 }
+    }
+  }
+}
