@@ -34,6 +34,7 @@ func BenchmarkCommit(b *testing.B) {
 	const keysPerPlan = 32768
 	for _, w := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("writes-per-firing=%d", w), func(b *testing.B) {
+			benchRun++ // keys unique across the runs of one etcd: fresh keys must be absent
 			cfg := testConfig()
 			cfg.MaxTxnOps = int(ec.MaxTxnOps)
 			cfg.MaxTxnBytes = int(ec.MaxRequest) / 2
@@ -46,7 +47,7 @@ func BenchmarkCommit(b *testing.B) {
 				for f := 0; f < keysPerPlan/w; f++ {
 					fr := eval.Firing{Rule: "bench", Kind: "derive", Bindings: map[string]string{"f": strconv.Itoa(f)}}
 					for j := 0; j < w; j++ {
-						k := facts.EffectiveInstances(fmt.Sprintf("e%d-%d-%d-w%d", i, f, j, w))
+						k := facts.EffectiveInstances(fmt.Sprintf("e%d-%d-%d-%d", benchRun, i, f, j))
 						fr.Reads = append(fr.Reads, eval.Read{Key: k})
 						fr.Writes = append(fr.Writes, eval.Write{Key: k, Value: value})
 					}
@@ -63,7 +64,7 @@ func BenchmarkCommit(b *testing.B) {
 				var same []clientv3.Op
 				for f, fr := range p.Firings {
 					for j, wr := range fr.Writes {
-						same = append(same, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("q%d-%d-%d-w%d", i, f, j, w))), string(wr.Value)))
+						same = append(same, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("q%d-%d-%d-%d", benchRun, i, f, j))), string(wr.Value)))
 					}
 					id, at := e.ids.Next()
 					rec, _ := encodeRecord(&fr, "bench", "engine-a", at, nil)
@@ -89,7 +90,7 @@ func BenchmarkCommit(b *testing.B) {
 					ops = ops[:0]
 				}
 				for f := 0; f < keysPerPlan; f++ {
-					ops = append(ops, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("r%d-%d-w%d", i, f, w))), string(value)))
+					ops = append(ops, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("r%d-%d-%d", benchRun, i, f))), string(value)))
 					if len(ops) == cfg.MaxTxnOps {
 						flush()
 					}
@@ -111,9 +112,12 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric((keys+firings)/sameTime.Seconds(), "raw-same-ops/s")
 			b.ReportMetric(median(sameRatios), "ratio-same")
 			b.ReportMetric(float64(e.Stats().Txns)/float64(b.N), "txns/plan")
+			b.ReportMetric(float64(e.Stats().Conflicts)/float64(b.N), "conflicts/plan")
 		})
 	}
 }
+
+var benchRun int
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
