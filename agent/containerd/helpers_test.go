@@ -152,15 +152,21 @@ func tail(b []byte, n int) string {
 // buildServer compiles testdata/healthz.go.txt into a static binary.
 func buildServer(t *testing.T) []byte {
 	t.Helper()
+	return buildProgram(t, "testdata/healthz.go.txt")
+}
+
+// buildProgram compiles one Go source file of testdata into a static binary.
+func buildProgram(t *testing.T, path string) []byte {
+	t.Helper()
 	dir := t.TempDir()
-	src, err := os.ReadFile("testdata/healthz.go.txt")
+	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module healthz\n\ngo 1.22\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module testprogram\n\ngo 1.22\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "server")
