@@ -132,7 +132,11 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 // the rule body's variables. When the join finds nothing (the fact's
 // siblings are gone too), what the key itself binds is used.
 func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
-	if withValue && s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) && c.Value != nil {
+	// The value binds the alias even when the body does not use it: left
+	// unbound, the join below finds it again by scanning every fact it
+	// meets (every node's state, for a placement), and keeps the same
+	// body bindings.
+	if withValue && s.p.Alias != "" && c.Value != nil {
 		if dv, err := decode(s.p.Type.Value, c.Value); err == nil {
 			kb.push(s.p.Alias, goVal(dv))
 		}
