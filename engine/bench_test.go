@@ -45,7 +45,7 @@ func BenchmarkCommit(b *testing.B) {
 			e := v.engine(b, &copyEval{}, cfg)
 			var engineTime, rawTime, sameTime time.Duration
 			var ratios, sameRatios []float64 // per iteration: runs side by side suffer the same load
-			var cpuRatios []float64          // raw over engine, in CPU time of the whole process (etcd included)
+			var cpuRatios, cpuSame []float64 // raw over engine, in CPU time of the whole process (etcd included)
 			// Each phase ends when the mirror has taken in its writes: the
 			// watch and the mirror are part of what every write costs.
 			drain := func() {
@@ -88,7 +88,7 @@ func BenchmarkCommit(b *testing.B) {
 					rec, _ := encodeRecord(&fr, "bench", "engine-a", at, nil)
 					same = append(same, clientv3.OpPut(v.store.Abs(facts.Event(id)), string(rec)))
 				}
-				start = time.Now()
+				start, cpu = time.Now(), cpuTime()
 				for len(same) > 0 {
 					n := min(len(same), cfg.MaxTxnOps/(w+1)*(w+1))
 					if _, err := v.store.Client.Txn(v.ctx).Then(same[:n]...).Commit(); err != nil {
@@ -98,6 +98,7 @@ func BenchmarkCommit(b *testing.B) {
 				}
 				drain()
 				sameTook := time.Since(start)
+				cpuSame = append(cpuSame, (cpuTime()-cpu).Seconds()/engineCPU.Seconds())
 				sameTime += sameTook
 
 				start, cpu = time.Now(), cpuTime()
@@ -131,6 +132,7 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(keys/rawTime.Seconds(), "raw-keys/s")
 			b.ReportMetric(median(ratios), "ratio")
 			b.ReportMetric(median(cpuRatios), "cpu-ratio")
+			b.ReportMetric(median(cpuSame), "cpu-ratio-same")
 			b.ReportMetric((keys+firings)/sameTime.Seconds(), "raw-same-ops/s")
 			b.ReportMetric(median(sameRatios), "ratio-same")
 			b.ReportMetric(float64(e.Stats().Txns)/float64(b.N), "txns/plan")
