@@ -142,21 +142,28 @@ func tableOverhead(m *facts.Mirror) (perFact float64, kvBytes float64, n int) {
 		kv += int64(len(f.Key) + len(f.Value))
 	}
 	// A small cluster's table is lost in the noise of the rest of the
-	// process: index it several times over, about 200,000 facts in all.
+	// process: index it several times over, about 200,000 facts a sample,
+	// and take the median of three samples (the engine or the agents may
+	// free or allocate meanwhile).
 	copies := max(1, 200000/len(all))
 	schema := facts.NewSchema() // the tables' plugin registrations must not reach the server's
-	before := liveHeap()
-	tables := make([]*facts.Table, copies)
-	for i := range tables {
-		tables[i] = facts.NewTable(schema)
-		for _, f := range all {
-			tables[i].Put(f)
+	var samples []float64
+	for range 3 {
+		before := liveHeap()
+		tables := make([]*facts.Table, copies)
+		for i := range tables {
+			tables[i] = facts.NewTable(schema)
+			for _, f := range all {
+				tables[i].Put(f)
+			}
 		}
+		after := liveHeap()
+		goruntime.KeepAlive(tables)
+		samples = append(samples, float64(after-before)/float64(copies*len(all)))
 	}
-	after := liveHeap()
-	goruntime.KeepAlive(tables)
 	goruntime.KeepAlive(all)
-	return float64(after-before) / float64(copies*len(all)), float64(kv) / float64(len(all)), len(all)
+	slices.Sort(samples)
+	return samples[1], float64(kv) / float64(len(all)), len(all)
 }
 
 func liveHeap() int64 {
