@@ -15,6 +15,6 @@
 // out a version whose health checks fail. Addresses come in order from Config.Range and
 // are never dialled. Fleet.Exit makes a container die, to exercise failure
 // reporting. A service's synthetic cpu load (SetLoad, or the plugin fact
-// sim/service/{name}/load that FollowLoad watches) is shared evenly by its
+// sim/service/{name}/load that Follow watches; sim/instance/{id}/health overrides an instance's health) is shared evenly by its
 // running instances and reported as their usage. Draws are seeded (Config.Seed), so a run can be replayed.
 package sim

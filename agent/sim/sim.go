@@ -48,11 +48,12 @@ func (c Config) Validate() error {
 type Fleet struct {
 	cfg Config
 
-	mu    sync.Mutex // guards next, rng, nodes and loads
-	next  netip.Addr
-	rng   *rand.Rand
-	nodes map[string]*runtime
-	loads map[string]float64 // service -> synthetic cpu load in cores (load.go)
+	mu     sync.Mutex // guards next, rng, nodes and loads
+	next   netip.Addr
+	rng    *rand.Rand
+	nodes  map[string]*runtime
+	loads  map[string]float64 // service -> synthetic cpu load in cores (knobs.go)
+	health map[string]string  // instance -> health it reports instead of its drawn one (knobs.go)
 }
 
 // NewFleet validates cfg and returns an empty fleet.
@@ -167,11 +168,16 @@ func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
 }
 
 func (r *runtime) List(context.Context) ([]agent.Status, error) {
+	health := r.f.healthOverrides()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]agent.Status, 0, len(r.ctrs))
-	for _, c := range r.ctrs {
-		out = append(out, *c)
+	for id, c := range r.ctrs {
+		st := *c
+		if h, ok := health[id]; ok && st.Running {
+			st.Health = h
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
 	return out, nil

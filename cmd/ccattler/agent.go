@@ -70,7 +70,9 @@ Every --metrics-interval the agent reports each instance's cpu use (cores)
 as observed/service/{name}/metrics/cpu/{instance-id}, which the autoscaler
 follows: containerd measures the task's cgroup; simulated instances share
 their service's synthetic load, set while they run with the plugin fact
-sim/service/{name}/load (registered under schema/ by the sim agent).`,
+sim/service/{name}/load (registered under schema/ by the sim agent);
+sim/instance/{id}/health = "unhealthy" makes a simulated instance report
+that health from then on.`,
 		Example: `  # a real node
   ccattler agent --node-id node-1 --runtime containerd --state-dir /var/lib/ccattler \
       --zone eu-1a --image-dir /var/lib/ccattler/images
@@ -153,7 +155,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 			n.Runtime = fleet.Node(n.ID)
 			nodes = append(nodes, n)
 		}
-		go fleet.FollowLoad(ctx, store, log) // sim/service/{name}/load: the synthetic load the metrics report
+		go fleet.Follow(ctx, store, log) // the sim/ knobs: synthetic loads, health overrides
 		log.Info("simulated nodes", "count", f.nodes, "first", nodes[0].ID, "last", nodes[len(nodes)-1].ID, "seed", f.simSeed)
 	case "containerd":
 		rc := containerd.NewConfig()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
 )
@@ -19,7 +20,8 @@ import (
 // Rolling updates and health replacement end to end: the real server with
 // the default policies (rollout.hcl, health.hcl) and a process of simulated
 // nodes. The sim runs an image whose name contains "unhealthy" as instances
-// that report unhealthy.
+// that report unhealthy, and turns one instance unhealthy through its knob
+// sim/instance/{id}/health.
 
 // serviceSample is one consistent look at a service's instances: every list
 // is read at the same revision.
@@ -242,7 +244,7 @@ func TestHealthReplacementEndToEnd(t *testing.T) {
   expose    = [8080]
   health {
     failures = 2
-    interval = "1s"
+    interval = "2s"
   }
 }
 `)
@@ -252,16 +254,21 @@ func TestHealthReplacementEndToEnd(t *testing.T) {
 	c.waitFor(30*time.Second, "3 endpoints", func() bool { return len(c.list("endpoint/service/web/")) == 3 })
 	victim := c.running()[0].id
 
-	// A simulated instance's health is fixed when it starts: the test writes
-	// the report its agent would make after a failed check.
-	if _, err := c.store.PutValue(context.Background(), facts.InstanceHealth(victim), "unhealthy"); err != nil {
+	// The sim's knob: the instance reports unhealthy from now on, through its agent.
+	c.waitFor(10*time.Second, "the sim's health knob registered", func() bool {
+		return c.get(facts.SchemaKey(sim.HealthFactType)) != ""
+	})
+	if err := c.store.LoadPlugins(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor(10*time.Second, "the unhealthy instance's endpoint removed", func() bool {
-		return c.get(facts.Endpoint("web", victim)) == ""
+	if _, err := c.store.PutValue(context.Background(), sim.HealthKey(victim), "unhealthy"); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(10*time.Second, "the instance reported unhealthy by its agent, its endpoint removed", func() bool {
+		return c.get(facts.InstanceHealth(victim)) == `"unhealthy"` && c.get(facts.Endpoint("web", victim)) == ""
 	})
 	if c.get(facts.InstanceRetiring(victim)) != "" {
-		t.Errorf("%s retiring at its first failed check; want it after 2 checks 1s apart", victim)
+		t.Errorf("%s retiring at its first failed check; want it after 2 checks 2s apart", victim)
 	}
 	b, stop := c.watchService("web")
 	c.waitFor(20*time.Second, "the unhealthy instance replaced: stopped, 3 others serving", func() bool {

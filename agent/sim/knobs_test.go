@@ -11,6 +11,62 @@ import (
 	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
+// TestHealthKnob turns a running instance unhealthy and back through its
+// plugin fact: the runtime lists it with that health.
+func TestHealthKnob(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	cfg := NewConfig()
+	cfg.StartDelay = 0
+	fleet, err := NewFleet(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := fleet.Node("sim-0001")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := rt.Start(ctx, agent.Spec{ID: "a0001", Service: "web", Image: "web:1"}); err != nil {
+		t.Fatal(err)
+	}
+	go fleet.Follow(ctx, s, slog.New(slog.DiscardHandler))
+	health := func() string {
+		l, err := rt.List(ctx)
+		if err != nil || len(l) != 1 {
+			t.Fatalf("list: %v %v", l, err)
+		}
+		return l[0].Health
+	}
+	waitHealth := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); health() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("health %q, want %q", health(), want)
+			}
+		}
+	}
+	waitHealth(agent.Healthy)
+	for deadline := time.Now().Add(10 * time.Second); s.LoadPlugins(ctx) != nil || !hasType(s, HealthFactType); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("sim.instance.health not registered")
+		}
+	}
+	if _, err := s.PutValue(ctx, HealthKey("a0001"), "sideways"); err == nil {
+		t.Error("a health outside healthy|unhealthy|unknown was accepted")
+	}
+	if _, err := s.PutValue(ctx, HealthKey("a0001"), agent.Unhealthy); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(agent.Unhealthy)
+	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(HealthKey("a0001"))}}); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(agent.Healthy)
+}
+
+func hasType(s *facts.Store, name string) bool {
+	_, ok := s.Schema.Type(name)
+	return ok
+}
+
 // TestLoadToMetrics drives a service's synthetic load through its plugin
 // fact and reads back the per-instance metrics the agent reports, on a real
 // etcd.
@@ -34,7 +90,7 @@ func TestLoadToMetrics(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
-	go fleet.FollowLoad(ctx, s, log)
+	go fleet.Follow(ctx, s, log)
 	m := &agent.Metrics{Store: s, Interval: 20 * time.Millisecond, Log: log, Nodes: []agent.NodeConfig{
 		{ID: "sim-0001", Runtime: n1}, {ID: "sim-0002", Runtime: n2}}}
 	go m.Run(ctx)
