@@ -12,9 +12,14 @@
 // Config.FailureRate; a started instance reports healthy, or unhealthy with
 // probability Config.Unhealthy; an instance of an image whose name contains
 // "unhealthy" (UnhealthyImage) always reports unhealthy, so a test can roll
-// out a version whose health checks fail. Addresses come in order from Config.Range and
-// are never dialled. Fleet.Exit makes a container die, to exercise failure
-// reporting. A service's synthetic cpu load (SetLoad, or the plugin fact
-// sim/service/{name}/load that Follow watches; sim/instance/{id}/health overrides an instance's health) is shared evenly by its
-// running instances and reported as their usage. Draws are seeded (Config.Seed), so a run can be replayed.
+// out a version whose health checks fail. Addresses come in order from
+// Config.Range and are never dialled. Fleet.Exit makes a container die, to
+// exercise failure reporting. Draws are seeded (Config.Seed), so a run can be
+// replayed.
+//
+// Knobs (knobs.go), set while the fleet runs through plugin facts that
+// Fleet.Follow registers and watches: a service's synthetic cpu load
+// (sim/service/{name}/load, or SetLoad), shared evenly by its running
+// instances and reported as their usage; an instance's health from now on
+// (sim/instance/{id}/health, or SetHealth).
 package sim
