@@ -9,11 +9,19 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
+// VolumeRemover is implemented by runtimes that keep volumes on the node
+// (agent/containerd): the data of a volume that is not persistent goes with
+// the last instance that used it on the node.
+type VolumeRemover interface {
+	RemoveVolume(name string) error
+}
+
 // Volumes reports, for every volume a running container of its nodes mounts,
 // observed/volume/{name}/attached_node and state = attached; once the last
 // container using it on that node is gone, state = detached (attached_node
 // stays: a persistent volume's data lives on that node, and the scheduler
-// keeps instances of a single-node volume there). The runtime provides the
+// keeps instances of a single-node volume there) and the data of a volume
+// whose persistent is false is removed (state = error if that fails). The runtime provides the
 // volume itself (agent/containerd: a directory under the state dir).
 type Volumes struct {
 	Store    *facts.Store
@@ -82,9 +90,14 @@ func (v *Volumes) report(ctx context.Context) error {
 			return err
 		}
 	}
-	for vol := range v.have {
+	for vol, node := range v.have {
 		if _, ok := used[vol]; !ok {
-			if err := put(facts.VolumeState(vol), "detached"); err != nil {
+			state := "detached"
+			if err := v.removeUnlessPersistent(ctx, vol, node); err != nil {
+				v.Log.Error("remove the data of a volume that is not persistent", "volume", vol, "node", node, "err", err)
+				state = "error"
+			}
+			if err := put(facts.VolumeState(vol), state); err != nil {
 				return err
 			}
 		}
@@ -97,5 +110,21 @@ func (v *Volumes) report(ctx context.Context) error {
 		return err
 	}
 	v.have = used
+	return nil
+}
+
+// removeUnlessPersistent removes a detached volume's data from node when
+// desired/volume/{vol}/persistent is false. A volume without that fact, or
+// one no longer desired, keeps its data: deleting is not a default.
+func (v *Volumes) removeUnlessPersistent(ctx context.Context, vol, node string) error {
+	f, ok, err := v.Store.Get(ctx, facts.VolumePersistent(vol))
+	if err != nil || !ok || string(f.Value) != "false" {
+		return err
+	}
+	for _, n := range v.Nodes {
+		if r, ok := n.Runtime.(VolumeRemover); ok && n.ID == node {
+			return r.RemoveVolume(vol)
+		}
+	}
 	return nil
 }

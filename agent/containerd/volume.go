@@ -8,6 +8,7 @@ import (
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/facts"
 )
 
@@ -31,4 +32,14 @@ func (r *Runtime) volumeMount(name string) (specs.Mount, error) {
 		return specs.Mount{}, fmt.Errorf("volume %s: %w", name, err)
 	}
 	return specs.Mount{Destination: VolumePath(name), Type: "bind", Source: dir, Options: []string{"rbind", "rw"}}, nil
+}
+
+var _ agent.VolumeRemover = (*Runtime)(nil)
+
+// RemoveVolume deletes a volume's directory and everything in it.
+func (r *Runtime) RemoveVolume(name string) error {
+	if err := facts.CheckSegment("name", name); err != nil || r.cfg.VolumeDir == "" {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(r.cfg.VolumeDir, name))
 }

@@ -21,7 +21,8 @@ import (
 // TestVolumeOutlivesInstance runs the agent with real containerd and etcd: an
 // instance of a service with a volume writes to it; once it is stopped, its
 // replacement on the same node reads what it wrote. The agent reports where
-// the volume is attached, and that it is detached between the two.
+// the volume is attached, and that it is detached between the two; once the
+// volume is not persistent, its data goes with its last instance.
 func TestVolumeOutlivesInstance(t *testing.T) {
 	d := startDaemon(t)
 	imgDir, stateDir := t.TempDir(), t.TempDir()
@@ -134,5 +135,15 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 	}
 	if second == first || log2 != first+"\n"+second+"\n" {
 		t.Errorf("the replacement (%s) reads %q from the volume, want the first instance's %s then its own line", second, log2, first)
+	}
+
+	// Not persistent: the data goes with the last instance.
+	put(t, s, facts.VolumePersistent("data"), false)
+	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("f00b2"))}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, volume("node-1", "detached"))
+	if _, err := os.Stat(filepath.Join(stateDir, "volumes", "data")); !os.IsNotExist(err) {
+		t.Errorf("the data of a volume that is not persistent is still there after its last instance stopped (%v)", err)
 	}
 }
