@@ -250,7 +250,7 @@ func (n *node) reconcile(ctx context.Context) {
 		if !w.Ready {
 			if !n.waiting[id] { // said once, so that a wait is never silent
 				n.waiting[id] = true
-				n.log.Warn("instance placed here waits for its service's facts (observed/instance/{id}/service, desired/service/{name}/image)",
+				n.log.Info("instance placed here waits for its service's facts (observed/instance/{id}/service, desired/service/{name}/image)",
 					"instance", id, "service", w.Spec.Service)
 			}
 			continue
