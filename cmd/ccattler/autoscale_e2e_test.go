@@ -35,9 +35,7 @@ func TestAutoscalingEndToEnd(t *testing.T) {
 	c.waitFor(20*time.Second, "three nodes hold leases and the sim's load type is registered", func() bool {
 		return len(c.list("lease/node/")) == 3 && c.get(facts.SchemaKey(sim.LoadFactType)) != ""
 	})
-	if err := c.store.LoadPlugins(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	knobs := c.pluginStore()
 	dir := t.TempDir()
 	if r := c.srv.ccattler(t, "apply", "-f", writeService(t, dir, autoscaledService)); r.code != 0 {
 		t.Fatalf("apply: %s", r.stderr)
@@ -52,7 +50,7 @@ func TestAutoscalingEndToEnd(t *testing.T) {
 	c.waitFor(20*time.Second, "2 instances serving", serving(2))
 	load := func(cores float64) {
 		t.Helper()
-		if _, err := c.store.PutValue(context.Background(), sim.LoadKey("web"), cores); err != nil {
+		if _, err := knobs.PutValue(context.Background(), sim.LoadKey("web"), cores); err != nil {
 			t.Fatal(err)
 		}
 	}

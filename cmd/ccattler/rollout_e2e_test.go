@@ -122,6 +122,22 @@ func (c *cluster) rollout(svc string) map[string]any {
 	return v
 }
 
+// pluginStore returns a store whose schema has the plugin fact types
+// registered under schema/ (the sim's knobs), apart from the process-wide
+// default schema other tests count on.
+func (c *cluster) pluginStore() *facts.Store {
+	c.t.Helper()
+	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{c.srv.client}, Schema: facts.NewSchema()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { s.Close() })
+	if err := s.LoadPlugins(context.Background()); err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
 func writeService(t *testing.T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "svc.hcl")
@@ -258,10 +274,7 @@ func TestHealthReplacementEndToEnd(t *testing.T) {
 	c.waitFor(10*time.Second, "the sim's health knob registered", func() bool {
 		return c.get(facts.SchemaKey(sim.HealthFactType)) != ""
 	})
-	if err := c.store.LoadPlugins(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.store.PutValue(context.Background(), sim.HealthKey(victim), "unhealthy"); err != nil {
+	if _, err := c.pluginStore().PutValue(context.Background(), sim.HealthKey(victim), "unhealthy"); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor(10*time.Second, "the instance reported unhealthy by its agent, its endpoint removed", func() bool {
