@@ -12,7 +12,8 @@ import (
 
 // report writes what differs between what the node knows and what it last
 // committed: its node facts, observed/instance/{id}/node|state|image|ip|
-// health|started_at of every instance it holds, and an event per failure.
+// health|started_at|resources/cpu|resources/memory of every instance it
+// holds, and an event per failure.
 // After a new lease or a reconnect everything is written again, because
 // anything may have happened to etcd meanwhile.
 func (n *node) report(ctx context.Context) {
@@ -73,6 +74,9 @@ func (n *node) report(ctx context.Context) {
 			if !st.StartedAt.IsZero() {
 				put(facts.InstanceStartedAt(id), st.StartedAt)
 			}
+			// What it was started with: a changed service replaces it (policies/rollout.hcl).
+			put(facts.InstanceCPU(id), st.Spec.CPU)
+			put(facts.InstanceMemory(id), st.Spec.Memory)
 		case f != nil:
 			put(facts.InstanceNode(id), n.cfg.ID)
 			put(facts.InstanceState(id), "failed")
@@ -140,7 +144,7 @@ func (n *node) report(ctx context.Context) {
 	}
 	for _, id := range stoppedIDs {
 		delete(n.stopped, id)
-		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at"} {
+		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory"} {
 			delete(n.have, facts.InstanceAttr(id, attr))
 		}
 	}

@@ -90,6 +90,8 @@ var builtins = []builtin{
 	{"observed.instance.ip", "observed/instance/{instance-id}/ip", vIP, "The instance's address."},
 	{"observed.instance.health", "observed/instance/{instance-id}/health", vHealth, "The result of the instance's health checks."},
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
+	{"observed.instance.resources.cpu", "observed/instance/{instance-id}/resources/cpu", vCPU, "The cpu limit the instance's container was started with, in cores (0: none)."},
+	{"observed.instance.resources.memory", "observed/instance/{instance-id}/resources/memory", vMemory, "The memory limit the instance's container was started with (0: none)."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
 	{"observed.instance.failed_at", "observed/instance/{instance-id}/failed_at", vTime, "When the health policy first saw the instance failed."},
 	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
@@ -171,6 +173,8 @@ func InstanceState(id string) string          { return InstanceAttr(id, "state")
 func InstanceImage(id string) string          { return InstanceAttr(id, "image") }
 func InstanceIP(id string) string             { return InstanceAttr(id, "ip") }
 func InstanceHealth(id string) string         { return InstanceAttr(id, "health") }
+func InstanceCPU(id string) string            { return InstanceAttr(id, "resources/cpu") }
+func InstanceMemory(id string) string         { return InstanceAttr(id, "resources/memory") }
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
 func InstanceStoppedAt(id string) string      { return InstanceAttr(id, "stopped_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }

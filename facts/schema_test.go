@@ -56,6 +56,8 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/ip", "observed.instance.ip", []string{"a8f31"}, InstanceIP("a8f31")},
 		{"observed/instance/a8f31/health", "observed.instance.health", []string{"a8f31"}, InstanceHealth("a8f31")},
 		{"observed/instance/a8f31/started_at", "observed.instance.started_at", []string{"a8f31"}, InstanceStartedAt("a8f31")},
+		{"observed/instance/a8f31/resources/cpu", "observed.instance.resources.cpu", []string{"a8f31"}, InstanceCPU("a8f31")},
+		{"observed/instance/a8f31/resources/memory", "observed.instance.resources.memory", []string{"a8f31"}, InstanceMemory("a8f31")},
 		{"observed/instance/a8f31/unhealthy_since", "observed.instance.unhealthy_since", []string{"a8f31"}, InstanceUnhealthySince("a8f31")},
 		{"observed/service/web/metrics/cpu/a8f31", "observed.service.metrics", []string{"web", "cpu", "a8f31"}, ServiceMetric("web", "cpu", "a8f31")},
 		{"observed/service/web/autoscale/recommendation", "observed.service.autoscale.recommendation", []string{"web"}, AutoscaleRecommendation("web")},

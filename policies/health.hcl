@@ -88,6 +88,10 @@ rule "release_failed" {
     failed = "observed/instance/{id}/failed_at"
     clock  = "observed/clock"
   }
+  optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
+  }
   aggregate "outdated" {
     match {
       svc    = "observed/instance/{i}/service"
@@ -95,7 +99,11 @@ rule "release_failed" {
       iimage = "observed/instance/{i}/image"
       inode  = "placement/instance/{i}"
     }
-    where = "(istate == 'pending' || istate == 'running') && iimage != image"
+    optional {
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
+    }
+    where = "(istate == 'pending' || istate == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   when = "state == 'failed' && (outdated == 0 || clock - failed >= duration('60s'))"

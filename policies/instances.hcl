@@ -50,6 +50,8 @@ rule "cancel_waiting_extras" {
     want = "effective/service/{svc}/instances"
   }
   optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
     image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
   }
@@ -82,8 +84,10 @@ rule "cancel_waiting_extras" {
     optional {
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
@@ -108,12 +112,14 @@ rule "cancel_waiting_extras" {
 }
 
 rule "stop_placed_extras" {
-  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement: pending first, then unhealthy, then the newest, never the last healthy one."
+  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement once none is still starting: unhealthy first, then the newest, never the last healthy one."
   principal = "reconcile"
   match {
     want = "effective/service/{svc}/instances"
   }
   optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
     image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
   }
@@ -125,6 +131,16 @@ rule "stop_placed_extras" {
       nstate = "observed/node/{node}/state"
     }
     where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    count = true
+  }
+  aggregate "starting" {
+    match {
+      svc    = "observed/instance/{i}/service"
+      state  = "observed/instance/{i}/state"
+      node   = "placement/instance/{i}"
+      nstate = "observed/node/{node}/state"
+    }
+    where = "state == 'pending' && nstate != 'unreachable'"
     count = true
   }
   aggregate "healthy" {
@@ -157,15 +173,20 @@ rule "stop_placed_extras" {
     optional {
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
     # While instances are being replaced (rollout.hcl), update/max_extra more may live.
     allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
   }
-  when = "placed > allowed && waiting == 0"
+  # A placed instance still pending is waited for: deleting its placement
+  # would only have it placed again (nothing marks it stopped), and once it
+  # runs it is the newest, so it goes first.
+  when = "placed > allowed && waiting == 0 && starting == 0"
   choose "victim" {
     match {
       svc    = "observed/instance/{v}/service"

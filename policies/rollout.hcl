@@ -27,6 +27,10 @@ rule "rollout_status" {
     want  = "effective/service/{svc}/instances"
     image = "desired/service/{svc}/image"
   }
+  optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
+  }
   aggregate "updated" {
     match {
       svc    = "observed/instance/{i}/service"
@@ -35,7 +39,11 @@ rule "rollout_status" {
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
     }
-    where = "state == 'running' && health == 'healthy' && iimage == image"
+    optional {
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
+    }
+    where = "state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "outdated" {
@@ -45,7 +53,11 @@ rule "rollout_status" {
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
     }
-    where = "(state == 'pending' || state == 'running') && iimage != image"
+    optional {
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
+    }
+    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -57,8 +69,10 @@ rule "rollout_status" {
     optional {
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   let {
@@ -81,6 +95,8 @@ rule "replace_first" {
     image = "desired/service/{svc}/image"
   }
   optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
     max_extra = "desired/service/{svc}/update/max_extra"
   }
   aggregate "outdated" {
@@ -90,7 +106,11 @@ rule "replace_first" {
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
     }
-    where = "(state == 'pending' || state == 'running') && iimage != image"
+    optional {
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
+    }
+    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -102,8 +122,10 @@ rule "replace_first" {
     optional {
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -144,8 +166,10 @@ rule "replace_first" {
     optional {
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image)"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
@@ -177,6 +201,8 @@ rule "stop_replaced" {
     image = "desired/service/{svc}/image"
   }
   optional {
+    dcpu = "desired/service/{svc}/resources/cpu"
+    dmem = "desired/service/{svc}/resources/memory"
     max_extra       = "desired/service/{svc}/update/max_extra"
     max_unavailable = "desired/service/{svc}/update/max_unavailable"
   }
@@ -187,7 +213,11 @@ rule "stop_replaced" {
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
     }
-    where = "(state == 'pending' || state == 'running') && iimage != image"
+    optional {
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
+    }
+    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -199,8 +229,10 @@ rule "stop_replaced" {
     optional {
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -222,8 +254,10 @@ rule "stop_replaced" {
     optional {
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image)"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "renewed" {
@@ -236,8 +270,10 @@ rule "stop_replaced" {
     optional {
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && !retiring.hasValue() && iimage.orValue(image) == image"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "renewed_healthy" {
@@ -251,8 +287,10 @@ rule "stop_replaced" {
     }
     optional {
       retiring = "observed/instance/{i}/retiring"
+      icpu = "observed/instance/{i}/resources/cpu"
+      imem = "observed/instance/{i}/resources/memory"
     }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && !retiring.hasValue() && iimage == image"
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "healthy" {
@@ -285,12 +323,14 @@ rule "stop_replaced" {
       vhealth   = "observed/instance/{v}/health"
       vimage    = "observed/instance/{v}/image"
       vretiring = "observed/instance/{v}/retiring"
+      vcpu      = "observed/instance/{v}/resources/cpu"
+      vmem      = "observed/instance/{v}/resources/memory"
     }
     let {
       serving = "vstate == 'running' && vhealth.orValue('unknown') == 'healthy'"
     }
     filters {
-      replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image)"
+      replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image || (vcpu.hasValue() && vcpu.value() != dcpu.orValue(0.0)) || (vmem.hasValue() && vmem.value() != dmem.orValue(0)))"
       available = "!serving || healthy - 1 >= want - unavailable"
     }
     score = "serving ? 0.0 : 1.0"

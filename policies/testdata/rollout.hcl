@@ -234,3 +234,60 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
     }
   }
 }
+
+test "a changed cpu request replaces instances like a changed image; agents that do not say keep theirs" {
+  seed = 19
+  now  = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"            = "alive"
+    "observed/node/node-1/capacity/cpu"     = 16
+    "observed/node/node-1/capacity/memory"  = "16Gi"
+    "lease/node/node-1"                     = {}
+    "desired/service/api"                   = {}
+    "desired/service/api/image"             = "api:1"
+    "desired/service/api/resources/cpu"     = "500m"
+    "intent/user/service/api/instances"     = 2
+    "effective/service/api/instances"       = 2
+    "observed/instance/c0001/service"       = "api"
+    "observed/instance/c0001/state"         = "running"
+    "observed/instance/c0001/health"        = "healthy"
+    "observed/instance/c0001/image"         = "api:1"
+    "observed/instance/c0001/resources/cpu" = 0.25
+    "placement/instance/c0001"              = "node-1"
+    # an agent that does not report resources: nothing to compare
+    "observed/instance/c0002/service"       = "api"
+    "observed/instance/c0002/state"         = "running"
+    "observed/instance/c0002/health"        = "healthy"
+    "observed/instance/c0002/image"         = "api:1"
+    "placement/instance/c0002"              = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/service/api/rollout" = { image = "api:1", updated = 1, total = 2, state = "progressing", reason = "" }
+      "observed/instance/*/service"  = "api"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/*"         = "node-1"
+    }
+    firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
+  }
+  then "the cpu request goes back to what c0001 runs with: nothing to replace; the new one is waited for" {
+    facts = { "desired/service/api/resources/cpu" = 0.25 }
+    expect {
+      deletes = ["observed/service/api/rollout"]
+      firings = { rollout_status = 1 }
+    }
+  }
+  then "once it runs, the newest extra is stopped" {
+    facts = {
+      "observed/instance/d96ef/state"         = "running"
+      "observed/instance/d96ef/health"        = "healthy"
+      "observed/instance/d96ef/image"         = "api:1"
+      "observed/instance/d96ef/resources/cpu" = 0.25
+      "observed/instance/d96ef/started_at"    = "2026-11-29T12:00:05Z"
+    }
+    expect {
+      deletes = ["placement/instance/d96ef"]
+      firings = { stop_placed_extras = 1 }
+    }
+  }
+}
