@@ -1,7 +1,9 @@
-# Rolling replacement. An instance is replaced when it runs an image other
-# than its service's current one (the agent starts every instance with the
-# service's image of the moment and reports it in observed/instance/{id}/image),
-# or when the health policy marked it retiring. Replacement is new first:
+# Rolling replacement. An instance is replaced when it runs an image or
+# resources other than its service's current ones (the agent starts every
+# instance with the service's spec of the moment and reports its image in
+# observed/instance/{id}/image, its cpu and memory in resources/cpu|memory;
+# an instance without them reported is left as it is), or when the health
+# policy marked it retiring. Replacement is new first:
 #   1. replace_first creates new instances while the service has instances to
 #      replace, up to update/max_extra (default 1) above its target and until
 #      the target's worth of new ones exist;
