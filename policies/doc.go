@@ -1,7 +1,7 @@
 // Package policies holds CCattler's default controllers as HCL rule files,
 // embedded in the binary: intent resolution, instance creation and
 // stopping, scheduling, endpoints, failure handling, health replacement,
-// rolling updates, autoscaling and volume placement. It has no Go logic;
+// rolling updates, autoscaling, volume placement and garbage collection. It has no Go logic;
 // an operator replaces the set with `ccattler server --policies DIR`, and
 // `ccattler rules check|test DIR` checks and tests a copy before it runs.
 //
@@ -16,4 +16,5 @@
 //	autoscale.hcl  per-instance metrics -> intent/autoscaler/..., HPA-style with a
 //	               scale-down stabilization window
 //	volumes.hcl    a single-node volume's attached node -> placement/service/{svc}/node
+//	gc.hcl         instances stopped without a placement for an hour -> their facts deleted
 package policies
