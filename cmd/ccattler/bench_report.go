@@ -63,6 +63,13 @@ type benchResult struct {
 	GraceSeconds              float64 `json:"grace_seconds"`
 	RecoveryAfterGraceSeconds float64 `json:"recovery_after_grace_seconds"` // unreachable to replacements running and endpoints updated
 
+	// The engine's own account at the end of the run, for a phase that
+	// did not finish: rule problems by rule, plans abandoned after too many
+	// conflicts, evaluations of everything.
+	EngineProblems   map[string]int64 `json:"engine_problems,omitempty"`
+	EngineGaveUp     int64            `json:"engine_gave_up"`
+	EngineFullRounds int64            `json:"engine_full_rounds"`
+
 	TotalSeconds float64 `json:"total_seconds"`
 	// LoadAverage is the machine's 1-minute load average when the bench
 	// started and when it ended: other work on the machine slows it.
@@ -92,6 +99,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		row("recovery", fmt.Sprintf("%.2fs", r.RecoverySeconds), fmt.Sprintf("%d nodes, %d instances lost; from lease expiry, grace included", r.KilledNodes, r.LostInstances))
 		row("  grace", fmt.Sprintf("%.2fs", r.GraceSeconds), "lease expiry to unreachable (failure policy: 12s)")
 		row("  after grace", fmt.Sprintf("%.2fs", r.RecoveryAfterGraceSeconds), "unreachable to replacements running, endpoints updated")
+	}
+	if len(r.EngineProblems) > 0 || r.EngineGaveUp > 0 {
+		row("engine problems", fmt.Sprintf("%v", r.EngineProblems), fmt.Sprintf("%d plans abandoned after conflicts, %d full rounds", r.EngineGaveUp, r.EngineFullRounds))
 	}
 	row("total", fmt.Sprintf("%.1fs", r.TotalSeconds), fmt.Sprintf("machine load average %.1f at start, %.1f at end", r.LoadAverage[0], r.LoadAverage[1]))
 	tw.Flush()

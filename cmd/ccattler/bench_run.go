@@ -59,6 +59,16 @@ func (b *bench) run(ctx context.Context) error {
 		for _, stop := range b.stops {
 			stop()
 		}
+		st := b.eng.Stats()
+		b.res.EngineGaveUp, b.res.EngineFullRounds = st.GaveUp, st.FullRounds
+		for rule, n := range st.ProblemsByRule {
+			if n > 0 {
+				if b.res.EngineProblems == nil {
+					b.res.EngineProblems = map[string]int64{}
+				}
+				b.res.EngineProblems[rule] = n
+			}
+		}
 		b.res.PeakHeapBytes = b.heap.peak.Load()
 		b.res.PeakRSSBytes = procStatus("VmHWM")
 	}()
