@@ -248,6 +248,30 @@ func TestRollingUpdateEndToEnd(t *testing.T) {
 			return err == nil && s.images["web:2"] == 6 && s.live == 6 && c.rollout("web") == nil
 		})
 	})
+
+	t.Run("a changed cpu request rolls out the same way", func(t *testing.T) {
+		b, stop := c.watchService("web")
+		withCPU := strings.Replace(fmt.Sprintf(rolloutService, "web:2"), "  expose", "  resources {\n    cpu = 0.5\n  }\n  expose", 1)
+		if r := c.srv.ccattler(t, "apply", "-f", writeService(t, dir, withCPU)); r.code != 0 {
+			t.Fatalf("apply: %s", r.stderr)
+		}
+		c.waitFor(60*time.Second, "6 instances started with 0.5 cpu serving, nothing else live", func() bool {
+			s, err := c.sample("web")
+			if err != nil || s.serving != 6 || s.live != 6 || c.rollout("web") != nil {
+				return false
+			}
+			for _, in := range c.running() {
+				if c.get(facts.InstanceCPU(in.id)) != "0.5" {
+					return false
+				}
+			}
+			return true
+		})
+		stop()
+		if b.maxLive > 7 || b.minServing < 5 {
+			t.Errorf("during the resources rollout: at most %d live (want <= 7), at least %d serving (want >= 5)", b.maxLive, b.minServing)
+		}
+	})
 }
 
 func TestHealthReplacementEndToEnd(t *testing.T) {
