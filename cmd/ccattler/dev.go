@@ -154,6 +154,12 @@ func devReady(ctx context.Context, f *devFlags, mem int64, doc *spec.Doc, store 
 		return err
 	}
 	go a.Run(ctx)
+	// What `ccattler agent --runtime sim` runs beside its nodes: the sim's
+	// knobs (sim/service/{name}/load, sim/instance/{id}/health), cpu metrics
+	// for the autoscaler, volume reports.
+	go fleet.Follow(ctx, store, log)
+	go (&agent.Metrics{Store: store, Nodes: nodes, Log: log}).Run(ctx)
+	go (&agent.Volumes{Store: store, Nodes: nodes, Log: log}).Run(ctx)
 	if doc == nil {
 		return nil
 	}

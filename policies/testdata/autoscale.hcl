@@ -133,3 +133,30 @@ test "within 10 % of the threshold the count is kept; min and max bound it" {
     }
   }
 }
+
+test "no instance reports the metric: no recommendation, and no error" {
+  now   = "2026-11-29T12:00:00Z"
+  facts = {
+    "desired/service/api/autoscale/metric"    = "cpu"
+    "desired/service/api/autoscale/threshold" = 0.5
+    "observed/clock"                          = "2026-11-29T12:00:00Z"
+  }
+  expect {
+    firings  = {}
+    problems = []
+  }
+  then "a huge metric is bounded by max, not an overflow" {
+    facts = {
+      "desired/service/api/autoscale/max"      = 4
+      "observed/service/api/metrics/cpu/e0001" = 1e300
+    }
+    expect {
+      writes = {
+        "observed/service/api/autoscale/recommendation" = 4
+        "observed/service/api/autoscale/seen/4"         = "2026-11-29T12:00:00Z"
+        "intent/autoscaler/service/api/instances"       = 4
+      }
+      firings = { autoscale_recommend = 1, autoscale_remember = 1, autoscale_intent = 1 }
+    }
+  }
+}
