@@ -107,6 +107,7 @@ var builtins = []builtin{
 
 	{"placement.instance", "placement/instance/{instance-id}", vName, "The node the scheduler chose for the instance."},
 	{"placement.service.node", "placement/service/{name}/node", vName, "The node every instance of the service must run on: where its single-node volume is attached."},
+	{"placement.service.colocate", "placement/service/{name}/colocate", vBool, "Every instance of the service runs on one node: it uses a single-node volume."},
 	{"endpoint.service", "endpoint/service/{name}/{instance-id}", vEndpnt, "An address that serves the service."},
 	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vCount, "One writer's wish for a service's instance count."},
 	{"lease.node", "lease/node/{node-id}", vObject, "Held on a TTL lease by the node's agent while it is alive."},
@@ -195,6 +196,7 @@ func ZoneDisruption(zone string) string     { return "observed/disruption/zone/"
 func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
 func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
 func Placement(id string) string            { return "placement/instance/" + id }
+func ServiceColocate(name string) string    { return "placement/service/" + name + "/colocate" }
 func ServicePin(name string) string         { return "placement/service/" + name + "/node" }
 func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }
 func Intent(layer, service string) string {

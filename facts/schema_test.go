@@ -72,6 +72,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/volume/data/state", "observed.volume.state", []string{"data"}, VolumeState("data")},
 		{"placement/instance/d41ab", "placement.instance", []string{"d41ab"}, Placement("d41ab")},
 		{"placement/service/db/node", "placement.service.node", []string{"db"}, ServicePin("db")},
+		{"placement/service/db/colocate", "placement.service.colocate", []string{"db"}, ServiceColocate("db")},
 		{"endpoint/service/web/b72c9", "endpoint.service", []string{"web", "b72c9"}, Endpoint("web", "b72c9")},
 		{"intent/user/service/web/instances", "intent.service.instances", []string{"user", "web"}, Intent("user", "web")},
 		{"intent/autoscaler/service/web/instances", "intent.service.instances", []string{"autoscaler", "web"}, Intent("autoscaler", "web")},

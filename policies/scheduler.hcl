@@ -3,7 +3,8 @@
 #   alive         the node is alive
 #   architecture  the node's architecture, if the service asks for one
 #   zone          the node's zone, if the service asks for one
-#   volume        the node its single-node volume is attached to (volumes.hcl)
+#   volume        the node its single-node volume is attached to, or before
+#                 that the node of its instances placed already (volumes.hcl)
 #   cpu, memory   the requests of the instances already placed on the node
 #                 (those placed earlier in this round included) plus this one
 #                 fit in the node's capacity; agents' "available" is not used
@@ -24,6 +25,17 @@ rule "schedule" {
     arch = "desired/service/{svc}/placement/architecture"
     zone = "desired/service/{svc}/placement/zone"
     pin  = "placement/service/{svc}/node"
+    colo = "placement/service/{svc}/colocate"
+  }
+  # Instances of the service placed already, for a colocated one (volumes.hcl).
+  aggregate "placed_siblings" {
+    match {
+      svc = "observed/instance/{j}/service"
+      jst = "observed/instance/{j}/state"
+      jn  = "placement/instance/{j}"
+    }
+    where = "jst == 'pending' || jst == 'running'"
+    count = true
   }
   when = "state == 'pending'"
   choose "node" {
@@ -69,7 +81,7 @@ rule "schedule" {
       alive        = "nstate == 'alive'"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
-      volume       = "!pin.hasValue() || node == pin.value()"
+      volume       = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"
       cpu          = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
       memory       = "used_mem + mem.orValue(0) <= cap_mem"
     }

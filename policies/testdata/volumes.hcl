@@ -25,20 +25,58 @@ test "a single-node volume pins instances to its node" {
   expect {
     writes = {
       "placement/service/db/node"      = "node-2"
+      "placement/service/db/colocate"  = true
       "effective/service/db/instances" = 1
       "observed/instance/*/service"    = "db"
       "observed/instance/*/state"      = "pending"
       # node-1 would win the tie without the volume
       "placement/instance/*"           = "node-2"
     }
-    firings    = { pin_to_volume = 1, resolve_intent = 1, create_instances = 1, schedule = 1 }
+    firings    = { pin_to_volume = 1, colocate_single_node_volume = 1, resolve_intent = 1, create_instances = 1, schedule = 1 }
     rejections = ["schedule node=node-1: volume"]
   }
   then "a multi-node volume pins nothing" {
     facts = { "desired/volume/data/access_mode" = "multi-node" }
     expect {
-      deletes = ["placement/service/db/node"]
-      firings = { pin_to_volume = 1 }
+      deletes = ["placement/service/db/node", "placement/service/db/colocate"]
+      firings = { pin_to_volume = 1, colocate_single_node_volume = 1 }
     }
+  }
+}
+
+test "before its single-node volume is attached, a service's instances join the first one" {
+  seed  = 23
+  now   = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/capacity/cpu"    = 4
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "lease/node/node-1"                    = {}
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/capacity/cpu"    = 4
+    "observed/node/node-2/capacity/memory" = "8Gi"
+    "lease/node/node-2"                    = {}
+    "observed/node/node-3/state"           = "alive"
+    "observed/node/node-3/capacity/cpu"    = 4
+    "observed/node/node-3/capacity/memory" = "8Gi"
+    "lease/node/node-3"                    = {}
+    "desired/volume/data"                  = {}
+    "desired/volume/data/access_mode"      = "single-node"
+    "desired/service/db"                   = {}
+    "desired/service/db/image"             = "postgres:17"
+    "desired/service/db/volume"            = "data"
+    "intent/user/service/db/instances"     = 3
+  }
+  expect {
+    writes = {
+      "placement/service/db/colocate"  = true
+      "effective/service/db/instances" = 3
+      "observed/instance/*/service"    = "db"
+      "observed/instance/*/state"      = "pending"
+      # spreading alone would use all three nodes
+      "placement/instance/*"           = ["node-1", "node-1", "node-1"]
+    }
+    firings    = { colocate_single_node_volume = 1, resolve_intent = 1, create_instances = 3, schedule = 3 }
+    rejections = ["schedule node=node-2: volume", "schedule node=node-3: volume", "schedule node=node-2: volume", "schedule node=node-3: volume"]
   }
 }
