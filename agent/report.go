@@ -81,6 +81,13 @@ func (n *node) report(ctx context.Context) {
 			put(facts.InstanceNode(id), n.cfg.ID)
 			put(facts.InstanceState(id), "failed")
 			put(facts.InstanceHealth(id), Unknown)
+			// The image it ran, or failed to start: a rollout halts on the
+			// failures of its new image (policies/rollout.hcl).
+			if img := st.Spec.Image; exists && img != "" {
+				put(facts.InstanceImage(id), img)
+			} else if img := n.wants[id].Image; img != "" {
+				put(facts.InstanceImage(id), img)
+			}
 			if !f.evented && f.eventID != "" {
 				b := map[string]string{"instance": id, "node": n.cfg.ID}
 				if f.exit != nil {
