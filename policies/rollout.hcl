@@ -14,8 +14,9 @@
 #      one is stopped when no new one is still starting, within max_unavailable.
 # A rollout halts where it is when an instance of the new image fails or
 # reports unhealthy: no more new instances, no more old ones stopped, the old
-# ones keep serving. A start that failed reports no image; it is counted as
-# the new image's (halting is the safe side). Failed instances keep their
+# ones keep serving. A failed instance is reported with the image it ran or
+# tried to start; one reported without (an older agent) is counted as the new
+# image's (halting is the safe side). Failed instances keep their
 # placement while a rollout is under way, as its evidence; release_failed
 # (health.hcl) clears them once no instance runs an older image. observed/service/{name}/rollout says so and why while
 # any instance runs an older image, and is what `ccattler get services` shows
