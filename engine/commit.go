@@ -409,8 +409,12 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 
 // guarded reports whether a read becomes a compare: not a value written
 // earlier in the plan (Own: ordering protects it), not an aggregate member
-// (NoGuard: listed in the record only).
-func guarded(r eval.Read) bool { return !r.Own && !r.NoGuard }
+// (NoGuard: listed in the record only), not the clock (volatile).
+func guarded(r eval.Read) bool { return !r.Own && !r.NoGuard && !volatile[r.Key] }
+
+// volatile are the keys whose reads are never compared: the clock, which the
+// server rewrites every second (facts.FactType.Volatile).
+var volatile = facts.VolatileKeys()
 
 // condKey tells a prefix compare from a compare of the key itself.
 func condKey(r eval.Read) string {

@@ -38,6 +38,20 @@ var (
 	vAnyJSON = ValueType{Kind: KindJSON}
 )
 
+// volatileTypes are the built-in types whose reads are not guarded (see FactType.Volatile).
+var volatileTypes = map[string]bool{"observed.clock": true}
+
+// VolatileKeys returns the keys of the volatile built-in types (they have no variables).
+func VolatileKeys() map[string]bool {
+	out := map[string]bool{}
+	for _, b := range builtins {
+		if volatileTypes[b.name] {
+			out[b.tmpl] = true
+		}
+	}
+	return out
+}
+
 type builtin struct {
 	name, tmpl string
 	vt         ValueType

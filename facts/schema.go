@@ -31,6 +31,11 @@ type FactType struct {
 	Value    ValueType
 	Doc      string
 	Builtin  bool
+	// Volatile marks a fact that changes constantly and only forward, the
+	// clock: a firing that read it is not guarded by its revision, since a
+	// later value keeps a rule about elapsed time true, and guarding it
+	// would fail every transaction that takes longer than one tick.
+	Volatile bool
 }
 
 // Key is a parsed key: its fact type and the values of its variables, in
@@ -185,6 +190,7 @@ func NewSchema() *Schema {
 		if err := s.add(b.name, b.tmpl, b.vt, b.doc, true); err != nil {
 			panic(err)
 		}
+		s.byName[b.name].Volatile = volatileTypes[b.name]
 	}
 	return s
 }
