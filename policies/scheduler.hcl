@@ -9,7 +9,8 @@
 #                 (those placed earlier in this round included) plus this one
 #                 fit in the node's capacity; agents' "available" is not used
 # Score: spread a service's instances across zones and nodes, then prefer the
-# least allocated node. Ties go to the node id that sorts first.
+# least allocated node. Ties go to the node id that sorts first; on clusters
+# of more than 64 nodes, only a sample of 64 feasible nodes is scored.
 rule "schedule" {
   doc       = "Every pending instance without a placement is placed on the alive node that fits its requests, spreading a service across zones and nodes, then least allocated."
   principal = "scheduler"
@@ -85,6 +86,10 @@ rule "schedule" {
       cpu          = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
       memory       = "used_mem + mem.orValue(0) <= cap_mem"
     }
+    # Score at most 64 nodes that pass the filters, from a starting point
+    # drawn from the instance: the best of a sample, so that a round placing
+    # I instances on N nodes costs I x 64 candidates rather than I x N.
+    candidates = 64
     # Fewer siblings first; then the lower share of cpu and memory in use.
     score = "-1000.0 * double(siblings) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }

@@ -8,6 +8,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}}}
@@ -35,7 +36,7 @@ var aggregateSchema = &hcl.BodySchema{
 }
 
 var chooseSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "absent"}},
+	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "absent"}, {Name: "candidates"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"}, {Type: "filters"},
 		{Type: "aggregate", LabelNames: []string{"name"}},
@@ -469,6 +470,21 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 	}
 	if a := content.Attributes["score"]; a != nil {
 		ch.Score = c.expr(a, vs, "a numeric CEL score", numeric)
+	}
+	if a := content.Attributes["candidates"]; a != nil {
+		v, d := a.Expr.Value(nil)
+		n, ok := 0, false
+		if !d.HasErrors() && v.Type() == cty.Number && v.IsKnown() && !v.IsNull() {
+			if bf := v.AsBigFloat(); bf.IsInt() {
+				i, _ := bf.Int64()
+				n, ok = int(i), i >= 1 && i <= 1<<20
+			}
+		}
+		if !ok {
+			c.errorf(a.Expr.Range(), "Invalid candidates", "candidates takes a whole number of at least 1, such as 64: how many candidates that pass the filters are scored.")
+		} else {
+			ch.Candidates = n
+		}
 	}
 	return ch
 }

@@ -166,6 +166,13 @@ type Choice struct {
 	Score   *Expr    // nil: every candidate scores 0
 	Vars    []string // the candidate's own variables, sorted
 	Range   hcl.Range
+	// Candidates bounds how many candidates that pass every filter are
+	// scored (0: all). With more candidates than that, the visit starts at
+	// an offset drawn from a hash of the outer binding and goes round in
+	// candidate order, stopping once Candidates have passed the filters: the
+	// choice is the best of a deterministic sample, as Nomad's and
+	// Kubernetes' schedulers score a bounded share of the nodes.
+	Candidates int
 }
 
 // Filter is a named condition a candidate must pass; a candidate failing

@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 
@@ -305,7 +306,15 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	var bestScore float64
 	var aggReads, bestAggReads [][]Read // the aggregates' member reads of the candidate, of the best
 	outer := s.b.strings()
-	for _, c := range cands {
+	start, feasible := 0, 0
+	if ch.Candidates > 0 && len(cands) > ch.Candidates {
+		start = sampleStart(outer, len(cands))
+	}
+	for i := range cands {
+		if ch.Candidates > 0 && feasible >= ch.Candidates {
+			break // the sample is complete
+		}
+		c := cands[(start+i)%len(cands)]
 		aggReads = aggReads[:0]
 		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
 			return nil, err
@@ -345,7 +354,8 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 				return nil, fmt.Errorf("score %q: got %s, expected a number", ch.Score.Src, v.Type())
 			}
 		}
-		// Strictly greater: among equal scores the first in candidate order wins.
+		feasible++
+		// Strictly greater: among equal scores the first in visiting order wins.
 		if best == nil || score > bestScore {
 			best, bestScore = c, score
 			aggReads, bestAggReads = bestAggReads, aggReads
@@ -357,4 +367,23 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		}
 	}
 	return best, nil
+}
+
+// sampleStart is where a bounded choice starts visiting its n candidates: a
+// hash of the outer binding, so that the same binding always sees the same
+// sample and different bindings spread over the candidates.
+func sampleStart(outer map[string]string, n int) int {
+	keys := make([]string, 0, len(outer))
+	for k := range outer {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(outer[k]))
+		h.Write([]byte{0})
+	}
+	return int(h.Sum64() % uint64(n))
 }
