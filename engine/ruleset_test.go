@@ -202,7 +202,7 @@ func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
 		var got, want []string
 		rest := keys[:0]
 		for _, k := range keys {
-			if _, exact := e.Writes[k]; !exact && segMatch(p, k) {
+			if _, exact := e.Writes[k]; !exact && ruletest.KeyMatch(p, k) {
 				got = append(got, string(after[k]))
 			} else {
 				rest = append(rest, k)
@@ -222,7 +222,7 @@ func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
 		val := after[k]
 		pat, ok := "", false
 		for p := range e.Writes {
-			if segMatch(p, k) && (!ok || p == k) {
+			if ruletest.KeyMatch(p, k) && (!ok || p == k) {
 				pat, ok = p, true
 			}
 		}
@@ -248,7 +248,7 @@ func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
 		}
 		hit := false
 		for _, p := range e.Deletes {
-			if segMatch(p, k) {
+			if ruletest.KeyMatch(p, k) {
 				hit, dm[p] = true, true
 			}
 		}
@@ -263,19 +263,6 @@ func diffState(e *ruletest.Expect, before, after map[string][]byte) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func segMatch(pattern, key string) bool {
-	ps, ks := strings.Split(pattern, "/"), strings.Split(key, "/")
-	if len(ps) != len(ks) {
-		return false
-	}
-	for i := range ps {
-		if ps[i] != "*" && ps[i] != ks[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // hookEval runs hook on the first plan that has firings, while the

@@ -142,9 +142,9 @@ func renderRejection(r eval.Rejection) string {
 	return fmt.Sprintf("%s %s: %s", r.Rule, strings.Join(parts, ","), strings.Join(r.Filters, ", "))
 }
 
-// keyMatch reports whether key matches a pattern whose '*' segments match
-// any one segment.
-func keyMatch(pattern, key string) bool {
+// KeyMatch reports whether key matches a pattern whose '*' segments match
+// any one segment (a fresh id in an expected key).
+func KeyMatch(pattern, key string) bool {
 	ps, ks := strings.Split(pattern, "/"), strings.Split(key, "/")
 	if len(ps) != len(ks) {
 		return false
@@ -183,7 +183,7 @@ func compare(e *Expect, before, after map[string][]byte, firings map[string]int,
 	for _, p := range sortedKeys(e.Multi) {
 		var got []string
 		for _, k := range sortedKeys(written) {
-			if _, exact := e.Writes[k]; !exact && keyMatch(p, k) {
+			if _, exact := e.Writes[k]; !exact && KeyMatch(p, k) {
 				got = append(got, string(written[k]))
 				delete(written, k)
 			}
@@ -205,7 +205,7 @@ func compare(e *Expect, before, after map[string][]byte, firings map[string]int,
 			pat, ok = k, true
 		} else {
 			for _, p := range sortedKeys(e.Writes) {
-				if keyMatch(p, k) {
+				if KeyMatch(p, k) {
 					pat, ok = p, true
 					break
 				}
@@ -236,7 +236,7 @@ func compare(e *Expect, before, after map[string][]byte, firings map[string]int,
 	for _, k := range deleted {
 		ok := false
 		for _, p := range e.Deletes {
-			if keyMatch(p, k) {
+			if KeyMatch(p, k) {
 				ok, dm[p] = true, true
 			}
 		}
