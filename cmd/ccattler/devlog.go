@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -155,12 +156,7 @@ func bindingOf(b map[string]string) string {
 	if id, ok := b["id"]; ok {
 		return id
 	}
-	var parts []string
-	for k, v := range b {
-		parts = append(parts, k+"="+v)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, " ")
+	return audit.BindingText(b)
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }

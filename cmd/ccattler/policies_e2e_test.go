@@ -171,9 +171,11 @@ func (c *cluster) running() []instance {
 }
 
 // watchEndpoints records the fewest endpoints seen from now until stop.
+// least fails the test if no sample was ever read, so that a broken sampler
+// cannot pass for "never fewer than N".
 func (c *cluster) watchEndpoints() (least func() int, stop func()) {
 	var mu sync.Mutex
-	min := 1 << 30
+	min, samples := 1<<30, 0
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -184,6 +186,7 @@ func (c *cluster) watchEndpoints() (least func() int, stop func()) {
 			if err == nil {
 				mu.Lock()
 				min = minInt(min, len(fs))
+				samples++
 				mu.Unlock()
 			}
 			select {
@@ -193,7 +196,15 @@ func (c *cluster) watchEndpoints() (least func() int, stop func()) {
 			}
 		}
 	}()
-	return func() int { mu.Lock(); defer mu.Unlock(); return min }, func() { close(done); wg.Wait() }
+	least = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if samples == 0 {
+			c.t.Fatal("the endpoint sampler read nothing")
+		}
+		return min
+	}
+	return least, func() { close(done); wg.Wait() }
 }
 
 func minInt(a, b int) int {

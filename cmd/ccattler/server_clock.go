@@ -19,26 +19,20 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, l
 	failing := false
 	var last time.Time
 	for {
-		now := time.Now().UTC().Truncate(time.Second)
-		if now.Equal(last) { // a tick early within the same second: nothing new to say
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
+		// A tick early within the same second has nothing new to say.
+		if now := time.Now().UTC().Truncate(time.Second); !now.Equal(last) {
+			_, err := store.PutValue(ctx, facts.Clock(), now)
+			switch {
+			case err == nil:
+				last = now
+				if failing {
+					log.Info("clock: writing observed/clock again")
+					failing = false
+				}
+			case ctx.Err() == nil && !failing:
+				log.Warn("clock: cannot write observed/clock; rules about time wait", "err", err)
+				failing = true
 			}
-			continue
-		}
-		_, err := store.PutValue(ctx, facts.Clock(), now)
-		if err == nil {
-			last = now
-		}
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			log.Warn("clock: cannot write observed/clock; rules about time wait", "err", err)
-			failing = true
-		case err == nil && failing:
-			log.Info("clock: writing observed/clock again")
-			failing = false
 		}
 		select {
 		case <-ctx.Done():
