@@ -114,7 +114,7 @@ func (f *Feed) Run(ctx context.Context) {
 			if ctx.Err() == nil {
 				f.log.Warn("list placements and services", "err", err, "retry_in", backoff)
 			}
-			sleepCtx(ctx, backoff)
+			facts.Sleep(ctx, backoff)
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
@@ -330,15 +330,6 @@ func (f *Feed) fillServices(ctx context.Context) {
 }
 
 var errWatchClosed = errors.New("agent: watch channel closed")
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
 
 // revision is the etcd revision the feed's state is as of.
 func (f *Feed) revision() int64 {

@@ -15,7 +15,7 @@ func (n *node) holdLease(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
 		if !n.a.link.up.Load() {
-			sleepCtx(ctx, n.a.cfg.Probe)
+			facts.Sleep(ctx, n.a.cfg.Probe)
 			continue
 		}
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -46,7 +46,7 @@ func (n *node) holdLease(ctx context.Context) {
 			if ctx.Err() == nil {
 				n.log.Warn("take lease", "err", err, "retry_in", backoff)
 			}
-			sleepCtx(ctx, backoff)
+			facts.Sleep(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}

@@ -331,7 +331,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			if t.lost() {
 				return errLostLeadership
 			}
-			if !sleep(ctx, backoff) {
+			if !facts.Sleep(ctx, backoff) {
 				return ctx.Err()
 			}
 			backoff = min(backoff*2, e.cfg.BackoffMax)
@@ -441,15 +441,4 @@ func changesFor(r facts.Reader, keys map[string]bool) []facts.Change {
 		}
 	}
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
 }

@@ -198,7 +198,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			e.log.Warn("engine: leadership ended", "err", err, "retry_in", backoff)
-			if !sleep(ctx, backoff) {
+			if !facts.Sleep(ctx, backoff) {
 				return ctx.Err()
 			}
 			backoff = min(backoff*2, e.cfg.BackoffMax)

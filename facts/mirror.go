@@ -91,7 +91,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 					return ctx.Err()
 				}
 				m.log.Warn("mirror: relist failed; retrying", "err", err, "retry_in", backoff)
-				if !sleep(ctx, backoff) {
+				if !Sleep(ctx, backoff) {
 					return ctx.Err()
 				}
 				backoff = min(backoff*2, 5*time.Second)
@@ -106,14 +106,16 @@ func (m *Mirror) Run(ctx context.Context) error {
 		m.synced = false // the next pass relists and emits the difference
 		m.mu.Unlock()
 		m.log.Warn("mirror: watch ended; relisting", "err", err, "rev", m.Rev())
-		if !sleep(ctx, backoff) {
+		if !Sleep(ctx, backoff) {
 			return ctx.Err()
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d or until ctx is done, and reports whether the full time
+// passed: the wait of every retry loop in the project.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -283,7 +285,7 @@ func (m *Mirror) WaitRev(ctx context.Context, rev int64) error {
 				p()
 			}
 		}
-		if !sleep(ctx, 2*time.Millisecond) {
+		if !Sleep(ctx, 2*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

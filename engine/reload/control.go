@@ -62,7 +62,7 @@ func (r *Reloader) requestLoop(ctx context.Context) {
 			resp, err := cli.Get(ctx, key)
 			if err != nil {
 				r.log.Warn("reload: cannot read the request key; retrying", "key", key, "err", err)
-				sleep(ctx, time.Second)
+				facts.Sleep(ctx, time.Second)
 				continue
 			}
 			from = resp.Header.Revision + 1
@@ -91,7 +91,7 @@ func (r *Reloader) requestLoop(ctx context.Context) {
 			}
 		}
 		cancel()
-		sleep(ctx, 100*time.Millisecond)
+		facts.Sleep(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -104,12 +104,12 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 		lease, err := cli.Grant(ctx, ttl)
 		if err != nil {
 			r.log.Warn("reload: cannot grant the status lease; retrying", "err", err)
-			sleep(ctx, time.Second)
+			facts.Sleep(ctx, time.Second)
 			continue
 		}
 		ka, err := cli.KeepAlive(ctx, lease.ID)
 		if err != nil {
-			sleep(ctx, time.Second)
+			facts.Sleep(ctx, time.Second)
 			continue
 		}
 		r.touch()
@@ -130,17 +130,10 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 				if _, err := cli.Put(ctx, key, string(b), clientv3.WithLease(lease.ID)); err != nil && ctx.Err() == nil {
 					r.log.Warn("reload: cannot write the status", "key", key, "err", err)
 					r.touch()
-					sleep(ctx, time.Second)
+					facts.Sleep(ctx, time.Second)
 				}
 			}
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }
 
