@@ -16,6 +16,7 @@ const (
 	OriginRule    = "rule"    // written by a rule firing; Event says which
 	OriginApply   = "apply"   // written by a user's apply
 	OriginAgent   = "agent"   // reported by a node agent
+	OriginClock   = "clock"   // observed/clock, written by the server
 	OriginAbsent  = "absent"  // read as absent (negation, fresh id)
 	OriginExpired = "expired" // the record is past retention
 	OriginUnknown = "unknown" // no record, and no tree that explains it
@@ -126,6 +127,8 @@ func (w *walker) at(key string, rev int64, value []byte, depth int) (*Node, erro
 	}
 	// No record wrote this version.
 	switch {
+	case key == facts.Clock():
+		n.Origin, n.Explain = OriginClock, "the server's clock (written every second)"
 	case strings.HasPrefix(key, "desired/") || strings.HasPrefix(key, "intent/user/"):
 		n.Origin, n.Explain = OriginApply, "written by a user (desired/ and intent/user/ are the users' trees)"
 	case strings.HasPrefix(key, "observed/instance/") && !isEngineInstanceFact(key, n.Value):

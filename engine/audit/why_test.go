@@ -273,3 +273,25 @@ func TestWhyNotFindsTheNewestRejection(t *testing.T) {
 		t.Error("found a rejection for an instance that has none")
 	}
 }
+
+func TestWhyExplainsTheClockAsTheServers(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	r := &recorder{t: t, s: s, ids: facts.NewEventIDs()}
+	r.report("observed/clock", `"2026-11-29T12:00:12Z"`, "observed/node/node-2/state", `"alive"`)
+	r.fire("node_unreachable", "emit", "server-1", []string{"observed/node/node-2/state", "observed/clock"},
+		"observed/node/node-2/state", `"unreachable"`)
+	tree, err := audit.Why(context.Background(), s, "observed/node/node-2/state", audit.WhyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tree.Because {
+		if c.Key == "observed/clock" {
+			if c.Origin != audit.OriginClock {
+				t.Errorf("the clock explained as %s: %s", c.Origin, c.Explain)
+			}
+			return
+		}
+	}
+	t.Errorf("the firing's clock read is not among its reasons: %+v", tree.Because)
+}
