@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/ccattler/ccattler/rules"
@@ -26,11 +27,37 @@ type candSol struct {
 	names []string
 	vals  []val
 	reads []Read
+	order string // the values of the choice's variables, its visiting order
+}
+
+// candList is a choice's candidates for one outer binding, in visiting
+// order. A candidate's binding and reads are built only when it is visited
+// (at): a bounded choice visits a sample of them, and each use gets its own.
+type candList struct {
+	b     *binding
+	reads []Read
+	sols  []candSol
+}
+
+func (l candList) len() int { return len(l.sols) }
+
+// at returns the i-th candidate as the outer binding and reads extended by
+// what the candidate binds and read.
+func (l candList) at(i int) *sol {
+	c := l.sols[i]
+	bb := l.b.clone()
+	for j, name := range c.names {
+		bb.push(name, c.vals[j])
+	}
+	rs := make([]Read, 0, len(l.reads)+len(c.reads))
+	rs = append(append(rs, l.reads...), c.reads...)
+	return &sol{b: bb, reads: rs}
 }
 
 // candidates is solve(sc, b, reads) for a choice's scope, from the round's
-// memo when nothing it depends on was written since.
-func (rd *round) candidates(sc *rules.Scope, b *binding, reads []Read) []*sol {
+// memo when nothing it depends on was written since, ordered by the values
+// of vars (stable: ties keep the order solve found them in).
+func (rd *round) candidates(sc *rules.Scope, vars []string, b *binding, reads []Read) candList {
 	var k strings.Builder
 	for _, v := range sc.Outer {
 		if x, ok := b.get(v); ok {
@@ -49,8 +76,14 @@ func (rd *round) candidates(sc *rules.Scope, b *binding, reads []Read) []*sol {
 		solved := rd.solve(sc, b, nil)
 		e = candEntry{writes: writes, sols: make([]candSol, len(solved))}
 		for i, s := range solved {
-			e.sols[i] = candSol{names: s.b.names[n:], vals: s.b.vals[n:], reads: s.reads}
+			var o strings.Builder
+			for _, v := range vars {
+				o.WriteString(s.b.str(v))
+				o.WriteByte(0)
+			}
+			e.sols[i] = candSol{names: s.b.names[n:], vals: s.b.vals[n:], reads: s.reads, order: o.String()}
 		}
+		sort.SliceStable(e.sols, func(i, j int) bool { return e.sols[i].order < e.sols[j].order })
 		if memo == nil {
 			if rd.candMemo == nil {
 				rd.candMemo = map[*rules.Scope]map[string]candEntry{}
@@ -60,19 +93,7 @@ func (rd *round) candidates(sc *rules.Scope, b *binding, reads []Read) []*sol {
 		}
 		memo[key] = e
 	}
-	// Each use gets its own binding and reads: completing a candidate
-	// pushes onto them.
-	out := make([]*sol, len(e.sols))
-	for i, c := range e.sols {
-		bb := b.clone()
-		for j, name := range c.names {
-			bb.push(name, c.vals[j])
-		}
-		rs := make([]Read, 0, len(reads)+len(c.reads))
-		rs = append(append(rs, reads...), c.reads...)
-		out[i] = &sol{b: bb, reads: rs}
-	}
-	return out
+	return candList{b: b, reads: reads, sols: e.sols}
 }
 
 // scopeWrites counts the round's writes of the fact types sc's patterns read.

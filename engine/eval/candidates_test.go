@@ -46,9 +46,10 @@ func TestCandidatesMemo(t *testing.T) {
 	outer.push("id", strVal("i1"))
 	outerReads := []Read{{Key: facts.InstanceState("i1"), Rev: 1}}
 
-	nodes := func(sols []*sol) []string {
+	nodes := func(l candList) []string {
 		var out []string
-		for _, s := range sols {
+		for i := range l.len() {
+			s := l.at(i)
 			out = append(out, s.b.str("node")+"="+s.b.str("nstate"))
 			if len(s.reads) != 2 || s.reads[0] != outerReads[0] || s.reads[1].Key != facts.NodeState(s.b.str("node")) {
 				t.Errorf("candidate %s reads %+v, want the outer read then its own", s.b.str("node"), s.reads)
@@ -79,7 +80,7 @@ func TestCandidatesMemo(t *testing.T) {
 				st.write()
 			}
 			before := e.stats.Bindings
-			sols := rd.candidates(sc, outer, outerReads)
+			sols := rd.candidates(sc, []string{"node"}, outer, outerReads)
 			if got := nodes(sols); !equalStrings(got, st.want) {
 				t.Fatalf("candidates %v, want %v", got, st.want)
 			}
@@ -87,10 +88,11 @@ func TestCandidatesMemo(t *testing.T) {
 				t.Errorf("solved again: %v, want %v", solved, st.solved)
 			}
 			// Completing one use must not show in the next.
-			sols[0].b.push("extra", strVal("x"))
-			sols[0].reads = append(sols[0].reads, Read{Key: "extra"})
-			if again := rd.candidates(sc, outer, outerReads); again[0].b.has("extra") || len(again[0].reads) != 2 {
-				t.Errorf("a use's pushes leaked into the memo: %v %+v", again[0].b.names, again[0].reads)
+			first := sols.at(0)
+			first.b.push("extra", strVal("x"))
+			first.reads = append(first.reads, Read{Key: "extra"})
+			if again := rd.candidates(sc, []string{"node"}, outer, outerReads).at(0); again.b.has("extra") || len(again.reads) != 2 {
+				t.Errorf("a use's pushes leaked into the memo: %v %+v", again.b.names, again.reads)
 			}
 		})
 	}

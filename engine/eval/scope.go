@@ -292,29 +292,21 @@ func (rd *round) evalBool(e *rules.Expr, b *binding, what string) (bool, error) 
 // rejection for every candidate that fails a filter.
 func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	ch := r.Choose
-	cands := rd.candidates(ch.Body, s.b, s.reads)
-	candKey := func(c *sol) string {
-		var k strings.Builder
-		for _, v := range ch.Vars {
-			k.WriteString(c.b.str(v))
-			k.WriteByte(0)
-		}
-		return k.String()
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return candKey(cands[i]) < candKey(cands[j]) })
+	cands := rd.candidates(ch.Body, ch.Vars, s.b, s.reads)
 	var best *sol
 	var bestScore float64
 	var aggReads, bestAggReads [][]Read // the aggregates' member reads of the candidate, of the best
 	outer := s.b.strings()
 	start, feasible := 0, 0
-	if ch.Candidates > 0 && len(cands) > ch.Candidates {
-		start = sampleStart(outer, len(cands))
+	n := cands.len()
+	if ch.Candidates > 0 && n > ch.Candidates {
+		start = sampleStart(outer, n)
 	}
-	for i := range cands {
+	for i := range n {
 		if ch.Candidates > 0 && feasible >= ch.Candidates {
 			break // the sample is complete
 		}
-		c := cands[(start+i)%len(cands)]
+		c := cands.at((start + i) % n)
 		aggReads = aggReads[:0]
 		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
 			return nil, err
