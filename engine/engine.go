@@ -39,6 +39,16 @@ type Ticker interface {
 	TimedRules() []string
 }
 
+// Continuer is an Evaluator that keeps results from one round to the next
+// when it is given every change: Continue evaluates changes (and, with tick
+// set, the rules Tick evaluates), given that they are all the changes after
+// revision from — the revision of the reader of its previous call — up to
+// r.Rev(). The engine then takes, inside the view it evaluates, whatever
+// the mirror applied since it last looked.
+type Continuer interface {
+	Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) eval.Plan
+}
+
 // Engine runs an Evaluator on a facts.Mirror and commits its plans to the
 // store while it is the elected leader. Create it with New, run it with Run.
 type Engine struct {

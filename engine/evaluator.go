@@ -16,6 +16,7 @@ type ruleSetEvaluator struct {
 var (
 	_ Evaluator = ruleSetEvaluator{}
 	_ Ticker    = ruleSetEvaluator{}
+	_ Continuer = ruleSetEvaluator{}
 )
 
 func (r ruleSetEvaluator) Version() string { return r.RuleSet().Version }

@@ -30,6 +30,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	e.needFull = false
 	var retry <-chan time.Time
 	var seen int64                  // the mirror revision of the latest evaluation
+	from := int64(-1)               // for a Continuer: the view revision up to which every change was evaluated
 	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
 	ticker := time.NewTicker(e.cfg.TickInterval)
 	defer ticker.Stop()
@@ -78,7 +79,29 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		var p eval.Plan
 		var err error
 		start := time.Now()
+		cont, canContinue := ev.(Continuer)
 		switch {
+		case canContinue:
+			if !full && !ticked && len(changes) == 0 {
+				continue
+			}
+			p, err = e.evaluate(func(r facts.Reader) eval.Plan {
+				// Under the view the mirror applies nothing: what it
+				// applied since the batches were taken is queued, and
+				// taking it too makes the changes all there is.
+				more := sub.Take()
+				if full || relisted(more) {
+					full, from = true, r.Rev()
+					return ev.Full(r)
+				}
+				changes = merge(append(batches, more...))
+				f := from
+				from = r.Rev()
+				return cont.Continue(f, r, changes, ticked)
+			})
+			if err != nil {
+				from = -1
+			}
 		case full:
 			p, err = e.evaluate(ev.Full)
 		case ticked:

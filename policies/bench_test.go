@@ -132,3 +132,104 @@ func applyPlan(t *facts.Table, p eval.Plan) []facts.Change {
 	}
 	return changes
 }
+
+// convergedWorld returns applyWorld's cluster after the engine placed every
+// instance and the agents reported each running and healthy, the engine's
+// rounds run to their fixpoint (every endpoint written), and the evaluator
+// that ran them.
+func convergedWorld(b *testing.B, rs *rules.RuleSet, nodes, services, instances int) (*facts.Table, *eval.Evaluator, int64) {
+	b.Helper()
+	t := applyWorld(b, nodes, services, instances)
+	ev := eval.New(rs)
+	from := t.Rev()
+	changes := applyPlan(t, ev.Full(t))
+	report := func() []facts.Change {
+		var out []facts.Change
+		put := func(k, v string) {
+			if f, ok := t.Get(k); ok && string(f.Value) == v {
+				return
+			}
+			out = append(out, putFact(t, k, v))
+		}
+		var placed []facts.Fact
+		t.Prefix("placement/instance/", func(f facts.Fact) bool {
+			placed = append(placed, f)
+			return true
+		})
+		for n, f := range placed {
+			id := strings.TrimPrefix(f.Key, "placement/instance/")
+			put(facts.InstanceNode(id), string(f.Value))
+			put(facts.InstanceState(id), `"running"`)
+			put(facts.InstanceImage(id), `"nginx:1.28"`)
+			put(facts.InstanceIP(id), fmt.Sprintf(`"10.%d.%d.%d"`, n>>16&255, n>>8&255, n&255))
+			put(facts.InstanceHealth(id), `"healthy"`)
+			put(facts.InstanceStartedAt(id), `"2026-11-29T21:00:01Z"`)
+		}
+		return out
+	}
+	for round := 0; round < 20; round++ {
+		changes = append(changes, report()...)
+		if len(changes) == 0 {
+			return t, ev, from
+		}
+		rev := t.Rev()
+		p := ev.Continue(from, t, changes, false)
+		from = rev
+		changes = applyPlan(t, p)
+	}
+	b.Fatal("no fixpoint after 20 rounds")
+	return nil, nil, 0
+}
+
+func putFact(t *facts.Table, k, v string) facts.Change {
+	rev := t.Rev() + 1
+	t.SetRev(rev)
+	cr := rev
+	if old, ok := t.Get(k); ok {
+		cr = old.CreateRevision
+	}
+	f := facts.Fact{Key: k, Value: []byte(v), ModRevision: rev, CreateRevision: cr}
+	t.Put(f)
+	return facts.Change{Fact: f}
+}
+
+// BenchmarkHealthChange is the engine's part of `ccattler bench`'s change
+// phase, without etcd: in a converged cluster, one instance's health flips
+// and the rounds it causes run to their fixpoint; the endpoint must go
+// (unhealthy) or come back (healthy).
+func BenchmarkHealthChange(b *testing.B) {
+	rs := loadDefault(b)
+	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
+		b.Run(fmt.Sprintf("nodes=%d/instances=%d", sz.nodes, sz.instances), func(b *testing.B) {
+			t, ev, from := convergedWorld(b, rs, sz.nodes, sz.services, sz.instances)
+			var ids []string
+			t.Prefix("placement/instance/", func(f facts.Fact) bool {
+				ids = append(ids, strings.TrimPrefix(f.Key, "placement/instance/"))
+				return true
+			})
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id := ids[(i/2*7919)%len(ids)]
+				health := `"unhealthy"`
+				if i%2 == 1 {
+					health = `"healthy"`
+				}
+				changes := []facts.Change{putFact(t, facts.InstanceHealth(id), health)}
+				for r := 0; len(changes) > 0; r++ {
+					if r == 10 {
+						b.Fatal("no fixpoint after 10 rounds")
+					}
+					rev := t.Rev()
+					p := ev.Continue(from, t, changes, false)
+					from = rev
+					changes = applyPlan(t, p)
+				}
+				svc, _ := t.Get(facts.InstanceService(id))
+				name, _ := facts.StringValue(svc.Value)
+				if _, ok := t.Get("endpoint/service/" + name + "/" + id); ok != (i%2 == 1) {
+					b.Fatalf("health %s of %s: endpoint present %v", health, id, ok)
+				}
+			}
+		})
+	}
+}

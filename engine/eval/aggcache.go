@@ -25,11 +25,13 @@ import (
 type aggInfo struct {
 	group []string                // variables of the surrounding scopes the result depends on, sorted
 	sites map[*facts.FactType]int // match patterns per fact type: a fact matching two is not adjusted
+	timed bool                    // its where or of reads now: never kept across rounds
 }
 
 type aggEntry struct {
 	val   ref.Val
 	reads []Read
+	deps  *deps // what computing it read (aggstore.go); nil once adjusted by the round's writes
 }
 
 // aggSite is an aggregate pattern a written fact may match.
@@ -49,6 +51,7 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 			own[v] = true
 		}
 		group := map[string]bool{}
+		timed := false
 		for _, v := range ag.Body.Outer {
 			group[v] = true
 		}
@@ -60,9 +63,12 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				if !own[id] && id != rules.NowVar {
 					group[id] = true // may be a comprehension variable: a harmless extra
 				}
+				if id == rules.NowVar {
+					timed = true
+				}
 			}
 		}
-		info := &aggInfo{sites: map[*facts.FactType]int{}}
+		info := &aggInfo{sites: map[*facts.FactType]int{}, timed: timed}
 		for _, p := range ag.Body.Match {
 			info.sites[p.Type]++
 		}
@@ -211,11 +217,17 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 				continue
 			}
 			mreads := m.reads
-			if e, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
+			var member bool
+			if e, member, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
 				delete(entries, m.gk)
 				continue
 			}
-			if sign > 0 && len(e.reads) < MaxAggregateReads {
+			if sign < 0 && member {
+				// The member's facts leave the listed reads, as a
+				// recomputation would not list them.
+				e.reads = withoutReads(e.reads, key, mreads)
+			}
+			if sign > 0 && member && len(e.reads) < MaxAggregateReads {
 				e.reads = append([]Read(nil), e.reads...)
 				e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
 				for _, r := range mreads { // the member's other facts, as a recomputation would list them
@@ -225,6 +237,7 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 					}
 				}
 			}
+			e.deps = nil // no longer what its computation read: not kept across rounds
 			entries[m.gk] = e
 		}
 		if all {
@@ -234,69 +247,70 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 }
 
 // contribute adds (sign +1) or removes (sign -1) the member m to or from a
-// cached group result; false means the result must be recomputed.
-func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *[]Read, sign int) (aggEntry, bool) {
+// cached group result; member is false when m is not one (nothing changes);
+// ok false means the result must be recomputed.
+func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *[]Read, sign int) (_ aggEntry, member, ok bool) {
 	if !rd.optionalAndAbsent(ag.Body, m, reads) {
-		return e, true // not a member
+		return e, false, true // not a member
 	}
 	if ag.Where != nil {
-		ok, err := rd.evalBool(ag.Where, m, "aggregate "+ag.Name+" where")
+		in, err := rd.evalBool(ag.Where, m, "aggregate "+ag.Name+" where")
 		if err != nil {
-			return e, false
+			return e, false, false
 		}
-		if !ok {
-			return e, true
+		if !in {
+			return e, false, true // not a member
 		}
 	}
 	if ag.Func == "count" {
 		n, ok := e.val.(types.Int)
 		e.val = n + types.Int(sign)
-		return e, ok
+		return e, true, ok
 	}
 	v, err := rd.eval(ag.Of, m, "aggregate "+ag.Name)
 	if err != nil {
-		return e, false
+		return e, true, false
 	}
 	switch ag.Func {
 	case "sum":
 		if sign > 0 {
 			a, ok := e.val.(traits.Adder)
 			if !ok {
-				return e, false
+				return e, true, false
 			}
 			e.val = a.Add(v)
 		} else {
 			sub, ok := e.val.(traits.Subtractor)
 			if !ok {
-				return e, false
+				return e, true, false
 			}
 			e.val = sub.Subtract(v)
 		}
-		return e, !types.IsError(e.val)
+		return e, true, !types.IsError(e.val)
 	default: // min, max
 		if sign < 0 {
-			return e, false
+			return e, true, false
 		}
 		cur, ok := e.val.(*types.Optional)
 		if !ok {
-			return e, false
+			return e, true, false
 		}
 		if !cur.HasValue() {
 			e.val = types.OptionalOf(v)
-			return e, true
+			return e, true, true
 		}
 		c, ok := v.(traits.Comparer)
 		if !ok {
-			return e, false
+			return e, true, false
 		}
 		cmp, ok := c.Compare(cur.GetValue()).(types.Int)
 		if !ok {
-			return e, false
+			return e, true, false
 		}
 		if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
 			e.val = types.OptionalOf(v)
 		}
-		return e, true
+		return e, true, true
 	}
 }
 
@@ -332,4 +346,25 @@ func readsNow(r *rules.Rule) bool {
 		}
 	}
 	return false
+}
+
+// withoutReads returns reads without one listing of key and of each of the
+// member's other facts, as a recomputation without the member would list them.
+func withoutReads(reads []Read, key string, member []Read) []Read {
+	out := append([]Read(nil), reads...)
+	drop := func(k string) {
+		for i, r := range out {
+			if r.Key == k {
+				out = append(out[:i], out[i+1:]...)
+				return
+			}
+		}
+	}
+	drop(key)
+	for _, r := range member {
+		if !r.Prefix {
+			drop(r.Key)
+		}
+	}
+	return out
 }

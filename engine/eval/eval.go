@@ -67,13 +67,14 @@ type Evaluator struct {
 	timed      []*rules.Rule // rules whose expressions read now, in order
 	heads      map[*rules.Head]*rules.Pattern
 	sites      map[*facts.FactType][]site
+	store      *aggStore // aggregate results kept across rounds (aggstore.go)
 	stats      Stats
 }
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000,
-		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}}
+		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -127,6 +128,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
+	e.store.reset(r.Rev())
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
 			rd.enqueue(rule, &binding{})
@@ -140,11 +142,14 @@ func (e *Evaluator) Full(r facts.Reader) Plan {
 // trigger it. The engine calls Tick periodically; rules that do not read
 // now are not evaluated. TimedRules lists them.
 func (e *Evaluator) Tick(r facts.Reader) Plan {
-	return e.run(r, func(rd *round) {
-		for _, rule := range e.timed {
-			rd.enqueue(rule, &binding{})
-		}
-	})
+	e.at(r.Rev())
+	return e.run(r, e.tick)
+}
+
+func (e *Evaluator) tick(rd *round) {
+	for _, rule := range e.timed {
+		rd.enqueue(rule, &binding{})
+	}
 }
 
 // TimedRules returns the names of the rules that read now, which Tick evaluates.
@@ -164,12 +169,42 @@ func (e *Evaluator) TimedRules() []string {
 // (they tell an update from a creation). For a batch that touches most
 // facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
+	e.at(r.Rev())
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
 		}
 	})
 }
+
+// Continue is Incremental (and Tick too when tick is set) for a caller that
+// passes every change: changes are all the changes after revision from up
+// to r.Rev(), and from is the revision of the reader of the previous call.
+// The evaluator then keeps aggregate results from one round to the next
+// (aggstore.go): a change costs what it alters, not what its rules
+// aggregate over.
+func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
+	if e.noAggCache || from < 0 || from != e.store.rev {
+		e.store.reset(r.Rev())
+	} else {
+		for _, c := range changes {
+			e.store.forget(e.rs.Schema, c.Key)
+		}
+		e.store.rev = r.Rev()
+	}
+	return e.run(r, func(rd *round) {
+		for _, c := range changes {
+			rd.dispatch(c, nil)
+		}
+		if tick {
+			e.tick(rd)
+		}
+	})
+}
+
+// at readies the aggregate store for a call that does not say what changed
+// since the previous one: it starts empty, for the reader's revision.
+func (e *Evaluator) at(rev int64) { e.store.reset(rev) }
 
 // errOscillation aborts a round in which a key returned to an earlier value.
 var errOscillation = errors.New("oscillation")
@@ -184,6 +219,13 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		rd := e.newRound(r, stopped)
 		seed(rd)
 		rd.loop()
+		if !e.noAggCache {
+			written := make([]string, 0, len(rd.ov.w))
+			for k := range rd.ov.w {
+				written = append(written, k)
+			}
+			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, written)
+		}
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
 			rd.plan.Problems = dedupProblems(problems)
@@ -229,6 +271,7 @@ type round struct {
 	rejIdx   map[string]int
 	aggCache map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
 	candMemo map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
+	computed []aggRef                                 // aggregate results computed this round, for the store
 	osc      []string                                 // rules found oscillating: the round is redone without them
 }
 
@@ -241,7 +284,10 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		queued:  make([]map[string]bool, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{},
-		aggCache: map[*rules.Aggregate]map[string]aggEntry{}}
+		aggCache: e.store.groups}
+	if e.noAggCache {
+		rd.aggCache = map[*rules.Aggregate]map[string]aggEntry{}
+	}
 	for i := range rd.queued {
 		rd.queued[i] = map[string]bool{}
 	}

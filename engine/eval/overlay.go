@@ -27,6 +27,7 @@ type overlay struct {
 	byVal   map[ovValKey][]*ovEntry        // by every short string value the entry has held
 	version int                            // bumped on every write
 	writes  map[*facts.FactType]int        // writes by type, for caches that depend on some types only
+	rec     *deps                          // when set, records every access to base (aggstore.go)
 }
 
 type ovEntry struct {
@@ -94,6 +95,9 @@ func (o *overlay) put(key string, value []byte) {
 
 // get returns the fact at key; own is set when the round wrote it.
 func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
+	if o.rec != nil {
+		o.rec.get(key)
+	}
 	if e, hit := o.w[key]; hit {
 		return e.f, !e.deleted, true
 	}
@@ -105,6 +109,9 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 type visitor func(f facts.Fact, own bool) bool
 
 func (o *overlay) prefix(prefix string, fn visitor) {
+	if o.rec != nil {
+		o.rec.prefix(prefix)
+	}
 	stop := false
 	o.base.Prefix(prefix, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
@@ -125,6 +132,9 @@ func (o *overlay) prefix(prefix string, fn visitor) {
 }
 
 func (o *overlay) ofType(t *facts.FactType, fn visitor) {
+	if o.rec != nil {
+		o.rec.ofType(t)
+	}
 	stop := false
 	o.base.OfType(t, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
@@ -146,6 +156,9 @@ func (o *overlay) ofType(t *facts.FactType, fn visitor) {
 // byVar visits facts of t whose variable pos (in t.Vars) is val; seg is
 // that variable's segment index.
 func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
+	if o.rec != nil {
+		o.rec.seg(t, seg, v)
+	}
 	stop := false
 	o.base.ByVar(t, pos, v, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
@@ -165,6 +178,9 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 }
 
 func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
+	if o.rec != nil {
+		o.rec.value(t)
+	}
 	stop := false
 	o.base.ByValue(t, v, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {

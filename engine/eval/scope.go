@@ -162,11 +162,21 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 		gk = groupKey(info, s.b)
 		if e, ok := rd.aggCache[ag][gk]; ok {
 			rd.e.stats.AggregateHits++
+			if rd.ov.rec != nil {
+				rd.ov.rec.merge(e.deps)
+			}
 			return e.val, e.reads[:min(len(e.reads), MaxAggregateReads)], nil
 		}
 	}
 	mark := len(s.reads)
+	parent := rd.ov.rec
+	d := &deps{tooMany: info != nil && info.timed}
+	rd.ov.rec = d
 	v, err := rd.computeAggregate(ag, s)
+	rd.ov.rec = parent
+	if parent != nil {
+		parent.merge(d)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,7 +186,10 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 		if rd.aggCache[ag] == nil {
 			rd.aggCache[ag] = map[string]aggEntry{}
 		}
-		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs}
+		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d}
+		if !d.tooMany {
+			rd.computed = append(rd.computed, aggRef{ag, gk, d})
+		}
 	}
 	return v, rs, nil
 }

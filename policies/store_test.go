@@ -1,0 +1,184 @@
+package policies_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// TestAggregateStoreChangesNothing: the default policies evaluated round
+// after round with Continue, which keeps aggregate results across rounds,
+// plan exactly what an evaluator without any aggregate cache plans, through
+// random outside changes (agents' reports, health, leases lost and back,
+// nodes draining, intents and images changed, the clock) and plans that do
+// not commit.
+func TestAggregateStoreChangesNothing(t *testing.T) {
+	rs := loadDefault(t)
+	seeds := uint64(30)
+	if testing.Short() {
+		seeds = 8
+	}
+	kept := int64(0)
+	for seed := uint64(1); seed <= seeds; seed++ {
+		r := rand.New(rand.NewPCG(seed, 3))
+		tw := applyWorld(t, 2+r.IntN(5), 1+r.IntN(3), 2+r.IntN(10))
+		to := applyWorld(t, 0, 0, 0)
+		for _, k := range tw.Keys() {
+			f, _ := tw.Get(k)
+			to.Put(f)
+		}
+		to.SetRev(tw.Rev())
+		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
+		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithoutAggregateCache())
+		from := tw.Rev()
+		pw, po := with.Full(tw), without.Full(to)
+		for step := 0; step < 60; step++ {
+			if !reflect.DeepEqual(normalized(pw.Firings), normalized(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
+				len(pw.Problems) != len(po.Problems) {
+				t.Fatalf("seed %d step %d: plans differ%s\nkept results: %s\nnone:         %s", seed, step, diff(pw, po), show(pw), show(po))
+			}
+			var cw, co []facts.Change
+			if r.IntN(8) > 0 { // else the plan does not commit
+				cw, co = applyPlan(tw, pw), applyPlan(to, po)
+			}
+			for _, m := range mutations(r, tw) {
+				cw = append(cw, mutate(tw, m))
+				co = append(co, mutate(to, m))
+			}
+			rev, tick := tw.Rev(), r.IntN(4) == 0
+			pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
+			from = rev
+		}
+		kept += with.Stats().AggregateHits
+	}
+	if kept == 0 {
+		t.Error("no aggregate result was ever served from the store")
+	}
+}
+
+func fixedNow() time.Time { return time.Date(2026, 11, 29, 21, 0, 30, 0, time.UTC) }
+
+type mutation struct{ key, value string } // value "": delete
+
+// mutations draws one to three outside changes of the kinds agents, users
+// and the server's clock make.
+func mutations(r *rand.Rand, t *facts.Table) []mutation {
+	var insts, nodes []string
+	t.Prefix("observed/instance/", func(f facts.Fact) bool {
+		if strings.HasSuffix(f.Key, "/service") {
+			insts = append(insts, strings.Split(f.Key, "/")[2])
+		}
+		return true
+	})
+	t.Prefix("observed/node/", func(f facts.Fact) bool {
+		if strings.HasSuffix(f.Key, "/state") {
+			nodes = append(nodes, strings.Split(f.Key, "/")[2])
+		}
+		return true
+	})
+	var svcs []string
+	t.Prefix("desired/service/", func(f facts.Fact) bool {
+		if p := strings.Split(f.Key, "/"); len(p) == 3 {
+			svcs = append(svcs, p[2])
+		}
+		return true
+	})
+	var out []mutation
+	for range 1 + r.IntN(3) {
+		switch k := r.IntN(10); {
+		case k < 5 && len(insts) > 0: // an agent's report
+			id := insts[r.IntN(len(insts))]
+			pf, placed := t.Get(facts.Placement(id))
+			switch {
+			case placed && r.IntN(3) > 0:
+				node, _ := facts.StringValue(pf.Value)
+				out = append(out, mutation{facts.InstanceNode(id), `"` + node + `"`},
+					mutation{facts.InstanceState(id), []string{`"running"`, `"running"`, `"failed"`, `"stopped"`}[r.IntN(4)]},
+					mutation{facts.InstanceIP(id), fmt.Sprintf(`"10.0.0.%d"`, r.IntN(250))},
+					mutation{facts.InstanceImage(id), []string{`"nginx:1.28"`, `"nginx:1.29"`}[r.IntN(2)]},
+					mutation{facts.InstanceStartedAt(id), `"2026-11-29T21:00:01Z"`})
+			default:
+				out = append(out, mutation{facts.InstanceHealth(id), []string{`"healthy"`, `"unhealthy"`, `"unknown"`}[r.IntN(3)]})
+			}
+		case k < 7 && len(nodes) > 0: // a lease lost or back, a node drained
+			n := nodes[r.IntN(len(nodes))]
+			switch r.IntN(3) {
+			case 0:
+				out = append(out, mutation{facts.Lease(n), ""})
+			case 1:
+				out = append(out, mutation{facts.Lease(n), `{}`})
+			default:
+				out = append(out, mutation{facts.NodeState(n), []string{`"alive"`, `"draining"`}[r.IntN(2)]})
+			}
+		case k < 9 && len(svcs) > 0: // a user's apply
+			s := svcs[r.IntN(len(svcs))]
+			if r.IntN(2) == 0 {
+				out = append(out, mutation{facts.Intent("user", s), fmt.Sprint(r.IntN(6))})
+			} else {
+				out = append(out, mutation{facts.ServiceImage(s), []string{`"nginx:1.28"`, `"nginx:1.29"`}[r.IntN(2)]})
+			}
+		default: // the clock
+			out = append(out, mutation{facts.Clock(), fmt.Sprintf(`"2026-11-29T21:%02d:00Z"`, r.IntN(60))})
+		}
+	}
+	return out
+}
+
+func mutate(t *facts.Table, m mutation) facts.Change {
+	if m.value != "" {
+		return putFact(t, m.key, m.value)
+	}
+	rev := t.Rev() + 1
+	t.SetRev(rev)
+	old, ok := t.Delete(m.key)
+	if !ok {
+		old = facts.Fact{Key: m.key}
+	}
+	old.ModRevision = rev
+	return facts.Change{Fact: old, Deleted: true}
+}
+
+// normalized orders each firing's reads: a kept result may list an
+// aggregate's members in another order than a recomputation.
+func normalized(fs []eval.Firing) []eval.Firing {
+	out := make([]eval.Firing, len(fs))
+	for i, f := range fs {
+		f.Reads = append([]eval.Read(nil), f.Reads...)
+		sort.Slice(f.Reads, func(a, b int) bool { return fmt.Sprint(f.Reads[a]) < fmt.Sprint(f.Reads[b]) })
+		out[i] = f
+	}
+	return out
+}
+
+func show(p eval.Plan) string {
+	var b strings.Builder
+	for _, f := range p.Firings {
+		fmt.Fprintf(&b, "\n  %s %v %v", f.Rule, f.Bindings, f.Writes)
+	}
+	fmt.Fprintf(&b, "\n  problems %v", p.Problems)
+	return b.String()
+}
+
+// diff names the first difference of two plans.
+func diff(a, b eval.Plan) string {
+	fa, fb := normalized(a.Firings), normalized(b.Firings)
+	for i := range min(len(fa), len(fb)) {
+		if !reflect.DeepEqual(fa[i], fb[i]) {
+			return fmt.Sprintf("\nfiring %d (%s):\n  %+v\n  %+v", i, fa[i].Rule, fa[i].Reads, fb[i].Reads)
+		}
+	}
+	if len(fa) != len(fb) {
+		return fmt.Sprintf("\n%d firings, %d", len(fa), len(fb))
+	}
+	if !reflect.DeepEqual(a.Rejections, b.Rejections) {
+		return fmt.Sprintf("\nrejections\n  %+v\n  %+v", a.Rejections, b.Rejections)
+	}
+	return ""
+}
