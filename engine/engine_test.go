@@ -222,24 +222,26 @@ func TestEventIDs(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
+	// Each change's Prev is the revision before it, so the merged change
+	// shows whether it kept the first change's Prev.
 	ch := func(k string, rev int64) facts.Change {
-		return facts.Change{Fact: facts.Fact{Key: k, ModRevision: rev}}
+		return facts.Change{Fact: facts.Fact{Key: k, ModRevision: rev}, Prev: []byte(fmt.Sprint(rev - 1)), PrevKnown: true}
 	}
 	tests := []struct {
 		name string
 		in   []facts.Batch
 		want string
 	}{
-		{"one batch", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("b", 2)}}}, "a@1 b@2"},
-		{"repeated key keeps the latest", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("b", 2)}}, {Changes: []facts.Change{ch("a", 3)}}}, "b@2 a@3"},
-		{"repeat inside one batch", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("a", 2)}}}, "a@2"},
+		{"one batch", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("b", 2)}}}, "a@1<0 b@2<1"},
+		{"repeated key keeps the latest, and the first's prev", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("b", 2)}}, {Changes: []facts.Change{ch("a", 3)}}}, "b@2<1 a@3<0"},
+		{"repeat inside one batch", []facts.Batch{{Changes: []facts.Change{ch("a", 1), ch("a", 2)}}}, "a@2<0"},
 		{"empty", nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var parts []string
 			for _, c := range merge(tc.in) {
-				parts = append(parts, fmt.Sprintf("%s@%d", c.Key, c.ModRevision))
+				parts = append(parts, fmt.Sprintf("%s@%d<%s", c.Key, c.ModRevision, c.Prev))
 			}
 			if got := strings.Join(parts, " "); got != tc.want {
 				t.Errorf("merge = %q, want %q", got, tc.want)

@@ -214,19 +214,25 @@ func relisted(batches []facts.Batch) bool {
 }
 
 // merge flattens batches into one change per key, the latest, in the order
-// the keys last changed.
+// the keys last changed; its Prev is the fact's value before the first.
 func merge(batches []facts.Batch) []facts.Change {
 	last := map[string]int{}
+	first := map[string]int{}
 	var all []facts.Change
 	for _, b := range batches {
 		for _, c := range b.Changes {
+			if _, seen := first[c.Key]; !seen {
+				first[c.Key] = len(all)
+			}
 			last[c.Key] = len(all)
 			all = append(all, c)
 		}
 	}
-	out := all[:0]
+	out := make([]facts.Change, 0, len(last))
 	for i, c := range all {
 		if last[c.Key] == i {
+			f := all[first[c.Key]]
+			c.Prev, c.PrevKnown = f.Prev, f.PrevKnown
 			out = append(out, c)
 		}
 	}

@@ -19,6 +19,11 @@ import (
 type Change struct {
 	Fact
 	Deleted bool
+	// Prev is what the fact held before the change (nil: nothing), when
+	// PrevKnown: the mirror knows it for every watch event, not for the
+	// differences a relist finds.
+	Prev      []byte
+	PrevKnown bool
 }
 
 // Batch is the set of changes the mirror applied at one step, in revision
@@ -186,7 +191,12 @@ func (m *Mirror) applyEvents(changes []Change, rev int64) {
 			}
 			c.Value = old.Value
 			c.CreateRevision = old.CreateRevision
+			c.Prev, c.PrevKnown = old.Value, true
 		} else {
+			if old, ok := m.t.byKey[c.Key]; ok {
+				c.Prev = old.Value
+			}
+			c.PrevKnown = true
 			m.t.Put(c.Fact)
 		}
 		out = append(out, c)

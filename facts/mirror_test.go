@@ -188,7 +188,8 @@ func TestMirrorConcurrentWriters(t *testing.T) {
 	wg.Wait()
 	assertEqualsStore(t, m, s)
 
-	// Replaying the subscription over an empty table reproduces the mirror.
+	// Replaying the subscription over an empty table reproduces the mirror,
+	// and each change's Prev is what the replay holds before it.
 	replay := facts.NewTable(nil)
 	var prev int64
 	for _, b := range sub.Take() {
@@ -197,6 +198,10 @@ func TestMirrorConcurrentWriters(t *testing.T) {
 		}
 		prev = b.Rev
 		for _, c := range b.Changes {
+			// Each change says what the fact held before it.
+			if old, ok := replay.Get(c.Key); !c.PrevKnown || ok != (c.Prev != nil) || string(old.Value) != string(c.Prev) {
+				t.Fatalf("change of %s at %d: prev %q (known %v), the replay holds %q (%v)", c.Key, c.ModRevision, c.Prev, c.PrevKnown, old.Value, ok)
+			}
 			if c.Deleted {
 				replay.Delete(c.Key)
 			} else {

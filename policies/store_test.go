@@ -142,7 +142,7 @@ func mutate(t *facts.Table, m mutation) facts.Change {
 		old = facts.Fact{Key: m.key}
 	}
 	old.ModRevision = rev
-	return facts.Change{Fact: old, Deleted: true}
+	return facts.Change{Fact: old, Deleted: true, Prev: old.Value, PrevKnown: ok}
 }
 
 // normalized orders each firing's reads: a kept result may list an
@@ -171,7 +171,7 @@ func diff(a, b eval.Plan) string {
 	fa, fb := normalized(a.Firings), normalized(b.Firings)
 	for i := range min(len(fa), len(fb)) {
 		if !reflect.DeepEqual(fa[i], fb[i]) {
-			return fmt.Sprintf("\nfiring %d (%s):\n  %+v\n  %+v", i, fa[i].Rule, fa[i].Reads, fb[i].Reads)
+			return fmt.Sprintf("\nfiring %d (%s):\n  %v %s %+v\n  %v %s %+v", i, fa[i].Rule, fa[i].Bindings, fa[i].Writes, fa[i].Reads, fb[i].Bindings, fb[i].Writes, fb[i].Reads)
 		}
 	}
 	if len(fa) != len(fb) {

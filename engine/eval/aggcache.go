@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"math/big"
 	"sort"
 	"strings"
 
@@ -24,14 +25,63 @@ import (
 // aggInfo is what the cache needs to know of an aggregate.
 type aggInfo struct {
 	group []string                // variables of the surrounding scopes the result depends on, sorted
-	sites map[*facts.FactType]int // match patterns per fact type: a fact matching two is not adjusted
+	sites map[*facts.FactType]int // match patterns per fact type
 	timed bool                    // its where or of reads now: never kept across rounds
+	// adjustable holds the patterns through which a changed fact adjusts a
+	// cached result instead of dropping it: the only pattern of its fact
+	// type, and for an absent pattern one whose variables the members bind
+	// (an existential absence is not one member's).
+	adjustable map[*rules.Pattern]bool
 }
 
 type aggEntry struct {
 	val   ref.Val
 	reads []Read
-	deps  *deps // what computing it read (aggstore.go); nil once adjusted by the round's writes
+	deps  *deps      // what computing it read (aggstore.go); nil once adjusted by the round's writes
+	exact *big.Rat   // a sum of doubles, exact (computeAggregate); never changed in place
+	outer []outerVal // the group's values, in aggInfo.group order
+}
+
+// outerVal is a group variable's value; unbound variables (a comprehension
+// variable taken for an outer one) are not bound by withOuter.
+type outerVal struct {
+	v     val
+	bound bool
+}
+
+// outerOf returns the values of the group variables under b.
+func outerOf(info *aggInfo, b *binding) []outerVal {
+	out := make([]outerVal, len(info.group))
+	for i, name := range info.group {
+		out[i].v, out[i].bound = b.get(name)
+	}
+	return out
+}
+
+// withOuter returns a copy of member binding b with the group's values it
+// lacks, or false when it disagrees with one it has.
+func withOuter(info *aggInfo, b *binding, outer []outerVal) (*binding, bool) {
+	var out *binding
+	for i, name := range info.group {
+		o := outer[i]
+		if v, ok := b.get(name); ok {
+			if !o.bound || v.str != o.v.str {
+				return nil, false
+			}
+			continue
+		}
+		if !o.bound {
+			continue
+		}
+		if out == nil {
+			out = b.clone()
+		}
+		out.push(name, o.v)
+	}
+	if out == nil {
+		out = b.clone()
+	}
+	return out, true
 }
 
 // aggSite is an aggregate pattern a written fact may match.
@@ -68,9 +118,36 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				}
 			}
 		}
-		info := &aggInfo{sites: map[*facts.FactType]int{}, timed: timed}
+		info := &aggInfo{sites: map[*facts.FactType]int{}, timed: timed, adjustable: map[*rules.Pattern]bool{}}
+		all := map[*facts.FactType]int{}
+		bound := map[string]bool{}
 		for _, p := range ag.Body.Match {
 			info.sites[p.Type]++
+			for _, sg := range p.Segs {
+				bound[sg.Var] = true
+			}
+			bound[p.Alias] = true
+		}
+		for v := range group {
+			bound[v] = true
+		}
+		for _, ps := range [][]*rules.Pattern{ag.Body.Match, ag.Body.Optional, ag.Body.Absent} {
+			for _, p := range ps {
+				all[p.Type]++
+			}
+		}
+		for _, ps := range [][]*rules.Pattern{ag.Body.Match, ag.Body.Optional, ag.Body.Absent} {
+			for _, p := range ps {
+				ok := all[p.Type] == 1
+				if p.Negated {
+					for _, sg := range p.Segs {
+						if sg.Var != "" && !bound[sg.Var] {
+							ok = false
+						}
+					}
+				}
+				info.adjustable[p] = ok
+			}
 		}
 		for v := range group {
 			info.group = append(info.group, v)
@@ -172,8 +249,9 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 			continue
 		}
 		info := rd.e.aggs[s.ag]
-		adjust := !s.p.Optional && !s.p.Negated && info.sites[s.p.Type] == 1
-		if s.p.Alias != "" && value != nil {
+		adjust := info.adjustable[s.p]
+		// An optional fact's value is bound by contribute, as the member sees it.
+		if s.p.Alias != "" && value != nil && !s.p.Optional {
 			if dv, err := decode(s.p.Type.Value, value); err == nil {
 				kb.push(s.p.Alias, goVal(dv))
 			}
@@ -193,13 +271,28 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 		var members []member
 		var reads []Read
 		rd.join(rest, kb, &reads, func() bool {
+			complete := true
 			for _, v := range info.group {
 				if !kb.has(v) {
-					all = true // the fact does not name its group: drop them all
-					return false
+					complete = false
 				}
 			}
-			members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
+			if complete {
+				members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
+				return true
+			}
+			// The fact does not name its group (the rule's outer values
+			// its where reads): it is a member of every cached group that
+			// agrees with what it does name.
+			for gk, e := range entries {
+				if e.outer == nil {
+					all = true // drop them all
+					return false
+				}
+				if b, ok := withOuter(info, kb, e.outer); ok {
+					members = append(members, member{gk, b, append([]Read(nil), reads...)})
+				}
+			}
 			return true
 		})
 		// The join visits in index order; the cached reads end up in plans.
@@ -222,14 +315,22 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 				delete(entries, m.gk)
 				continue
 			}
+			// A fact of a match pattern is not among the member's reads the
+			// join and contribute list; one of an optional or absent one is.
+			self := !s.p.Optional && !s.p.Negated
 			if sign < 0 && member {
 				// The member's facts leave the listed reads, as a
 				// recomputation would not list them.
-				e.reads = withoutReads(e.reads, key, mreads)
+				if self {
+					e.reads = withoutReads(e.reads, key)
+				}
+				e.reads = withoutReads(e.reads, readKeys(mreads)...)
 			}
 			if sign > 0 && member && len(e.reads) < MaxAggregateReads {
 				e.reads = append([]Read(nil), e.reads...)
-				e.reads = append(e.reads, Read{Key: key, Own: true, NoGuard: true})
+				if self {
+					e.reads = append(e.reads, rd.writtenRead(key))
+				}
 				for _, r := range mreads { // the member's other facts, as a recomputation would list them
 					if !r.Prefix {
 						r.NoGuard = true
@@ -237,7 +338,12 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 					}
 				}
 			}
-			e.deps = nil // no longer what its computation read: not kept across rounds
+			if rd.touched == nil {
+				e.deps = nil // no longer what its computation read: not kept across rounds
+				rd.adjusted = append(rd.adjusted, aggRef{ag: s.ag, gk: m.gk})
+			} else {
+				*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk})
+			}
 			entries[m.gk] = e
 		}
 		if all {
@@ -273,6 +379,15 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 	}
 	switch ag.Func {
 	case "sum":
+		if d, isDouble := v.(types.Double); isDouble && e.exact != nil {
+			x := new(big.Rat).Set(e.exact)
+			if !addExact(x, float64(d), sign) {
+				return e, true, false
+			}
+			f, _ := x.Float64()
+			e.exact, e.val = x, types.Double(f)
+			return e, true, true
+		}
 		if sign > 0 {
 			a, ok := e.val.(traits.Adder)
 			if !ok {
@@ -348,23 +463,38 @@ func readsNow(r *rules.Rule) bool {
 	return false
 }
 
-// withoutReads returns reads without one listing of key and of each of the
-// member's other facts, as a recomputation without the member would list them.
-func withoutReads(reads []Read, key string, member []Read) []Read {
+// withoutReads returns reads without one listing of each key, as a
+// recomputation without a member would list them.
+func withoutReads(reads []Read, keys ...string) []Read {
 	out := append([]Read(nil), reads...)
-	drop := func(k string) {
+	for _, k := range keys {
 		for i, r := range out {
 			if r.Key == k {
 				out = append(out[:i], out[i+1:]...)
-				return
+				break
 			}
 		}
 	}
-	drop(key)
-	for _, r := range member {
+	return out
+}
+
+// readKeys returns the keys of the reads a recomputation lists (not prefixes).
+func readKeys(reads []Read) []string {
+	var out []string
+	for _, r := range reads {
 		if !r.Prefix {
-			drop(r.Key)
+			out = append(out, r.Key)
 		}
 	}
 	return out
+}
+
+// writtenRead is how a cached result lists a fact that joined it through
+// maintain: a write of the round (own), or in the store's overlay the
+// committed fact with its revision.
+func (rd *round) writtenRead(key string) Read {
+	if e, ok := rd.ov.w[key]; ok && rd.ov.committed {
+		return Read{Key: key, Rev: e.f.ModRevision, NoGuard: true}
+	}
+	return Read{Key: key, Own: true, NoGuard: true}
 }

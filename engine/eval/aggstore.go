@@ -21,6 +21,13 @@ import (
 // writes drop the results they could alter in the same way: what is kept
 // holds for the reader, whether or not the plan commits.
 //
+// When every change says what the fact held before it (Change.PrevKnown,
+// as the mirror's do), kept results are adjusted rather than dropped, as a
+// round adjusts its cache for its own writes (maintain): each change is
+// taken out of the result under the state before it and put in under the
+// state after, on an overlay that holds the state before the batch. An
+// adjusted result then depends on what it read and what adjusting it read.
+//
 // The store serves Continue only: the caller promises that the changes it
 // passes are every change since the revision of its previous call. Any
 // other call (Full, Incremental, Tick) at another revision starts it empty.
@@ -37,6 +44,7 @@ type deps struct {
 	vals     []*facts.FactType
 	types    []*facts.FactType
 	tooMany  bool // more accesses than maxDeps: not kept across rounds
+	base     int  // the accesses of the computation itself; adjusting adds to them
 }
 
 type segDep struct {
@@ -127,6 +135,7 @@ type aggStore struct {
 	vals   map[*facts.FactType][]aggRef
 	types  map[*facts.FactType][]aggRef
 	refs   int // index entries, stale ones included
+	limit  int // refs at which the indexes are rebuilt without stale entries
 }
 
 func newAggStore() *aggStore {
@@ -144,12 +153,12 @@ func (s *aggStore) reset(rev int64) {
 	s.segs = map[segDep][]aggRef{}
 	s.vals = map[*facts.FactType][]aggRef{}
 	s.types = map[*facts.FactType][]aggRef{}
-	s.refs = 0
+	s.refs, s.limit = 0, 1<<16
 }
 
-// index lists a result computed in a round under every access it read.
-func (s *aggStore) index(r aggRef) {
-	d := r.d
+// index lists a result under every access d holds: its own, or what
+// adjusting it read (r.d then holds them too).
+func (s *aggStore) index(r aggRef, d *deps) {
 	for _, k := range d.gets {
 		s.gets[k] = append(s.gets[k], r)
 	}
@@ -214,44 +223,98 @@ func (s *aggStore) forget(schema *facts.Schema, key string) {
 }
 
 // keep ends a round: results the round computed are indexed, those its own
-// writes could alter are dropped, and the store holds for revision rev.
-// The indexes are rebuilt when mostly stale.
-func (s *aggStore) keep(schema *facts.Schema, rev int64, computed []aggRef, written []string) {
+// writes could alter are dropped (those it adjusted for them first), and
+// the store holds for revision rev. The indexes are rebuilt when mostly
+// stale.
+func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []aggRef, written []string) {
 	for _, r := range computed {
 		if e, ok := s.groups[r.ag][r.gk]; ok && e.deps == r.d {
-			s.index(r)
+			if r.d.tooMany {
+				delete(s.groups[r.ag], r.gk)
+				continue
+			}
+			r.d.base = r.d.size()
+			s.index(r, r.d)
+		}
+	}
+	for _, r := range adjusted {
+		if e, ok := s.groups[r.ag][r.gk]; ok && e.deps == nil {
+			delete(s.groups[r.ag], r.gk)
 		}
 	}
 	for _, k := range written {
 		s.forget(schema, k)
 	}
-	// Results maintained through the round's writes without their own
-	// computation (nothing indexes them) go too.
-	for ag, gs := range s.groups {
-		for gk, e := range gs {
-			if e.deps == nil || e.deps.tooMany {
-				delete(gs, gk)
-			}
-		}
-		if len(gs) == 0 {
-			delete(s.groups, ag)
-		}
-	}
 	s.rev = rev
-	live := 0
-	for _, gs := range s.groups {
-		for _, e := range gs {
-			live += e.deps.size()
+	if s.refs > s.limit {
+		s.compact()
+	}
+}
+
+// compact rebuilds the indexes from the results kept.
+func (s *aggStore) compact() {
+	groups, rev := s.groups, s.rev
+	s.reset(rev)
+	s.groups = groups
+	for ag, gs := range groups {
+		for gk, e := range gs {
+			s.index(aggRef{ag, gk, e.deps}, e.deps)
 		}
 	}
-	if s.refs > 4*live+4096 {
-		groups := s.groups
-		s.reset(rev)
-		s.groups = groups
-		for ag, gs := range groups {
-			for gk, e := range gs {
-				s.index(aggRef{ag, gk, e.deps})
-			}
+	s.limit = max(1<<16, 2*s.refs)
+}
+
+func prevKnown(changes []facts.Change) bool {
+	for _, c := range changes {
+		if !c.PrevKnown {
+			return false
 		}
+	}
+	return true
+}
+
+// advance brings the store from its revision to r's by adjusting the kept
+// results for each change in turn.
+func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
+	rd := e.newRound(r, nil)
+	rd.ov.committed = true
+	for _, c := range changes {
+		if _, set := rd.ov.w[c.Key]; !set { // a key changed twice held the first change's Prev
+			rd.ov.set(facts.Fact{Key: c.Key, Value: c.Prev})
+		}
+	}
+	var touched []aggRef
+	rd.touched = &touched
+	for _, c := range changes {
+		touched = touched[:0]
+		d := &deps{}
+		rd.ov.rec = d
+		rd.maintain(c.Key, c.Prev, -1)
+		after := c.Fact
+		if c.Deleted {
+			after.Value = nil
+		}
+		rd.ov.set(after)
+		rd.maintain(c.Key, after.Value, +1)
+		rd.ov.rec = nil
+		for _, t := range touched {
+			en, ok := e.store.groups[t.ag][t.gk]
+			if !ok || en.deps == nil || en.deps.tooMany {
+				continue
+			}
+			// What adjusting read joins what the computation read. A
+			// result adjusted so often that this outgrows it is dropped:
+			// computing it again starts afresh.
+			if en.deps.size()+d.size() > 4*en.deps.base+1024 {
+				delete(e.store.groups[t.ag], t.gk)
+				continue
+			}
+			en.deps.merge(d)
+			e.store.index(aggRef{t.ag, t.gk, en.deps}, d)
+		}
+	}
+	e.store.rev = r.Rev()
+	if e.store.refs > e.store.limit {
+		e.store.compact()
 	}
 }

@@ -48,7 +48,8 @@ type Stats struct {
 	Firings         int64
 	FreshCollisions int64 // fresh ids drawn again because taken
 	BadValues       int64 // stored values that did not decode for their type (skipped)
-	AggregateHits   int64 // aggregate groups served from the round's cache
+	AggregateHits   int64 // aggregate groups served from the round's cache or the store
+	Aggregates      int64 // aggregate groups computed
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -184,9 +185,12 @@ func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 // (aggstore.go): a change costs what it alters, not what its rules
 // aggregate over.
 func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
-	if e.noAggCache || from < 0 || from != e.store.rev {
+	switch {
+	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	} else {
+	case prevKnown(changes):
+		e.advance(r, changes)
+	default:
 		for _, c := range changes {
 			e.store.forget(e.rs.Schema, c.Key)
 		}
@@ -224,7 +228,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 			for k := range rd.ov.w {
 				written = append(written, k)
 			}
-			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, written)
+			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, written)
 		}
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
@@ -272,6 +276,8 @@ type round struct {
 	aggCache map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
 	candMemo map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
 	computed []aggRef                                 // aggregate results computed this round, for the store
+	touched  *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
+	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
 	osc      []string                                 // rules found oscillating: the round is redone without them
 }
 

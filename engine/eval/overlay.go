@@ -28,6 +28,10 @@ type overlay struct {
 	version int                            // bumped on every write
 	writes  map[*facts.FactType]int        // writes by type, for caches that depend on some types only
 	rec     *deps                          // when set, records every access to base (aggstore.go)
+	// committed marks an overlay whose entries are committed facts, with
+	// their revisions, not the round's writes: the aggregate store's
+	// overlay of the state before a batch of changes (aggstore.go).
+	committed bool
 }
 
 type ovEntry struct {
@@ -58,12 +62,18 @@ func newOverlay(r facts.Reader, schema *facts.Schema) *overlay {
 
 // put records a write (value nil: a delete).
 func (o *overlay) put(key string, value []byte) {
+	o.set(facts.Fact{Key: key, Value: value})
+}
+
+// set records f (Value nil: absent), revisions included.
+func (o *overlay) set(f facts.Fact) {
+	key, value := f.Key, f.Value
 	o.version++
 	e, ok := o.w[key]
 	if ok {
-		e.f.Value, e.deleted = value, value == nil
+		e.f, e.deleted = f, value == nil
 	} else {
-		e = &ovEntry{f: facts.Fact{Key: key, Value: value}, deleted: value == nil, parts: strings.Split(key, "/")}
+		e = &ovEntry{f: f, deleted: value == nil, parts: strings.Split(key, "/")}
 		if k, err := o.schema.Parse(key); err == nil {
 			e.typ = k.Type
 			o.byType[e.typ] = append(o.byType[e.typ], e)
@@ -99,7 +109,7 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 		o.rec.get(key)
 	}
 	if e, hit := o.w[key]; hit {
-		return e.f, !e.deleted, true
+		return e.f, !e.deleted, !o.committed
 	}
 	f, ok = o.base.Get(key)
 	return f, ok, false
@@ -127,7 +137,7 @@ func (o *overlay) prefix(prefix string, fn visitor) {
 		if !strings.HasPrefix(e.f.Key, prefix) {
 			return false
 		}
-		return e.deleted || fn(e.f, true)
+		return e.deleted || fn(e.f, !o.committed)
 	})
 }
 
@@ -147,7 +157,7 @@ func (o *overlay) ofType(t *facts.FactType, fn visitor) {
 		return
 	}
 	for _, e := range o.byType[t] {
-		if !e.deleted && !fn(e.f, true) {
+		if !e.deleted && !fn(e.f, !o.committed) {
 			return
 		}
 	}
@@ -171,7 +181,7 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 		return
 	}
 	for _, e := range o.bySeg[ovSegKey{t, seg, v}] {
-		if !e.deleted && !fn(e.f, true) {
+		if !e.deleted && !fn(e.f, !o.committed) {
 			return
 		}
 	}
@@ -197,7 +207,7 @@ func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
 			continue
 		}
 		// Listed under every value it has held: only its current one counts.
-		if s, ok := facts.StringValue(e.f.Value); ok && s == v && !fn(e.f, true) {
+		if s, ok := facts.StringValue(e.f.Value); ok && s == v && !fn(e.f, !o.committed) {
 			return
 		}
 	}

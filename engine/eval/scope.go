@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/big"
 	"sort"
 	"strings"
 
@@ -172,7 +173,8 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 	parent := rd.ov.rec
 	d := &deps{tooMany: info != nil && info.timed}
 	rd.ov.rec = d
-	v, err := rd.computeAggregate(ag, s)
+	rd.e.stats.Aggregates++
+	v, exact, err := rd.computeAggregate(ag, s)
 	rd.ov.rec = parent
 	if parent != nil {
 		parent.merge(d)
@@ -186,10 +188,8 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 		if rd.aggCache[ag] == nil {
 			rd.aggCache[ag] = map[string]aggEntry{}
 		}
-		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d}
-		if !d.tooMany {
-			rd.computed = append(rd.computed, aggRef{ag, gk, d})
-		}
+		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outerOf(info, s.b)}
+		rd.computed = append(rd.computed, aggRef{ag, gk, d})
 	}
 	return v, rs, nil
 }
@@ -199,7 +199,12 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 // thousand instances names 64 of them, not all.
 const MaxAggregateReads = 64
 
-func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) {
+// computeAggregate computes an aggregate under s. A sum of doubles is
+// exact: its members are added as the rationals their binary values are,
+// and the total rounded once (exact, also returned, is how a cached result
+// is adjusted), so that it does not depend on the order of its members,
+// nor on members added and taken out again.
+func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, _ error) {
 	var acc ref.Val
 	listed := 0
 	n := int64(0)
@@ -207,7 +212,7 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) 
 		if ag.Where != nil {
 			ok, err := rd.evalBool(ag.Where, m.b, "aggregate "+ag.Name+" where")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !ok {
 				continue
@@ -226,7 +231,17 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) 
 		}
 		v, err := rd.eval(ag.Of, m.b, "aggregate "+ag.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if d, ok := v.(types.Double); ok && ag.Func == "sum" {
+			if exact == nil {
+				exact = new(big.Rat)
+			}
+			if !addExact(exact, float64(d), 1) {
+				return nil, nil, fmt.Errorf("aggregate %s: cannot add %v", ag.Name, float64(d))
+			}
+			acc = types.Double(0)
+			continue
 		}
 		switch {
 		case acc == nil:
@@ -234,19 +249,19 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) 
 		case ag.Func == "sum":
 			a, ok := acc.(traits.Adder)
 			if !ok {
-				return nil, fmt.Errorf("aggregate %s: cannot add %s values", ag.Name, acc.Type())
+				return nil, nil, fmt.Errorf("aggregate %s: cannot add %s values", ag.Name, acc.Type())
 			}
 			if acc = a.Add(v); types.IsError(acc) {
-				return nil, fmt.Errorf("aggregate %s: %v", ag.Name, acc.Value())
+				return nil, nil, fmt.Errorf("aggregate %s: %v", ag.Name, acc.Value())
 			}
 		default:
 			c, ok := v.(traits.Comparer)
 			if !ok {
-				return nil, fmt.Errorf("aggregate %s: cannot compare %s values", ag.Name, v.Type())
+				return nil, nil, fmt.Errorf("aggregate %s: cannot compare %s values", ag.Name, v.Type())
 			}
 			cmp, ok := c.Compare(acc).(types.Int)
 			if !ok {
-				return nil, fmt.Errorf("aggregate %s: cannot compare %s with %s", ag.Name, v.Type(), acc.Type())
+				return nil, nil, fmt.Errorf("aggregate %s: cannot compare %s with %s", ag.Name, v.Type(), acc.Type())
 			}
 			if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
 				acc = v
@@ -255,20 +270,24 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (ref.Val, error) 
 	}
 	switch ag.Func {
 	case "count":
-		return types.Int(n), nil
+		return types.Int(n), nil, nil
 	case "sum":
+		if exact != nil {
+			f, _ := exact.Float64()
+			return types.Double(f), exact, nil
+		}
 		if acc == nil {
 			if ag.Type.Kind() == types.DoubleKind {
-				return types.Double(0), nil
+				return types.Double(0), new(big.Rat), nil
 			}
-			return types.Int(0), nil
+			return types.Int(0), nil, nil
 		}
-		return acc, nil
+		return acc, nil, nil
 	}
 	if acc == nil {
-		return types.OptionalNone, nil
+		return types.OptionalNone, nil, nil
 	}
-	return types.OptionalOf(acc), nil
+	return types.OptionalOf(acc), nil, nil
 }
 
 // errBudget marks a CEL evaluation stopped by its cost limit.
@@ -391,4 +410,17 @@ func sampleStart(outer map[string]string, n int) int {
 		h.Write([]byte{0})
 	}
 	return int(h.Sum64() % uint64(n))
+}
+
+// addExact adds sign times f to r exactly; false for NaN or an infinity.
+func addExact(r *big.Rat, f float64, sign int) bool {
+	var x big.Rat
+	if x.SetFloat64(f) == nil {
+		return false
+	}
+	if sign < 0 {
+		x.Neg(&x)
+	}
+	r.Add(r, &x)
+	return true
 }
