@@ -429,7 +429,8 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 	}
 }
 
-// readsNow reports whether any expression of the rule reads now.
+// readsNow reports whether time passing can change what the rule does:
+// whether an expression of its conditions, choice or derived values reads now.
 func readsNow(r *rules.Rule) bool {
 	var exprs []*rules.Expr
 	scope := func(sc *rules.Scope) {
@@ -453,7 +454,12 @@ func readsNow(r *rules.Rule) bool {
 		exprs = append(exprs, r.Fresh.Count)
 	}
 	for _, h := range r.Heads {
-		exprs = append(exprs, h.Value)
+		// An emitted value that reads now stamps the time the action
+		// fires; time passing does not make it fire. A derived value that
+		// reads now is a view of the time and follows it.
+		if h.Kind == rules.Derive {
+			exprs = append(exprs, h.Value)
+		}
 	}
 	for _, x := range exprs {
 		if x != nil && x.AST != nil && idents(x.AST.NativeRep().Expr())[rules.NowVar] {

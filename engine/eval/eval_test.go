@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -329,6 +330,48 @@ func TestValueHint(t *testing.T) {
 	}
 }
 
+// TestValueHintDisjunction: `state == 'stopped' || state == 'failed'` finds
+// the stopped and failed instances by value; a disjunction with a side that
+// says nothing of the alias does not.
+func TestValueHintDisjunction(t *testing.T) {
+	for _, tc := range []struct {
+		when    string
+		indexed bool
+	}{
+		{"state == 'stopped' || state == 'failed'", true},
+		{"state in ['stopped'] || (state == 'failed' && id != '')", true},
+		{"state == 'stopped' || id == 'fffff'", false},
+	} {
+		rs := loadSrc(t, `rule "stamp" {
+  doc       = "Stopped or failed instances are stamped."
+  principal = "gc"
+  match {
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["observed/instance/{id}/stopped_at"]
+  when   = "`+tc.when+`"
+  emit "observed/instance/{id}/stopped_at" {
+    value = "'2026-11-29T00:00:00Z'"
+  }
+}
+`)
+		tb := newTable()
+		for i := 0; i < 1000; i++ {
+			tb.put(facts.InstanceState(fmt.Sprintf("%05x", i)), `"running"`)
+		}
+		tb.put(facts.InstanceState("ffffe"), `"stopped"`)
+		tb.put(facts.InstanceState("fffff"), `"failed"`)
+		ev := eval.New(rs)
+		p := ev.Full(tb)
+		if n := len(p.Firings); n != 2 && tc.indexed || n < 1 {
+			t.Fatalf("%s: %d firings %v", tc.when, n, p.Problems)
+		}
+		if v := ev.Stats().FactsVisited; (v <= 20) != tc.indexed {
+			t.Errorf("%s: visited %d facts, want the value index used: %v", tc.when, v, tc.indexed)
+		}
+	}
+}
+
 // TestDeterministicDeletes: a view losing many keys deletes them in the same
 // order every time (the indexes themselves visit in no particular order).
 func TestDeterministicDeletes(t *testing.T) {
@@ -391,5 +434,38 @@ func TestTick(t *testing.T) {
 	// endpoint rule is not evaluated.
 	if d := ev.Stats().Tasks - before; d != 2 {
 		t.Errorf("tick ran %d tasks; want 2, of the timed rule only", d)
+	}
+}
+
+// TestTimedRules: a rule is timed when time passing can change what it
+// does — a condition or a derived value reads now — not when an action only
+// stamps now into what it writes.
+func TestTimedRules(t *testing.T) {
+	rs := loadSrc(t, `rule "stamp" {
+  doc       = "Failed instances are stamped with the time first seen failed."
+  principal = "failure"
+  match {
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["observed/instance/{id}/failed_at"]
+  when   = "state == 'failed'"
+  emit "observed/instance/{id}/failed_at" {
+    value = "now"
+  }
+}
+
+rule "expire" {
+  doc       = "Failed instances are forgotten after an hour."
+  principal = "gc"
+  after     = ["stamp"]
+  match {
+    at = "observed/instance/{id}/failed_at"
+  }
+  when = "now - at > duration('1h')"
+  delete "observed/instance/{id}/failed_at" {}
+}
+`)
+	if got := eval.New(rs).TimedRules(); !reflect.DeepEqual(got, []string{"expire"}) {
+		t.Errorf("timed rules %v, want [expire]", got)
 	}
 }
