@@ -35,8 +35,10 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 			to.Put(f)
 		}
 		to.SetRev(tw.Rev())
-		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
-		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithoutAggregateCache())
+		// Every member listed: which 64 of more an aggregate lists depends
+		// on how its result was reached.
+		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20))
+		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithoutAggregateCache())
 		from := tw.Rev()
 		pw, po := with.Full(tw), without.Full(to)
 		for step := 0; step < 60; step++ {

@@ -32,6 +32,21 @@ type aggInfo struct {
 	// type, and for an absent pattern one whose variables the members bind
 	// (an existential absence is not one member's).
 	adjustable map[*rules.Pattern]bool
+	// named holds the positions in group of the variables a member binds
+	// itself (the service an instance belongs to); when it is not all of
+	// them, a changed member joins the cached groups that agree on these
+	// (aggStore.partial).
+	named []int
+}
+
+// partialKey renders the values of the group variables members name.
+func partialKey(info *aggInfo, get func(i int) string) string {
+	var k strings.Builder
+	for _, i := range info.named {
+		k.WriteString(get(i))
+		k.WriteByte(0)
+	}
+	return k.String()
 }
 
 type aggEntry struct {
@@ -129,6 +144,13 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 			bound[p.Alias] = true
 		}
 		for v := range group {
+			info.group = append(info.group, v)
+		}
+		sort.Strings(info.group)
+		for i, v := range info.group {
+			if bound[v] {
+				info.named = append(info.named, i) // a member binds it itself
+			}
 			bound[v] = true
 		}
 		for _, ps := range [][]*rules.Pattern{ag.Body.Match, ag.Body.Optional, ag.Body.Absent} {
@@ -149,10 +171,6 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				info.adjustable[p] = ok
 			}
 		}
-		for v := range group {
-			info.group = append(info.group, v)
-		}
-		sort.Strings(info.group)
 		e.aggs[ag] = info
 		for _, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
 			e.aggSites[p.Type] = append(e.aggSites[p.Type], aggSite{ag: ag, p: p})
@@ -284,10 +302,17 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 			// The fact does not name its group (the rule's outer values
 			// its where reads): it is a member of every cached group that
 			// agrees with what it does name.
-			for gk, e := range entries {
-				if e.outer == nil {
+			for _, i := range info.named {
+				if !kb.has(info.group[i]) {
 					all = true // drop them all
 					return false
+				}
+			}
+			pk := partialKey(info, func(i int) string { return kb.str(info.group[i]) })
+			for _, gk := range rd.e.store.partial[s.ag][pk] {
+				e, ok := entries[gk]
+				if !ok {
+					continue
 				}
 				if b, ok := withOuter(info, kb, e.outer); ok {
 					members = append(members, member{gk, b, append([]Read(nil), reads...)})
@@ -326,7 +351,7 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 				}
 				e.reads = withoutReads(e.reads, readKeys(mreads)...)
 			}
-			if sign > 0 && member && len(e.reads) < MaxAggregateReads {
+			if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
 				e.reads = append([]Read(nil), e.reads...)
 				if self {
 					e.reads = append(e.reads, rd.writtenRead(key))

@@ -43,8 +43,68 @@ type deps struct {
 	segs     []segDep
 	vals     []*facts.FactType
 	types    []*facts.FactType
-	tooMany  bool // more accesses than maxDeps: not kept across rounds
-	base     int  // the accesses of the computation itself; adjusting adds to them
+	tooMany  bool                // more accesses than maxDeps: not kept across rounds
+	base     int                 // the accesses of the computation itself; adjusting adds to them
+	set      map[depKey]struct{} // every access, built by the first addNew
+}
+
+// depKey is one access, as a set member.
+type depKey struct {
+	kind byte // 'g' get, 'p' prefix, 's' segment, 'v' value, 't' type
+	s    string
+	t    *facts.FactType
+	seg  int
+}
+
+func (d *deps) each(fn func(depKey)) {
+	for _, k := range d.gets {
+		fn(depKey{kind: 'g', s: k})
+	}
+	for _, p := range d.prefixes {
+		fn(depKey{kind: 'p', s: p})
+	}
+	for _, sg := range d.segs {
+		fn(depKey{kind: 's', s: sg.v, t: sg.t, seg: sg.seg})
+	}
+	for _, t := range d.vals {
+		fn(depKey{kind: 'v', t: t})
+	}
+	for _, t := range d.types {
+		fn(depKey{kind: 't', t: t})
+	}
+}
+
+func (d *deps) add(k depKey) {
+	switch k.kind {
+	case 'g':
+		d.gets = append(d.gets, k.s)
+	case 'p':
+		d.prefixes = append(d.prefixes, k.s)
+	case 's':
+		d.segs = append(d.segs, segDep{k.t, k.seg, k.s})
+	case 'v':
+		d.vals = append(d.vals, k.t)
+	case 't':
+		d.types = append(d.types, k.t)
+	}
+}
+
+// addNew adds the accesses of o that d does not hold yet and returns them:
+// a result adjusted for the same facts again and again stays its size.
+func (d *deps) addNew(o *deps) *deps {
+	if d.set == nil {
+		d.set = make(map[depKey]struct{}, d.size())
+		d.each(func(k depKey) { d.set[k] = struct{}{} })
+	}
+	added := &deps{}
+	o.each(func(k depKey) {
+		if _, ok := d.set[k]; !ok {
+			d.set[k] = struct{}{}
+			d.add(k)
+			added.add(k)
+		}
+	})
+	return added
 }
 
 type segDep struct {
@@ -134,8 +194,12 @@ type aggStore struct {
 	segs   map[segDep][]aggRef
 	vals   map[*facts.FactType][]aggRef
 	types  map[*facts.FactType][]aggRef
-	refs   int // index entries, stale ones included
-	limit  int // refs at which the indexes are rebuilt without stale entries
+	// partial lists the cached groups of an aggregate by the values of the
+	// group variables its members name (aggInfo.named), for members that
+	// do not name them all; stale names are skipped.
+	partial map[*rules.Aggregate]map[string][]string
+	refs    int // index entries, stale ones included
+	limit   int // refs at which the indexes are rebuilt without stale entries
 }
 
 func newAggStore() *aggStore {
@@ -148,6 +212,7 @@ func newAggStore() *aggStore {
 func (s *aggStore) reset(rev int64) {
 	s.rev = rev
 	s.groups = map[*rules.Aggregate]map[string]aggEntry{}
+	s.partial = map[*rules.Aggregate]map[string][]string{}
 	s.gets = map[string][]aggRef{}
 	s.pres = map[string][]aggRef{}
 	s.segs = map[segDep][]aggRef{}
@@ -253,9 +318,9 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 
 // compact rebuilds the indexes from the results kept.
 func (s *aggStore) compact() {
-	groups, rev := s.groups, s.rev
+	groups, partial, rev := s.groups, s.partial, s.rev
 	s.reset(rev)
-	s.groups = groups
+	s.groups, s.partial = groups, partial
 	for ag, gs := range groups {
 		for gk, e := range gs {
 			s.index(aggRef{ag, gk, e.deps}, e.deps)
@@ -303,18 +368,35 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 				continue
 			}
 			// What adjusting read joins what the computation read. A
-			// result adjusted so often that this outgrows it is dropped:
-			// computing it again starts afresh.
-			if en.deps.size()+d.size() > 4*en.deps.base+1024 {
+			// result adjusted for so many different facts that this
+			// outgrows it is dropped: computing it again starts afresh.
+			added := en.deps.addNew(d)
+			if en.deps.size() > 4*en.deps.base+1024 {
 				delete(e.store.groups[t.ag], t.gk)
 				continue
 			}
-			en.deps.merge(d)
-			e.store.index(aggRef{t.ag, t.gk, en.deps}, d)
+			e.store.index(aggRef{t.ag, t.gk, en.deps}, added)
 		}
 	}
 	e.store.rev = r.Rev()
 	if e.store.refs > e.store.limit {
 		e.store.compact()
 	}
+}
+
+// listPartial lists a cached group under the values its members name.
+func (s *aggStore) listPartial(ag *rules.Aggregate, info *aggInfo, gk string, outer []outerVal) {
+	pk := partialKey(info, func(i int) string { return outer[i].v.str })
+	m := s.partial[ag]
+	if m == nil {
+		m = map[string][]string{}
+		s.partial[ag] = m
+	}
+	list := m[pk][:0:0]
+	for _, g := range m[pk] { // drop the names of groups no longer cached
+		if _, ok := s.groups[ag][g]; ok && g != gk {
+			list = append(list, g)
+		}
+	}
+	m[pk] = append(list, gk)
 }

@@ -33,6 +33,12 @@ func WithMaxPasses(n int) Option { return func(e *Evaluator) { e.maxPasses = n }
 // to show that the cache changes nothing but the time.
 func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache = true } }
 
+// WithMaxAggregateReads sets how many member facts an aggregate lists in a
+// firing's reads (default MaxAggregateReads). Which members are listed when
+// there are more depends on how the result was reached; tests comparing
+// plans exactly lift the bound.
+func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggReads = n } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -55,26 +61,27 @@ type Stats struct {
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
 // engine runs one round at a time.
 type Evaluator struct {
-	rs         *rules.RuleSet
-	seed       uint64
-	rng        *rand.Rand
-	clock      func() time.Time
-	maxPasses  int
-	maxFresh   int
-	pats       map[*rules.Pattern]*patInfo
-	aggs       map[*rules.Aggregate]*aggInfo
-	aggSites   map[*facts.FactType][]aggSite
-	noAggCache bool
-	timed      []*rules.Rule // rules whose expressions read now, in order
-	heads      map[*rules.Head]*rules.Pattern
-	sites      map[*facts.FactType][]site
-	store      *aggStore // aggregate results kept across rounds (aggstore.go)
-	stats      Stats
+	rs          *rules.RuleSet
+	seed        uint64
+	rng         *rand.Rand
+	clock       func() time.Time
+	maxPasses   int
+	maxFresh    int
+	maxAggReads int
+	pats        map[*rules.Pattern]*patInfo
+	aggs        map[*rules.Aggregate]*aggInfo
+	aggSites    map[*facts.FactType][]aggSite
+	noAggCache  bool
+	timed       []*rules.Rule // rules whose expressions read now, in order
+	heads       map[*rules.Head]*rules.Pattern
+	sites       map[*facts.FactType][]site
+	store       *aggStore // aggregate results kept across rounds (aggstore.go)
+	stats       Stats
 }
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads,
 		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)

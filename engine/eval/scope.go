@@ -166,7 +166,7 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(e.deps)
 			}
-			return e.val, e.reads[:min(len(e.reads), MaxAggregateReads)], nil
+			return e.val, e.reads[:min(len(e.reads), rd.e.maxAggReads)], nil
 		}
 	}
 	mark := len(s.reads)
@@ -188,13 +188,18 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 		if rd.aggCache[ag] == nil {
 			rd.aggCache[ag] = map[string]aggEntry{}
 		}
-		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outerOf(info, s.b)}
+		outer := outerOf(info, s.b)
+		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outer}
+		if len(info.named) < len(info.group) {
+			rd.e.store.listPartial(ag, info, gk, outer)
+		}
 		rd.computed = append(rd.computed, aggRef{ag, gk, d})
 	}
 	return v, rs, nil
 }
 
-// MaxAggregateReads bounds the member facts one aggregate lists in a
+// MaxAggregateReads bounds, by default (WithMaxAggregateReads), the member
+// facts one aggregate lists in a
 // firing's reads (they are not guarded, only recorded): a count over a
 // thousand instances names 64 of them, not all.
 const MaxAggregateReads = 64
@@ -219,7 +224,7 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 			}
 		}
 		for _, r := range m.reads {
-			if !r.Prefix && listed < MaxAggregateReads {
+			if !r.Prefix && listed < rd.e.maxAggReads {
 				r.NoGuard = true
 				s.reads = append(s.reads, r)
 				listed++
