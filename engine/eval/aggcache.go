@@ -253,127 +253,140 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 		return
 	}
 	for _, s := range rd.e.aggSites[k.Type] {
-		entries := rd.aggCache[s.ag]
-		if len(entries) == 0 {
-			continue
+		rd.maintainSite(s, key, value, sign)
+	}
+}
+
+// maintainSite is maintain for one aggregate pattern the fact may match.
+func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
+	entries := rd.aggCache[s.ag]
+	if len(entries) == 0 {
+		return
+	}
+	// Adjusting across rounds records what it reads for the results
+	// it adjusts (aggstore.go).
+	var sd *deps
+	if rd.touched != nil {
+		sd = &deps{}
+		rd.ov.rec = sd
+		defer func() { rd.ov.rec = nil }()
+	}
+	if value == nil && !s.p.Optional && !s.p.Negated {
+		// An absent fact is in no group of a match pattern (a created
+		// fact's "before", a deleted one's "after").
+		return
+	}
+	kb, ok := matchKey(s.p, key)
+	if !ok {
+		return
+	}
+	info := rd.e.aggs[s.ag]
+	adjust := info.adjustable[s.p]
+	// An optional fact's value is bound by contribute, as the member sees it.
+	if s.p.Alias != "" && value != nil && !s.p.Optional {
+		if dv, err := decode(s.p.Type.Value, value); err == nil {
+			kb.push(s.p.Alias, goVal(dv))
 		}
-		if value == nil && !s.p.Optional && !s.p.Negated {
-			// An absent fact is in no group of a match pattern (a created
-			// fact's "before", a deleted one's "after").
-			continue
+	}
+	var rest []*rules.Pattern
+	for _, p := range s.ag.Body.Match {
+		if p != s.p {
+			rest = append(rest, p)
 		}
-		kb, ok := matchKey(s.p, key)
-		if !ok {
-			continue
-		}
-		info := rd.e.aggs[s.ag]
-		adjust := info.adjustable[s.p]
-		// An optional fact's value is bound by contribute, as the member sees it.
-		if s.p.Alias != "" && value != nil && !s.p.Optional {
-			if dv, err := decode(s.p.Type.Value, value); err == nil {
-				kb.push(s.p.Alias, goVal(dv))
+	}
+	all := false
+	type member struct {
+		gk    string
+		b     *binding
+		reads []Read
+	}
+	var members []member
+	var reads []Read
+	rd.join(rest, kb, &reads, func() bool {
+		complete := true
+		for _, v := range info.group {
+			if !kb.has(v) {
+				complete = false
 			}
 		}
-		var rest []*rules.Pattern
-		for _, p := range s.ag.Body.Match {
-			if p != s.p {
-				rest = append(rest, p)
-			}
-		}
-		all := false
-		type member struct {
-			gk    string
-			b     *binding
-			reads []Read
-		}
-		var members []member
-		var reads []Read
-		rd.join(rest, kb, &reads, func() bool {
-			complete := true
-			for _, v := range info.group {
-				if !kb.has(v) {
-					complete = false
-				}
-			}
-			if complete {
-				members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
-				return true
-			}
-			// The fact does not name its group (the rule's outer values
-			// its where reads): it is a member of every cached group that
-			// agrees with what it does name.
-			for _, i := range info.named {
-				if !kb.has(info.group[i]) {
-					all = true // drop them all
-					return false
-				}
-			}
-			pk := partialKey(info, func(i int) string { return kb.str(info.group[i]) })
-			for _, gk := range rd.e.store.partial[s.ag][pk] {
-				e, ok := entries[gk]
-				if !ok {
-					continue
-				}
-				if b, ok := withOuter(info, kb, e.outer); ok {
-					members = append(members, member{gk, b, append([]Read(nil), reads...)})
-				}
-			}
+		if complete {
+			members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
 			return true
-		})
-		// The join visits in index order; the cached reads end up in plans.
-		sort.Slice(members, func(i, j int) bool { return members[i].b.key() < members[j].b.key() })
-		for _, m := range members {
-			if all {
-				break
+		}
+		// The fact does not name its group (the rule's outer values
+		// its where reads): it is a member of every cached group that
+		// agrees with what it does name.
+		for _, i := range info.named {
+			if !kb.has(info.group[i]) {
+				all = true // drop them all
+				return false
 			}
-			e, ok := entries[m.gk]
+		}
+		pk := partialKey(info, func(i int) string { return kb.str(info.group[i]) })
+		for _, gk := range rd.e.store.partial[s.ag][pk] {
+			e, ok := entries[gk]
 			if !ok {
 				continue
 			}
-			if !adjust {
-				delete(entries, m.gk)
-				continue
+			if b, ok := withOuter(info, kb, e.outer); ok {
+				members = append(members, member{gk, b, append([]Read(nil), reads...)})
 			}
-			mreads := m.reads
-			var member bool
-			if e, member, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
-				delete(entries, m.gk)
-				continue
-			}
-			// A fact of a match pattern is not among the member's reads the
-			// join and contribute list; one of an optional or absent one is.
-			self := !s.p.Optional && !s.p.Negated
-			if sign < 0 && member {
-				// The member's facts leave the listed reads, as a
-				// recomputation would not list them.
-				if self {
-					e.reads = withoutReads(e.reads, key)
-				}
-				e.reads = withoutReads(e.reads, readKeys(mreads)...)
-			}
-			if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
-				e.reads = append([]Read(nil), e.reads...)
-				if self {
-					e.reads = append(e.reads, rd.writtenRead(key))
-				}
-				for _, r := range mreads { // the member's other facts, as a recomputation would list them
-					if !r.Prefix {
-						r.NoGuard = true
-						e.reads = append(e.reads, r)
-					}
-				}
-			}
-			if rd.touched == nil {
-				e.deps = nil // no longer what its computation read: not kept across rounds
-				rd.adjusted = append(rd.adjusted, aggRef{ag: s.ag, gk: m.gk})
-			} else {
-				*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk})
-			}
-			entries[m.gk] = e
 		}
+		return true
+	})
+	// The join visits in index order; the cached reads end up in plans.
+	sort.Slice(members, func(i, j int) bool { return members[i].b.key() < members[j].b.key() })
+	for _, m := range members {
 		if all {
-			delete(rd.aggCache, s.ag)
+			break
 		}
+		e, ok := entries[m.gk]
+		if !ok {
+			continue
+		}
+		if !adjust {
+			delete(entries, m.gk)
+			continue
+		}
+		mreads := m.reads
+		var member bool
+		if e, member, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
+			delete(entries, m.gk)
+			continue
+		}
+		// A fact of a match pattern is not among the member's reads the
+		// join and contribute list; one of an optional or absent one is.
+		self := !s.p.Optional && !s.p.Negated
+		if sign < 0 && member {
+			// The member's facts leave the listed reads, as a
+			// recomputation would not list them.
+			if self {
+				e.reads = withoutReads(e.reads, key)
+			}
+			e.reads = withoutReads(e.reads, readKeys(mreads)...)
+		}
+		if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
+			e.reads = append([]Read(nil), e.reads...)
+			if self {
+				e.reads = append(e.reads, rd.writtenRead(key))
+			}
+			for _, r := range mreads { // the member's other facts, as a recomputation would list them
+				if !r.Prefix {
+					r.NoGuard = true
+					e.reads = append(e.reads, r)
+				}
+			}
+		}
+		if rd.touched == nil {
+			e.deps = nil // no longer what its computation read: not kept across rounds
+			rd.adjusted = append(rd.adjusted, aggRef{ag: s.ag, gk: m.gk})
+		} else {
+			*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
+		}
+		entries[m.gk] = e
+	}
+	if all {
+		delete(rd.aggCache, s.ag)
 	}
 }
 

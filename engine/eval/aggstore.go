@@ -45,7 +45,7 @@ type deps struct {
 	types    []*facts.FactType
 	tooMany  bool                // more accesses than maxDeps: not kept across rounds
 	base     int                 // the accesses of the computation itself; adjusting adds to them
-	set      map[depKey]struct{} // every access, built by the first addNew
+	set      map[depKey]struct{} // the accesses adjusting added (addNew)
 }
 
 // depKey is one access, as a set member.
@@ -89,12 +89,13 @@ func (d *deps) add(k depKey) {
 	}
 }
 
-// addNew adds the accesses of o that d does not hold yet and returns them:
-// a result adjusted for the same facts again and again stays its size.
+// addNew adds the accesses of o that adjusting d's result has not added
+// yet and returns them: a result adjusted for the same facts again and
+// again stays its size. (An access of the computation itself may be added
+// once more; comparing with those would cost a set of them all.)
 func (d *deps) addNew(o *deps) *deps {
 	if d.set == nil {
-		d.set = make(map[depKey]struct{}, d.size())
-		d.each(func(k depKey) { d.set[k] = struct{}{} })
+		d.set = map[depKey]struct{}{}
 	}
 	added := &deps{}
 	o.each(func(k depKey) {
@@ -329,6 +330,13 @@ func (s *aggStore) compact() {
 	s.limit = max(1<<16, 2*s.refs)
 }
 
+// maxAdjust is the largest batch of changes the store adjusts its results
+// for; a larger one (the agents' reports of a rollout) drops the results it
+// could alter instead: adjusting costs a join per change and aggregate,
+// recomputing once per group and round, and only for the groups a round
+// asks for.
+const maxAdjust = 128
+
 func prevKnown(changes []facts.Change) bool {
 	for _, c := range changes {
 		if !c.PrevKnown {
@@ -352,8 +360,6 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 	rd.touched = &touched
 	for _, c := range changes {
 		touched = touched[:0]
-		d := &deps{}
-		rd.ov.rec = d
 		rd.maintain(c.Key, c.Prev, -1)
 		after := c.Fact
 		if c.Deleted {
@@ -361,8 +367,7 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 		}
 		rd.ov.set(after)
 		rd.maintain(c.Key, after.Value, +1)
-		rd.ov.rec = nil
-		for _, t := range touched {
+		for _, t := range touched { // t.d: what adjusting it read
 			en, ok := e.store.groups[t.ag][t.gk]
 			if !ok || en.deps == nil || en.deps.tooMany {
 				continue
@@ -370,7 +375,7 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 			// What adjusting read joins what the computation read. A
 			// result adjusted for so many different facts that this
 			// outgrows it is dropped: computing it again starts afresh.
-			added := en.deps.addNew(d)
+			added := en.deps.addNew(t.d)
 			if en.deps.size() > 4*en.deps.base+1024 {
 				delete(e.store.groups[t.ag], t.gk)
 				continue

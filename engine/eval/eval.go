@@ -195,7 +195,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	switch {
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	case prevKnown(changes):
+	case len(changes) <= maxAdjust && prevKnown(changes):
 		e.advance(r, changes)
 	default:
 		for _, c := range changes {
