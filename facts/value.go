@@ -131,6 +131,14 @@ func (t ValueType) rangeText() string {
 // int64 (int; memory in bytes), float64 (number; cpu in cores), bool,
 // time.Duration, time.Time, any (json).
 func (t ValueType) Decode(raw []byte) (any, error) {
+	if v, ok := plainJSON(raw); ok {
+		return t.check(v)
+	}
+	return t.decodeJSON(raw)
+}
+
+// decodeJSON is Decode through encoding/json.
+func (t ValueType) decodeJSON(raw []byte) (any, error) {
 	var v any
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
@@ -463,4 +471,33 @@ func ParseCPU(s string) (float64, error) {
 		return 0, fmt.Errorf("invalid cpu quantity %q: expected cores such as 0.5 or millicores such as \"500m\"", s)
 	}
 	return f, nil
+}
+
+// plainJSON decodes the two shapes most facts have — a string of printable
+// ASCII without escapes, an integer — as encoding/json with UseNumber
+// would, without it (agents report tens of thousands of them at a time);
+// ok is false for anything else.
+func plainJSON(raw []byte) (v any, ok bool) {
+	n := len(raw)
+	if n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		for _, c := range raw[1 : n-1] {
+			if c == '\\' || c == '"' || c < 0x20 || c >= 0x7f {
+				return nil, false
+			}
+		}
+		return string(raw[1 : n-1]), true
+	}
+	i := 0
+	if n > 0 && raw[0] == '-' {
+		i = 1
+	}
+	if i == n || n-i > 18 || (raw[i] == '0' && n-i > 1) {
+		return nil, false
+	}
+	for _, c := range raw[i:] {
+		if c < '0' || c > '9' {
+			return nil, false
+		}
+	}
+	return json.Number(raw), true
 }
