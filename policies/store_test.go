@@ -11,6 +11,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
 )
 
 // TestAggregateStoreChangesNothing: the default policies evaluated round
@@ -25,6 +26,14 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 	if testing.Short() {
 		seeds = 8
 	}
+	for _, adjust := range []int{eval.MaxAdjust, 0} {
+		t.Run(fmt.Sprintf("adjust=%d", adjust), func(t *testing.T) { storeChangesNothing(t, rs, seeds, adjust) })
+	}
+}
+
+// storeChangesNothing runs the comparison; adjust 0 drops kept results a
+// change could alter instead of adjusting them.
+func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust int) {
 	kept := int64(0)
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -37,7 +46,7 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 		to.SetRev(tw.Rev())
 		// Every member listed: which 64 of more an aggregate lists depends
 		// on how its result was reached.
-		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20))
+		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithMaxAdjust(adjust))
 		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithoutAggregateCache())
 		from := tw.Rev()
 		pw, po := with.Full(tw), without.Full(to)

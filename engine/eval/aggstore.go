@@ -41,7 +41,7 @@ type deps struct {
 	gets     []string
 	prefixes []string
 	segs     []segDep
-	vals     []*facts.FactType
+	vals     []valDep
 	types    []*facts.FactType
 	tooMany  bool                // more accesses than maxDeps: not kept across rounds
 	base     int                 // the accesses of the computation itself; adjusting adds to them
@@ -66,8 +66,8 @@ func (d *deps) each(fn func(depKey)) {
 	for _, sg := range d.segs {
 		fn(depKey{kind: 's', s: sg.v, t: sg.t, seg: sg.seg})
 	}
-	for _, t := range d.vals {
-		fn(depKey{kind: 'v', t: t})
+	for _, v := range d.vals {
+		fn(depKey{kind: 'v', s: v.v, t: v.t})
 	}
 	for _, t := range d.types {
 		fn(depKey{kind: 't', t: t})
@@ -83,7 +83,7 @@ func (d *deps) add(k depKey) {
 	case 's':
 		d.segs = append(d.segs, segDep{k.t, k.seg, k.s})
 	case 'v':
-		d.vals = append(d.vals, k.t)
+		d.vals = append(d.vals, valDep{k.t, k.s})
 	case 't':
 		d.types = append(d.types, k.t)
 	}
@@ -106,6 +106,11 @@ func (d *deps) addNew(o *deps) *deps {
 		}
 	})
 	return added
+}
+
+type valDep struct {
+	t *facts.FactType
+	v string
 }
 
 type segDep struct {
@@ -151,9 +156,9 @@ func (d *deps) seg(t *facts.FactType, seg int, v string) {
 	}
 }
 
-func (d *deps) value(t *facts.FactType) {
+func (d *deps) value(t *facts.FactType, v string) {
 	if !d.full() {
-		d.vals = append(d.vals, t)
+		d.vals = append(d.vals, valDep{t, v})
 	}
 }
 
@@ -193,7 +198,8 @@ type aggStore struct {
 	gets   map[string][]aggRef
 	pres   map[string][]aggRef
 	segs   map[segDep][]aggRef
-	vals   map[*facts.FactType][]aggRef
+	vals   map[valDep][]aggRef          // by type and value
+	valsT  map[*facts.FactType][]aggRef // the same, by type: for a change whose old value is unknown
 	types  map[*facts.FactType][]aggRef
 	// partial lists the cached groups of an aggregate by the values of the
 	// group variables its members name (aggInfo.named), for members that
@@ -217,7 +223,8 @@ func (s *aggStore) reset(rev int64) {
 	s.gets = map[string][]aggRef{}
 	s.pres = map[string][]aggRef{}
 	s.segs = map[segDep][]aggRef{}
-	s.vals = map[*facts.FactType][]aggRef{}
+	s.vals = map[valDep][]aggRef{}
+	s.valsT = map[*facts.FactType][]aggRef{}
 	s.types = map[*facts.FactType][]aggRef{}
 	s.refs, s.limit = 0, 1<<16
 }
@@ -234,8 +241,9 @@ func (s *aggStore) index(r aggRef, d *deps) {
 	for _, sg := range d.segs {
 		s.segs[sg] = append(s.segs[sg], r)
 	}
-	for _, t := range d.vals {
-		s.vals[t] = append(s.vals[t], r)
+	for _, v := range d.vals {
+		s.vals[v] = append(s.vals[v], r)
+		s.valsT[v.t] = append(s.valsT[v.t], r)
 	}
 	for _, t := range d.types {
 		s.types[t] = append(s.types[t], r)
@@ -251,8 +259,10 @@ func (s *aggStore) drop(refs []aggRef) {
 	}
 }
 
-// forget drops every result whose computation could have seen key change.
-func (s *aggStore) forget(schema *facts.Schema, key string) {
+// forget drops every result whose computation could have seen key change:
+// values are the string values the fact held and holds (when known: a
+// lookup by any other value did not see it), or nil when some are unknown.
+func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 	if refs, ok := s.gets[key]; ok {
 		s.drop(refs)
 		delete(s.gets, key)
@@ -271,9 +281,18 @@ func (s *aggStore) forget(schema *facts.Schema, key string) {
 		return
 	}
 	t := k.Type
-	if refs, ok := s.vals[t]; ok {
-		s.drop(refs)
-		delete(s.vals, t)
+	if values == nil {
+		if refs, ok := s.valsT[t]; ok {
+			s.drop(refs)
+			delete(s.valsT, t)
+		}
+	}
+	for _, v := range values {
+		vd := valDep{t, v}
+		if refs, ok := s.vals[vd]; ok {
+			s.drop(refs)
+			delete(s.vals, vd)
+		}
 	}
 	if refs, ok := s.types[t]; ok {
 		s.drop(refs)
@@ -292,7 +311,7 @@ func (s *aggStore) forget(schema *facts.Schema, key string) {
 // writes could alter are dropped (those it adjusted for them first), and
 // the store holds for revision rev. The indexes are rebuilt when mostly
 // stale.
-func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []aggRef, written []string) {
+func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []aggRef, written []written) {
 	for _, r := range computed {
 		if e, ok := s.groups[r.ag][r.gk]; ok && e.deps == r.d {
 			if r.d.tooMany {
@@ -308,8 +327,8 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 			delete(s.groups[r.ag], r.gk)
 		}
 	}
-	for _, k := range written {
-		s.forget(schema, k)
+	for _, w := range written {
+		s.forget(schema, w.key, w.values)
 	}
 	s.rev = rev
 	if s.refs > s.limit {
@@ -330,12 +349,12 @@ func (s *aggStore) compact() {
 	s.limit = max(1<<16, 2*s.refs)
 }
 
-// maxAdjust is the largest batch of changes the store adjusts its results
-// for; a larger one (the agents' reports of a rollout) drops the results it
+// MaxAdjust is by default (WithMaxAdjust) the largest batch of changes the
+// store adjusts its results for; a larger one (the agents' reports of a rollout) drops the results it
 // could alter instead: adjusting costs a join per change and aggregate,
 // recomputing once per group and round, and only for the groups a round
 // asks for.
-const maxAdjust = 128
+const MaxAdjust = 128
 
 func prevKnown(changes []facts.Change) bool {
 	for _, c := range changes {
@@ -404,4 +423,27 @@ func (s *aggStore) listPartial(ag *rules.Aggregate, info *aggInfo, gk string, ou
 		}
 	}
 	m[pk] = append(list, gk)
+}
+
+// written is a key a round wrote and every string value it held: before
+// the round, and each the round gave it.
+type written struct {
+	key    string
+	values []string
+}
+
+// changedValues returns what forget needs to know of a change's values:
+// nil when its old value is unknown.
+func changedValues(c facts.Change) []string {
+	if !c.PrevKnown {
+		return nil
+	}
+	out := make([]string, 0, 2)
+	if v, ok := facts.StringValue(c.Prev); ok {
+		out = append(out, v)
+	}
+	if v, ok := facts.StringValue(c.Value); ok && !c.Deleted {
+		out = append(out, v)
+	}
+	return out
 }

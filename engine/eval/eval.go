@@ -39,6 +39,11 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache =
 // plans exactly lift the bound.
 func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggReads = n } }
 
+// WithMaxAdjust sets the largest batch of changes Continue adjusts kept
+// aggregate results for (default MaxAdjust); a larger batch drops those it
+// could alter. 0: never adjust.
+func WithMaxAdjust(n int) Option { return func(e *Evaluator) { e.maxAdjust = n } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -68,6 +73,7 @@ type Evaluator struct {
 	maxPasses   int
 	maxFresh    int
 	maxAggReads int
+	maxAdjust   int
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
@@ -81,7 +87,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: MaxAdjust,
 		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
@@ -195,11 +201,11 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	switch {
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	case len(changes) <= maxAdjust && prevKnown(changes):
+	case len(changes) <= e.maxAdjust && prevKnown(changes):
 		e.advance(r, changes)
 	default:
 		for _, c := range changes {
-			e.store.forget(e.rs.Schema, c.Key)
+			e.store.forget(e.rs.Schema, c.Key, changedValues(c))
 		}
 		e.store.rev = r.Rev()
 	}
@@ -231,11 +237,17 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		seed(rd)
 		rd.loop()
 		if !e.noAggCache {
-			written := make([]string, 0, len(rd.ov.w))
-			for k := range rd.ov.w {
-				written = append(written, k)
+			ws := make([]written, 0, len(rd.ov.w))
+			for k, en := range rd.ov.w {
+				vals := append([]string{}, en.vals...) // every value the round gave it
+				if f, ok := r.Get(k); ok {
+					if v, ok := facts.StringValue(f.Value); ok {
+						vals = append(vals, v) // and the one before
+					}
+				}
+				ws = append(ws, written{k, vals})
 			}
-			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, written)
+			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, ws)
 		}
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {

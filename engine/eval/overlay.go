@@ -189,7 +189,7 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 
 func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
 	if o.rec != nil {
-		o.rec.value(t)
+		o.rec.value(t, v)
 	}
 	stop := false
 	o.base.ByValue(t, v, func(f facts.Fact) bool {
