@@ -266,3 +266,46 @@ func BenchmarkClock(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNodeFailure is the engine's part of `ccattler bench`'s recovery
+// phase, without etcd: in a converged cluster, 1% of the nodes lose their
+// lease; the clock moves on past the failure policy's grace; the rounds run
+// until the replacements are placed. The agents' reports are left out.
+func BenchmarkNodeFailure(b *testing.B) {
+	rs := loadDefault(b)
+	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
+		b.Run(fmt.Sprintf("nodes=%d/instances=%d", sz.nodes, sz.instances), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				t, ev, from := convergedWorld(b, rs, sz.nodes, sz.services, sz.instances)
+				at := time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
+				tick := func(d time.Duration) facts.Change {
+					return putFact(t, facts.Clock(), `"`+at.Add(d).Format(time.RFC3339)+`"`)
+				}
+				run := func(changes []facts.Change) int {
+					firings := 0
+					for r := 0; len(changes) > 0; r++ {
+						if r == 20 {
+							b.Fatal("no fixpoint after 20 rounds")
+						}
+						rev := t.Rev()
+						p := ev.Continue(from, t, changes, false)
+						from = rev
+						firings += len(p.Firings)
+						changes = applyPlan(t, p)
+					}
+					return firings
+				}
+				var lost []facts.Change
+				for n := 1; n <= sz.nodes/100; n++ {
+					lost = append(lost, mutate(t, mutation{facts.Lease(fmt.Sprintf("node-%d", n)), ""}))
+				}
+				run(append(lost, tick(time.Second)))
+				b.StartTimer()
+				if run([]facts.Change{tick(20 * time.Second)}) == 0 {
+					b.Fatal("nothing replaced")
+				}
+			}
+		})
+	}
+}

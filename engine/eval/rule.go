@@ -346,16 +346,32 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			}
 			return false
 		})
-		rd.scan(hp, hb, func(f facts.Fact, own bool) bool {
-			mark := hb.len()
-			if rd.bindFact(hp, f, hb) {
-				if _, ok := got[i][f.Key]; !ok {
+		reached, ok := []string(nil), false
+		if recheck {
+			reached, ok = rd.reachable(r, h, b)
+		}
+		if ok {
+			// The keys b's bindings reach are those it may have derived.
+			for _, k := range reached {
+				if _, derivedNow := got[i][k]; derivedNow {
+					continue
+				}
+				if f, exists, own := rd.ov.get(k); exists {
 					stale = append(stale, staleKey{f, own})
 				}
 			}
-			hb.truncate(mark)
-			return true
-		})
+		} else {
+			rd.scan(hp, hb, func(f facts.Fact, own bool) bool {
+				mark := hb.len()
+				if rd.bindFact(hp, f, hb) {
+					if _, ok := got[i][f.Key]; !ok {
+						stale = append(stale, staleKey{f, own})
+					}
+				}
+				hb.truncate(mark)
+				return true
+			})
+		}
 		// The indexes visit in no particular order; plans are deterministic.
 		sort.Slice(stale, func(a, b int) bool { return stale[a].f.Key < stale[b].f.Key })
 		for _, st := range stale {
@@ -363,6 +379,9 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			if recheck {
 				kb := &binding{}
 				if rd.bindFact(hp, f, kb) {
+					if !ok && !rd.joinsWith(r, kb, b) {
+						continue // derived by bindings b does not touch: not this task's to check
+					}
 					again, err := rd.deriveUnder(r, kb)
 					if err != nil {
 						return err
@@ -415,4 +434,70 @@ func (e *Evaluator) headPattern(h *rules.Head) *rules.Pattern {
 	p := &rules.Pattern{Template: h.Template, Type: h.Type, Segs: h.Segs, Range: h.Range}
 	e.heads[h] = p
 	return p
+}
+
+// reachable returns the keys of head h that the rule's match patterns
+// reach under b, the patterns b alone determines left out (see joinsWith):
+// the keys b may have derived. ok is false when a solution leaves a head
+// variable unbound; then the keys under the head are scanned instead.
+func (rd *round) reachable(r *rules.Rule, h *rules.Head, b *binding) (keys []string, ok bool) {
+	jb := b.clone()
+	seen := map[string]bool{}
+	ok = true
+	var reads []Read
+	rd.join(withoutOwn(r.Body.Match, b), jb, &reads, func() bool {
+		for _, v := range h.Vars() {
+			if !jb.has(v) {
+				ok = false
+				return false
+			}
+		}
+		if k := h.Format(jb.str); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+		return true
+	})
+	return keys, ok
+}
+
+// withoutOwn returns the patterns whose variables b does not all bind.
+func withoutOwn(pats []*rules.Pattern, b *binding) []*rules.Pattern {
+	var out []*rules.Pattern
+	for _, p := range pats {
+		for _, sg := range p.Segs {
+			if sg.Var != "" && !b.has(sg.Var) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// joinsWith reports whether the rule's match patterns join under kb (a
+// derived key's head variables) and b together, leaving out the patterns b
+// alone determines (the changed fact that made b). A derived key none of
+// whose bindings touch b was not derived through what changed; if it is no
+// longer derived, the change of another of its facts checks it. Without
+// this, a change that names no head variable (a node's state, for the
+// endpoints of its instances) would check every key of the view.
+func (rd *round) joinsWith(r *rules.Rule, kb, b *binding) bool {
+	jb := kb.clone()
+	for i, n := range b.names {
+		if v, ok := jb.get(n); ok {
+			if v.str != b.vals[i].str {
+				return false
+			}
+			continue
+		}
+		jb.push(n, b.vals[i])
+	}
+	found := false
+	var reads []Read
+	rd.join(withoutOwn(r.Body.Match, b), jb, &reads, func() bool {
+		found = true
+		return false
+	})
+	return found
 }

@@ -1,0 +1,106 @@
+package policies_test
+
+import (
+	"reflect"
+	"testing"
+
+	"math/rand/v2"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// TestIncrementalViewsEqualFull: the default policies evaluated round after
+// round as the engine does (Continue, every round a tick too), through
+// random outside changes, reach the fixpoint a full evaluation of the final
+// facts reaches: the same derived views (endpoints, effective counts,
+// disruption, rollout status) and no action left to take.
+func TestIncrementalViewsEqualFull(t *testing.T) {
+	rs := loadDefault(t)
+	derivedType := map[*facts.FactType]bool{}
+	for _, r := range rs.Rules {
+		if r.Derives() {
+			for _, h := range r.Heads {
+				derivedType[h.Type] = true
+			}
+		}
+	}
+	derived := func(tb *facts.Table) map[string]string {
+		out := map[string]string{}
+		for _, k := range tb.Keys() {
+			if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
+				f, _ := tb.Get(k)
+				out[k] = string(f.Value)
+			}
+		}
+		return out
+	}
+	seeds := uint64(40)
+	if testing.Short() {
+		seeds = 10
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		r := rand.New(rand.NewPCG(seed, 5))
+		tb := applyWorld(t, 2+r.IntN(6), 1+r.IntN(3), 2+r.IntN(12))
+		ev := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
+		from := tb.Rev()
+		settle := func(changes []facts.Change, full bool) {
+			for round := 0; ; round++ {
+				if round == 30 {
+					t.Fatalf("seed %d: no fixpoint", seed)
+				}
+				rev := tb.Rev()
+				var p eval.Plan
+				if full {
+					p, full = ev.Full(tb), false
+				} else {
+					p = ev.Continue(from, tb, changes, true)
+				}
+				from = rev
+				if len(p.Firings) == 0 {
+					return
+				}
+				changes = applyPlan(tb, p)
+			}
+		}
+		settle(nil, true)
+		for step := 0; step < 30; step++ {
+			var changes []facts.Change
+			for _, m := range mutations(r, tb) {
+				changes = append(changes, mutate(tb, m))
+			}
+			settle(changes, false)
+		}
+		// The final facts, derived views left out, evaluated from nothing.
+		fresh := facts.NewTable(nil)
+		for _, k := range tb.Keys() {
+			if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
+				continue
+			}
+			f, _ := tb.Get(k)
+			fresh.Put(f)
+		}
+		fresh.SetRev(tb.Rev())
+		fev := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
+		p := fev.Full(fresh)
+		for _, f := range p.Firings {
+			if f.Kind != "derive" {
+				t.Fatalf("seed %d: the incremental fixpoint left an action to take: %s %v %v", seed, f.Rule, f.Bindings, f.Writes)
+			}
+		}
+		applyPlan(fresh, p)
+		if got, want := derived(tb), derived(fresh); !reflect.DeepEqual(got, want) {
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("seed %d: %s: incremental %q, full %q", seed, k, got[k], v)
+				}
+			}
+			for k, v := range got {
+				if _, ok := want[k]; !ok {
+					t.Errorf("seed %d: %s: incremental %q, full evaluation derives nothing", seed, k, v)
+				}
+			}
+			t.FailNow()
+		}
+	}
+}
