@@ -2,7 +2,6 @@ package policies_test
 
 import (
 	"fmt"
-	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -10,24 +9,8 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/spec"
-	"github.com/ccattler/ccattler/policies"
 	"github.com/ccattler/ccattler/rules"
 )
-
-func loadDefault(tb testing.TB) *rules.RuleSet {
-	tb.Helper()
-	files := map[string][]byte{}
-	names, _ := fs.Glob(policies.Files, "*.hcl")
-	for _, n := range names {
-		b, _ := fs.ReadFile(policies.Files, n)
-		files[n] = b
-	}
-	rs, diags := rules.LoadFiles(files)
-	if diags.HasErrors() {
-		tb.Fatalf("the default policies do not load:\n%s", diags.Error())
-	}
-	return rs
-}
 
 // applyWorld returns the facts right after `ccattler bench` applies its
 // services: nodes alive with their capacity, the services' desired facts

@@ -13,19 +13,7 @@ import (
 // TestDefaultPolicies loads the embedded rule set, as the server does, and
 // runs the rule tests of testdata/ against it.
 func TestDefaultPolicies(t *testing.T) {
-	files := map[string][]byte{}
-	names, err := fs.Glob(policies.Files, "*.hcl")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("embedded policies: %v %v", names, err)
-	}
-	for _, n := range names {
-		b, _ := fs.ReadFile(policies.Files, n)
-		files[n] = b
-	}
-	rs, diags := rules.LoadFiles(files)
-	if diags.HasErrors() {
-		t.Fatalf("the default policies do not load:\n%s", diags.Error())
-	}
+	rs := loadDefault(t)
 	for _, r := range rs.Rules {
 		if strings.TrimSpace(r.Doc) == "" {
 			t.Errorf("rule %s has no doc", r.Name)
@@ -46,4 +34,23 @@ func TestDefaultPolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadDefault loads the embedded rule set as the server does.
+func loadDefault(tb testing.TB) *rules.RuleSet {
+	tb.Helper()
+	files := map[string][]byte{}
+	names, err := fs.Glob(policies.Files, "*.hcl")
+	if err != nil || len(names) == 0 {
+		tb.Fatalf("embedded policies: %v %v", names, err)
+	}
+	for _, n := range names {
+		b, _ := fs.ReadFile(policies.Files, n)
+		files[n] = b
+	}
+	rs, diags := rules.LoadFiles(files)
+	if diags.HasErrors() {
+		tb.Fatalf("the default policies do not load:\n%s", diags.Error())
+	}
+	return rs
 }

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/engine/eval/ruletest"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/rules"
 )
@@ -51,7 +51,7 @@ func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust i
 		from := tw.Rev()
 		pw, po := with.Full(tw), without.Full(to)
 		for step := 0; step < 60; step++ {
-			if !reflect.DeepEqual(normalized(pw.Firings), normalized(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
+			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
 				len(pw.Problems) != len(po.Problems) {
 				t.Fatalf("seed %d step %d: plans differ%s\nkept results: %s\nnone:         %s", seed, step, diff(pw, po), show(pw), show(po))
 			}
@@ -156,18 +156,6 @@ func mutate(t *facts.Table, m mutation) facts.Change {
 	return facts.Change{Fact: old, Deleted: true, Prev: old.Value, PrevKnown: ok}
 }
 
-// normalized orders each firing's reads: a kept result may list an
-// aggregate's members in another order than a recomputation.
-func normalized(fs []eval.Firing) []eval.Firing {
-	out := make([]eval.Firing, len(fs))
-	for i, f := range fs {
-		f.Reads = append([]eval.Read(nil), f.Reads...)
-		sort.Slice(f.Reads, func(a, b int) bool { return fmt.Sprint(f.Reads[a]) < fmt.Sprint(f.Reads[b]) })
-		out[i] = f
-	}
-	return out
-}
-
 func show(p eval.Plan) string {
 	var b strings.Builder
 	for _, f := range p.Firings {
@@ -179,7 +167,7 @@ func show(p eval.Plan) string {
 
 // diff names the first difference of two plans.
 func diff(a, b eval.Plan) string {
-	fa, fb := normalized(a.Firings), normalized(b.Firings)
+	fa, fb := ruletest.ReadsSorted(a.Firings), ruletest.ReadsSorted(b.Firings)
 	for i := range min(len(fa), len(fb)) {
 		if !reflect.DeepEqual(fa[i], fb[i]) {
 			return fmt.Sprintf("\nfiring %d (%s):\n  %v %s %+v\n  %v %s %+v", i, fa[i].Rule, fa[i].Bindings, fa[i].Writes, fa[i].Reads, fb[i].Bindings, fb[i].Writes, fb[i].Reads)
