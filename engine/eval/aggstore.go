@@ -16,25 +16,27 @@ import (
 // to the reader is recorded (deps) — a Get of a key, a prefix scan, a
 // lookup by a variable segment, by value, a scan of a whole type — and a
 // changed key drops every result with an access whose domain holds it. A
-// lookup by value would need the key's previous value to be exact; any
-// change of a fact of that type drops it instead. After a round, its own
-// writes drop the results they could alter in the same way: what is kept
-// holds for the reader, whether or not the plan commits.
+// lookup by value is dropped by a change from or to that value; when the
+// old value is unknown, by any change of a fact of its type. After a
+// round, its own writes drop the results they could alter in the same way
+// (with every value they held): what is kept holds for the reader, whether
+// or not the plan commits.
 //
 // When every change says what the fact held before it (Change.PrevKnown,
-// as the mirror's do), kept results are adjusted rather than dropped, as a
-// round adjusts its cache for its own writes (maintain): each change is
-// taken out of the result under the state before it and put in under the
-// state after, on an overlay that holds the state before the batch. An
-// adjusted result then depends on what it read and what adjusting it read.
+// as the mirror's do) and the batch is small (MaxAdjust), kept results are
+// adjusted rather than dropped, as a round adjusts its cache for its own
+// writes (maintain): each change is taken out of the result under the
+// state before it and put in under the state after, on an overlay that
+// holds the state before the batch. An adjusted result then depends on
+// what it read and what adjusting it read.
 //
 // The store serves Continue only: the caller promises that the changes it
 // passes are every change since the revision of its previous call. Any
-// other call (Full, Incremental, Tick) at another revision starts it empty.
+// other call (Full, Incremental, Tick) starts it empty.
 //
-// With it, one instance's health change recomputes the aggregates of the
-// instance's service that read the instance, not every aggregate over the
-// service's instances in every rule that reads them.
+// With it, one instance's health change adjusts the counts of its service
+// that read the instance, instead of recounting the service's instances in
+// every rule that aggregates over them.
 
 // deps is what one aggregate computation read from the round's reader.
 type deps struct {
