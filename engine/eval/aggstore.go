@@ -352,11 +352,13 @@ func (s *aggStore) compact() {
 }
 
 // MaxAdjust is by default (WithMaxAdjust) the largest batch of changes the
-// store adjusts its results for; a larger one (the agents' reports of a rollout) drops the results it
-// could alter instead: adjusting costs a join per change and aggregate,
+// store adjusts its results for; a larger one drops the results it could
+// alter instead: adjusting costs a join per change and aggregate,
 // recomputing once per group and round, and only for the groups a round
-// asks for.
-const MaxAdjust = 128
+// asks for. At 10,000 instances a node failure's batch (~400 changes)
+// adjusted takes half the time it takes dropped, and the agents' batches
+// of a few thousand reports cost the same either way.
+const MaxAdjust = 4096
 
 func prevKnown(changes []facts.Change) bool {
 	for _, c := range changes {
