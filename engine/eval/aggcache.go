@@ -24,9 +24,8 @@ import (
 
 // aggInfo is what the cache needs to know of an aggregate.
 type aggInfo struct {
-	group []string                // variables of the surrounding scopes the result depends on, sorted
-	sites map[*facts.FactType]int // match patterns per fact type
-	timed bool                    // its where or of reads now: never kept across rounds
+	group []string // variables of the surrounding scopes the result depends on, sorted
+	timed bool     // its where or of reads now: never kept across rounds
 	// adjustable holds the patterns through which a changed fact adjusts a
 	// cached result instead of dropping it: the only pattern of its fact
 	// type, and for an absent pattern one whose variables the members bind
@@ -133,11 +132,10 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				}
 			}
 		}
-		info := &aggInfo{sites: map[*facts.FactType]int{}, timed: timed, adjustable: map[*rules.Pattern]bool{}}
+		info := &aggInfo{timed: timed, adjustable: map[*rules.Pattern]bool{}}
 		all := map[*facts.FactType]int{}
 		bound := map[string]bool{}
 		for _, p := range ag.Body.Match {
-			info.sites[p.Type]++
 			for _, sg := range p.Segs {
 				bound[sg.Var] = true
 			}
@@ -334,12 +332,16 @@ func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
 		}
 		return true
 	})
+	if all {
+		delete(rd.aggCache, s.ag)
+		return
+	}
 	// The join visits in index order; the cached reads end up in plans.
 	sort.Slice(members, func(i, j int) bool { return members[i].b.key() < members[j].b.key() })
+	// A fact of a match pattern is not among the member's reads the join
+	// and contribute list; one of an optional or absent one is.
+	self := !s.p.Optional && !s.p.Negated
 	for _, m := range members {
-		if all {
-			break
-		}
 		e, ok := entries[m.gk]
 		if !ok {
 			continue
@@ -354,9 +356,6 @@ func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
 			delete(entries, m.gk)
 			continue
 		}
-		// A fact of a match pattern is not among the member's reads the
-		// join and contribute list; one of an optional or absent one is.
-		self := !s.p.Optional && !s.p.Negated
 		if sign < 0 && member {
 			// The member's facts leave the listed reads, as a
 			// recomputation would not list them.
@@ -384,9 +383,6 @@ func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
 			*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
 		}
 		entries[m.gk] = e
-	}
-	if all {
-		delete(rd.aggCache, s.ag)
 	}
 }
 

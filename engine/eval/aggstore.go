@@ -369,8 +369,8 @@ func prevKnown(changes []facts.Change) bool {
 	return true
 }
 
-// advance brings the store from its revision to r's by adjusting the kept
-// results for each change in turn.
+// advance adjusts the kept results for each change in turn, from the
+// store's revision to r's (the round's end records it: aggStore.keep).
 func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 	rd := e.newRound(r, nil)
 	rd.ov.committed = true
@@ -405,10 +405,6 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 			}
 			e.store.index(aggRef{t.ag, t.gk, en.deps}, added)
 		}
-	}
-	e.store.rev = r.Rev()
-	if e.store.refs > e.store.limit {
-		e.store.compact()
 	}
 }
 

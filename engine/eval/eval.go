@@ -156,7 +156,7 @@ func (e *Evaluator) Full(r facts.Reader) Plan {
 // trigger it. The engine calls Tick periodically; rules that do not read
 // now are not evaluated. TimedRules lists them.
 func (e *Evaluator) Tick(r facts.Reader) Plan {
-	e.at(r.Rev())
+	e.store.reset(r.Rev()) // not told what changed since the previous call
 	return e.run(r, e.tick)
 }
 
@@ -183,7 +183,7 @@ func (e *Evaluator) TimedRules() []string {
 // (they tell an update from a creation). For a batch that touches most
 // facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
-	e.at(r.Rev())
+	e.store.reset(r.Rev()) // not told what changed since the previous call
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
@@ -207,8 +207,8 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 		for _, c := range changes {
 			e.store.forget(e.rs.Schema, c.Key, changedValues(c))
 		}
-		e.store.rev = r.Rev()
 	}
+	// The round's end (aggStore.keep) makes the store hold for r.Rev().
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
@@ -218,10 +218,6 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 		}
 	})
 }
-
-// at readies the aggregate store for a call that does not say what changed
-// since the previous one: it starts empty, for the reader's revision.
-func (e *Evaluator) at(rev int64) { e.store.reset(rev) }
 
 // errOscillation aborts a round in which a key returned to an earlier value.
 var errOscillation = errors.New("oscillation")

@@ -346,11 +346,12 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			}
 			return false
 		})
-		reached, ok := []string(nil), false
+		var reached []string
+		byReach := false // the candidates are the keys b reaches, not every key under hb
 		if recheck {
-			reached, ok = rd.reachable(r, h, b)
+			reached, byReach = rd.reachable(r, h, b)
 		}
-		if ok {
+		if byReach {
 			// The keys b's bindings reach are those it may have derived.
 			for _, k := range reached {
 				if _, derivedNow := got[i][k]; derivedNow {
@@ -379,7 +380,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			if recheck {
 				kb := &binding{}
 				if rd.bindFact(hp, f, kb) {
-					if !ok && !rd.joinsWith(r, kb, b) {
+					if !byReach && !rd.joinsWith(r, kb, b) {
 						continue // derived by bindings b does not touch: not this task's to check
 					}
 					again, err := rd.deriveUnder(r, kb)
