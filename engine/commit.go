@@ -235,11 +235,20 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 	reeval := map[string]bool{}
 	stuck := 0
 	backoff := e.cfg.BackoffMin
+	// Firings leave pending by committing (their writes are then in
+	// run.ownRev) or by being dropped; only a drop can orphan a firing
+	// that read a write, so orphans are looked for after drops alone: a
+	// pass over every pending firing's reads after each chunk made
+	// committing a plan of 200,000 firings quadratic.
+	check := true
 	for {
-		var orphaned []string
-		pending, orphaned = run.dropOrphans(pending)
-		for _, k := range orphaned {
-			reeval[k] = true
+		if check {
+			var orphaned []string
+			pending, orphaned = run.dropOrphans(pending)
+			for _, k := range orphaned {
+				reeval[k] = true
+			}
+			check = false
 		}
 		if len(pending) == 0 {
 			if len(reeval) == 0 {
@@ -258,6 +267,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
 			reeval = map[string]bool{}
 			pending = e.stage(p2.Firings, run.version)
+			check = true
 			continue
 		}
 		n := e.chunkLen(t, pending)
@@ -293,6 +303,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				}
 				pending, stale = dropStale(r, pending)
 			})
+			check = true
 			if done {
 				e.m.committed(chunk, doneRev, 0)
 				run.committed(chunk, doneRev)
@@ -322,6 +333,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 					"bindings", chunk[0].f.Bindings, "err", err)
 				e.m.update(func(s *Stats) { s.Rejected++ })
 				pending = pending[1:]
+				check = true
 				continue
 			}
 			e.shrinkLimits(chunk, err)
