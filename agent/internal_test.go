@@ -218,3 +218,35 @@ func FuzzLoadCache(f *testing.F) {
 		}
 	})
 }
+
+// Desired builds a service's spec once and serves it to every instance of
+// the service, each under its own id, until the service changes: a changed
+// image reaches the instances placed before the change.
+func TestDesiredFollowsServiceChanges(t *testing.T) {
+	f := NewFeed(facts.NewStore(nil, facts.DefaultRoot, facts.Default), nil)
+	f.mu.Lock()
+	f.synced = true
+	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx:1.28"`))
+	for _, id := range []string{"a8f31", "b0c42"} {
+		f.applyLocked(facts.Placement(id), []byte(`"node-1"`))
+		f.instService[id] = "web"
+	}
+	f.mu.Unlock()
+	check := func(image string) {
+		t.Helper()
+		got, ok := f.Desired("node-1")
+		if !ok || len(got) != 2 {
+			t.Fatalf("Desired = %v, %v; want two instances", got, ok)
+		}
+		for id, w := range got {
+			if w.Spec.ID != id || w.Spec.Service != "web" || w.Spec.Image != image || !w.Ready {
+				t.Errorf("%s: %+v, want id %s, service web, image %s, ready", id, w, id, image)
+			}
+		}
+	}
+	check("nginx:1.28")
+	f.mu.Lock()
+	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx:1.29"`))
+	f.mu.Unlock()
+	check("nginx:1.29")
+}

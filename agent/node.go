@@ -31,11 +31,12 @@ type node struct {
 	path   string          // cache file; "" keeps no cache
 
 	// Owned by the run goroutine.
-	cached      map[string]Spec   // placements as last saved to or loaded from the cache
-	cacheErr    string            // why the cache could not be read; reported as an event once etcd answers
-	savedSig    []byte            // what the cache file holds, to skip rewriting it unchanged
-	have        map[string]string // key -> value as last committed
-	haveEpoch   int64             // link epoch and lease generation `have` is valid for
+	cached      map[string]Spec    // placements as last saved to or loaded from the cache
+	cacheErr    string             // why the cache could not be read; reported as an event once etcd answers
+	savedSig    []byte             // what the cache file holds, to skip rewriting it unchanged
+	have        map[string]string  // key -> value as last committed
+	enc         map[string]encoded // key -> the last value report encoded for it, and the encoding
+	haveEpoch   int64              // link epoch and lease generation `have` is valid for
 	haveGen     int64
 	listFailing bool              // the runtime's last List failed (logged once per outage)
 	waiting     map[string]bool   // placed instances whose spec is incomplete (logged once each)

@@ -38,13 +38,28 @@ func (n *node) report(ctx context.Context) {
 	}
 	var usedCPU float64
 	var usedMem int64
+	if n.enc == nil {
+		n.enc = map[string]encoded{}
+	}
 	put := func(key string, v any) {
+		scalar := false
+		switch v.(type) {
+		case string, float64, int64, time.Time:
+			scalar = true // comparable: the same value has the same encoding
+		}
+		if e, ok := n.enc[key]; ok && scalar && e.v == v {
+			want[key] = e.raw
+			return
+		}
 		raw, err := s.Encode(key, v)
 		if err != nil {
 			n.log.Error("cannot report", "key", key, "err", err)
 			return
 		}
 		want[key] = string(raw)
+		if scalar {
+			n.enc[key] = encoded{v: v, raw: want[key]}
+		}
 	}
 	var events []string // instance ids whose failure event is written now
 	var stoppedIDs []string
@@ -116,6 +131,13 @@ func (n *node) report(ctx context.Context) {
 		put(facts.Event(newEventID()), n.event("cache_corrupt", map[string]string{"node": n.cfg.ID},
 			n.cacheErr+"; no container was stopped or started on its account", "", ""))
 	}
+	if len(n.enc) > len(want) { // instances gone: forget their encodings
+		for k := range n.enc {
+			if _, ok := want[k]; !ok {
+				delete(n.enc, k)
+			}
+		}
+	}
 	var ops []facts.Op
 	keys := make([]string, 0, len(want))
 	for k, v := range want {
@@ -155,6 +177,15 @@ func (n *node) report(ctx context.Context) {
 			delete(n.have, facts.InstanceAttr(id, attr))
 		}
 	}
+}
+
+// encoded is a reported value and its encoding. Every report states all of
+// a node's facts and writes those that differ from what etcd has; encoding
+// them all through the schema each time was a third of a simulated node's
+// work at 100,000 instances.
+type encoded struct {
+	v   any
+	raw string
 }
 
 // eventIDs hands out the ids of every node's events in this process.
