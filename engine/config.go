@@ -47,6 +47,14 @@ type Config struct {
 	TickInterval time.Duration
 	// PruneInterval is how often the leader deletes records past retention.
 	PruneInterval time.Duration
+	// RoundFirings is the firing budget of a round (eval.WithMaxFirings),
+	// for the evaluator NewRuleSetEvaluator makes from a Config (the server
+	// passes it): a round that would plan more, such as an apply of
+	// thousands of instances, is committed in slices of about this many
+	// firings, each evaluated once the previous one is committed, so that
+	// the first placements reach the nodes while the rest are evaluated.
+	// 0: no budget.
+	RoundFirings int
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
 }
@@ -70,6 +78,7 @@ func NewConfig() Config {
 		EventMaxCount: 100000,
 		PruneInterval: 30 * time.Second,
 		TickInterval:  time.Second,
+		RoundFirings:  5000,
 	}
 }
 
@@ -94,6 +103,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: event retention %s / %d records: expected no negative bound", c.EventMaxAge, c.EventMaxCount)
 	case c.TickInterval <= 0:
 		return fmt.Errorf("engine: TickInterval %s: expected a positive duration", c.TickInterval)
+	case c.RoundFirings < 0:
+		return fmt.Errorf("engine: RoundFirings %d: expected 0 (no budget) or more", c.RoundFirings)
 	case c.PruneInterval <= 0:
 		return fmt.Errorf("engine: PruneInterval %s: expected a positive duration", c.PruneInterval)
 	}

@@ -32,6 +32,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	var seen int64                  // the mirror revision of the latest evaluation
 	from := int64(-1)               // for a Continuer: the view revision up to which every change was evaluated
 	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
+	more := false                   // the evaluator stopped at its firing budget with work left (eval.Plan.More)
 	ticker := time.NewTicker(e.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
@@ -41,7 +42,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
 			full = true
 		}
-		if !full {
+		if !full && !more {
 			e.settle(sub, seen)
 			select {
 			case <-ctx.Done():
@@ -82,7 +83,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		cont, canContinue := ev.(Continuer)
 		switch {
 		case canContinue:
-			if !full && !ticked && len(changes) == 0 {
+			if !full && !ticked && !more && len(changes) == 0 {
 				continue
 			}
 			p, err = e.evaluate(func(r facts.Reader) eval.Plan {
@@ -107,12 +108,13 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		case ticked:
 			p, err = e.evaluate(ev.(Ticker).Tick)
 		default:
-			if len(changes) == 0 {
+			if len(changes) == 0 && !more {
 				continue
 			}
 			p, err = e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changes) })
 		}
 		seen = max(seen, p.Rev)
+		more = p.More
 		wasFull := full
 		full = false
 		e.m.update(func(s *Stats) {
@@ -139,7 +141,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			s.PlanWrites += int64(writes)
 			s.MaxPlanWrites = max(s.MaxPlanWrites, writes)
 		})
-		e.log.Debug("engine: round planned", "full", wasFull, "rev", p.Rev, "firings", len(p.Firings),
+		e.log.Debug("engine: round planned", "full", wasFull, "changes", len(changes), "rev", p.Rev, "firings", len(p.Firings),
 			"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
 		if p.RuleSetVersion == "" {
 			p.RuleSetVersion = ev.Version()

@@ -11,7 +11,8 @@ import (
 )
 
 // TestIncrementalViewsEqualFull: the default policies evaluated round after
-// round as the engine does (Continue, every round a tick too), through
+// round as the engine does (Continue, every round a tick too; with a firing
+// budget, a round's work committed in slices), through
 // random outside changes, reach the fixpoint a full evaluation of the final
 // facts reaches: the same derived views (endpoints, effective counts,
 // disruption, rollout status) and no action left to take.
@@ -39,14 +40,18 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 	if testing.Short() {
 		seeds = 10
 	}
+	slices := 0 // rounds that stopped at their budget
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 5))
 		tb := applyWorld(t, 2+r.IntN(6), 1+r.IntN(3), 2+r.IntN(12))
-		ev := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
+		// A quarter of the seeds evaluate without a firing budget, the
+		// rest commit their rounds in slices of 3, 6 or 9 firings.
+		budget := int(seed%4) * 3
+		ev := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxFirings(budget))
 		from := tb.Rev()
 		settle := func(changes []facts.Change, full bool) {
 			for round := 0; ; round++ {
-				if round == 30 {
+				if round == 300 {
 					t.Fatalf("seed %d: no fixpoint", seed)
 				}
 				rev := tb.Rev()
@@ -57,7 +62,13 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 					p = ev.Continue(from, tb, changes, true)
 				}
 				from = rev
-				if len(p.Firings) == 0 {
+				if p.More && len(p.Firings) < budget {
+					t.Fatalf("seed %d: a plan of %d firings stopped short of its budget of %d", seed, len(p.Firings), budget)
+				}
+				if p.More {
+					slices++
+				}
+				if len(p.Firings) == 0 && !p.More {
 					return
 				}
 				changes = applyPlan(tb, p)
@@ -102,5 +113,8 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 			}
 			t.FailNow()
 		}
+	}
+	if slices == 0 {
+		t.Error("no round stopped at its firing budget: the slicing went untested")
 	}
 }

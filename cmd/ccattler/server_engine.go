@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/engine"
+	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/engine/promexport"
 	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/facts"
@@ -45,6 +46,7 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.DurationVar(&cfg.Engine.SessionTTL, "leader-ttl", cfg.Engine.SessionTTL, "how long a stopped leader keeps leadership before a standby takes over")
 	f.DurationVar(&cfg.Engine.EventMaxAge, "event-max-age", cfg.Engine.EventMaxAge, "firing records older than this are deleted (0: no age limit)")
 	f.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", cfg.Engine.EventMaxCount, "the most firing records kept; the oldest go first (0: no limit)")
+	f.IntVar(&cfg.Engine.RoundFirings, "round-firings", cfg.Engine.RoundFirings, "the most firings a round plans before its plan is committed and the rest evaluated against it (0: no limit)")
 	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")
 	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics (empty: none)")
 	cfg.Ops.adminRequired = func() bool { return f.Changed("admin-addr") }
@@ -85,12 +87,15 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if err := ecfg.Validate(); err != nil {
 		return nil, nil, usageError("%v", err)
 	}
-	eng, err := engine.New(store, mirror, engine.NewRuleSetEvaluator(rs, log), ecfg)
+	newEval := func(rs *rules.RuleSet) engine.Evaluator {
+		return engine.NewRuleSetEvaluator(rs, log, eval.WithMaxFirings(ecfg.RoundFirings))
+	}
+	eng, err := engine.New(store, mirror, newEval(rs), ecfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	rcfg := reload.Config{Dir: cfg.Policies, Source: policiesName(cfg.Policies), Store: store, Identity: ecfg.Identity,
-		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(engine.NewRuleSetEvaluator(rs, log)) }}
+		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(newEval(rs)) }}
 	if cfg.Policies == "" {
 		rcfg.Builtin = builtinPolicies()
 	}

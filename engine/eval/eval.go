@@ -44,6 +44,18 @@ func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggR
 // could alter. 0: never adjust.
 func WithMaxAdjust(n int) Option { return func(e *Evaluator) { e.maxAdjust = n } }
 
+// WithMaxFirings ends a round once its plan holds n firings (0, the
+// default: no bound), between two tasks: the tasks left are carried to the
+// next Incremental, Continue or Tick call, which runs them first, and the
+// plan says so (Plan.More). A caller that commits each plan before the next
+// call gets a large round's work committed in slices: the first writes
+// reach etcd, and the agents, while the rest is still being evaluated, and
+// memory holds one slice's plan rather than the whole round's. Each slice
+// is a consistent prefix: its firings are guarded by what they read like
+// any other, and the carried tasks are evaluated against the facts as they
+// are when their turn comes, the slice's writes included.
+func WithMaxFirings(n int) Option { return func(e *Evaluator) { e.maxFirings = n } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -74,6 +86,8 @@ type Evaluator struct {
 	maxFresh    int
 	maxAggReads int
 	maxAdjust   int
+	maxFirings  int
+	carry       []task // tasks a round left at its firing budget (WithMaxFirings)
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
@@ -143,6 +157,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
 	e.store.reset(r.Rev())
+	e.carry = nil // subsumed
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
 			rd.enqueue(rule, &binding{})
@@ -228,8 +243,13 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 	e.stats.Rounds++
 	stopped := map[string]bool{}
 	var problems []Problem
+	carried := e.carry
 	for attempt := 0; ; attempt++ {
+		e.carry = nil // an attempt redone for an oscillation carries nothing
 		rd := e.newRound(r, stopped)
+		for _, t := range carried {
+			rd.enqueue(t.r, t.b)
+		}
 		seed(rd)
 		rd.loop()
 		if !e.noAggCache {
@@ -294,6 +314,7 @@ type round struct {
 	touched  *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
 	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
 	osc      []string                                 // rules found oscillating: the round is redone without them
+	leftover []task                                   // bindings of a task cut at the firing budget (body)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
@@ -353,7 +374,7 @@ func (rd *round) loop() {
 			rd.queue[r.Index] = nil
 			clear(rd.queued[r.Index])
 			sort.Slice(ts, func(i, j int) bool { return ts[i].b.key() < ts[j].b.key() })
-			for _, t := range ts {
+			for i, t := range ts {
 				if rd.stopped[r.Name] {
 					break
 				}
@@ -363,6 +384,10 @@ func (rd *round) loop() {
 						return
 					}
 					rd.problem(r.Name, err)
+				}
+				if rd.atBudget() {
+					rd.carryRest(ts[i+1:])
+					return
 				}
 			}
 		}
@@ -375,6 +400,23 @@ func (rd *round) loop() {
 			rd.problem(r.Name, fmt.Errorf("no fixpoint after %d passes: its bindings keep changing; stopped for this round", rd.e.maxPasses))
 		}
 	}
+}
+
+// atBudget reports whether the round's plan holds its budget of firings.
+func (rd *round) atBudget() bool {
+	return rd.e.maxFirings > 0 && len(rd.plan.Firings) >= rd.e.maxFirings
+}
+
+// carryRest ends a round at its firing budget: the current rule's tasks
+// not yet run (rest) and every queued task go to the next call, in the
+// order this round would have run them.
+func (rd *round) carryRest(rest []task) {
+	carry := append(rd.leftover, rest...)
+	for _, r := range rd.e.rs.Rules {
+		carry = append(carry, rd.queue[r.Index]...)
+	}
+	rd.e.carry = carry
+	rd.plan.More = len(carry) > 0
 }
 
 // runTask evaluates one rule under one partial binding. A panic is

@@ -92,4 +92,8 @@ type Plan struct {
 	Firings        []Firing
 	Rejections     []Rejection
 	Problems       []Problem
+	// More is set when the round stopped at its firing budget
+	// (WithMaxFirings) with tasks left: the evaluator's next call runs
+	// them, whether or not facts changed meanwhile.
+	More bool
 }

@@ -17,7 +17,16 @@ import (
 func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 	sols := rd.solve(r.Body, b, nil)
 	ver := rd.ov.version
-	for _, s := range sols {
+	for i, s := range sols {
+		if rd.atBudget() && !r.Derives() {
+			// The round is full (WithMaxFirings): each binding left
+			// becomes a task of its own for the next call. A view's
+			// task is not split: it deletes what it no longer derives.
+			for _, rest := range sols[i:] {
+				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return isBodyVar(r, n) })})
+			}
+			return nil
+		}
 		if rd.ov.version != ver && !r.Derives() {
 			// An earlier firing of this task wrote: make sure this binding
 			// still holds (read-your-writes), re-reading its facts.
