@@ -27,23 +27,24 @@ var benchPresets = map[string][2]int{
 
 // benchFlags are the flags of `ccattler bench`.
 type benchFlags struct {
-	size       string
-	nodes      int
-	instances  int
-	services   int
-	timeout    time.Duration
-	changes    int
-	killShare  float64
-	leaseTTL   time.Duration
-	simDelay   time.Duration
-	agentBatch int
-	rawFor     time.Duration
-	rawBatch   int
-	cpuProfile string
-	memProfile string
-	logLevel   string
-	keep       bool
-	noRecovery bool
+	size         string
+	nodes        int
+	instances    int
+	services     int
+	timeout      time.Duration
+	changes      int
+	killShare    float64
+	leaseTTL     time.Duration
+	simDelay     time.Duration
+	agentBatch   int
+	rawFor       time.Duration
+	rawBatch     int
+	cpuProfile   string
+	memProfile   string
+	logLevel     string
+	keep         bool
+	noRecovery   bool
+	roundFirings int
 }
 
 func newBenchCmd() *cobra.Command {
@@ -130,6 +131,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.IntVar(&f.agentBatch, "agent-batch", 1000, "operations per agent transaction (the embedded etcd allows 16384)")
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
+	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
@@ -200,12 +202,13 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 		return nil, err
 	}
 	cfg.Engine.Identity = "bench"
+	cfg.Engine.RoundFirings = f.roundFirings
 	cfg.Ops.AdminAddr = "" // no /metrics: the bench reads the engine's counters itself
 	var eng *engine.Engine
 	cfg.OnEngine = func(e *engine.Engine) { eng = e }
 
 	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
-		Services: f.services, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+		Services: f.services, RoundFirings: f.roundFirings, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phaseErr error

@@ -20,6 +20,12 @@ type benchResult struct {
 	// Apply to converged.
 	ConvergeSeconds    float64 `json:"converge_seconds"`
 	InstancesPerSecond float64 `json:"instances_per_second"`
+	// When a phase did not finish (--timeout, an interrupt): which, how
+	// long it ran and, for the converge phase, how far it got.
+	StoppedIn           string  `json:"stopped_in,omitempty"`
+	StoppedAfterSeconds float64 `json:"stopped_after_seconds,omitempty"`
+	ReadyAtStop         int     `json:"running_healthy_at_stop,omitempty"`
+	EndpointsAtStop     int     `json:"endpoints_at_stop,omitempty"`
 	// KeysWritten counts every put and delete under the root committed
 	// between the apply and convergence: the apply, the engine's writes and
 	// their firing records, the agents' reports and leases, the clock.
@@ -30,6 +36,7 @@ type benchResult struct {
 	EngineFirings     int64   `json:"engine_firings"` // each committed with one record
 	EngineTxns        int64   `json:"engine_transactions"`
 	EngineRounds      int64   `json:"engine_rounds"`
+	RoundFirings      int     `json:"round_firings"` // the engine's firing budget per round (0: none)
 	Conflicts         int64   `json:"compare_conflicts"`
 	AgentOps          int64   `json:"agent_keys_written"`
 	AgentTxns         int64   `json:"agent_transactions"`
@@ -80,10 +87,15 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, val, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", name, val, note) }
 	row("nodes / instances / services", fmt.Sprintf("%d / %d / %d", r.Nodes, r.Instances, r.Services), fmt.Sprintf("%d CPUs", r.CPUs))
-	row("apply to converged", fmt.Sprintf("%.2fs", r.ConvergeSeconds), "every instance running and healthy, every endpoint written")
+	if r.StoppedIn == "converging" {
+		row("apply to converged", "not converged", fmt.Sprintf("stopped after %.0fs: %d of %d running and healthy, %d endpoints",
+			r.StoppedAfterSeconds, r.ReadyAtStop, r.Instances, r.EndpointsAtStop))
+	} else {
+		row("apply to converged", fmt.Sprintf("%.2fs", r.ConvergeSeconds), "every instance running and healthy, every endpoint written")
+	}
 	row("instances/s", fmt.Sprintf("%.0f", r.InstancesPerSecond), "")
 	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
-	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds, agents %d", r.EngineTxns, r.EngineRounds, r.AgentTxns))
+	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds (%s), agents %d", r.EngineTxns, r.EngineRounds, budgetText(r.RoundFirings), r.AgentTxns))
 	row("compare conflicts", fmt.Sprintf("%d", r.Conflicts), "engine transactions whose compares failed")
 	row("committed keys/s", fmt.Sprintf("%.0f", r.KeysPerSecond), "")
 	row("raw etcd keys/s", fmt.Sprintf("%.0f", r.RawEtcdKeysPerSecond), fmt.Sprintf("batched put loop, %d puts per transaction, same etcd", r.RawBatch))
@@ -193,4 +205,12 @@ func (p *progress) done() {
 	if p.tty && p.shown {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
+}
+
+// budgetText renders a firing budget, 0 being none.
+func budgetText(n int) string {
+	if n == 0 {
+		return "no firing budget"
+	}
+	return fmt.Sprintf("at most %d firings each", n)
 }

@@ -172,6 +172,13 @@ func (b *bench) converge(ctx context.Context) error {
 	}
 	snap, err := b.wait(ctx, done, "converging")
 	if err != nil {
+		// How far it got is the figure that remains (the large preset
+		// may not converge within --timeout).
+		st1 := b.eng.Stats()
+		b.tr.read(func(t *tracker) { res.ReadyAtStop, res.EndpointsAtStop = t.ready, len(t.endpoints) })
+		res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
+		res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
+		res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 		return err
 	}
 	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
@@ -369,12 +376,20 @@ func (b *bench) revokeLease(ctx context.Context, id string) error {
 func (b *bench) wait(ctx context.Context, ch <-chan trackSnap, what string) (trackSnap, error) {
 	t := time.NewTimer(b.f.timeout)
 	defer t.Stop()
+	start := time.Now()
+	defer func() {
+		if b.res.StoppedIn != "" {
+			b.res.StoppedAfterSeconds = time.Since(start).Seconds()
+		}
+	}()
 	select {
 	case s := <-ch:
 		return s, nil
 	case <-ctx.Done():
+		b.res.StoppedIn = what
 		return trackSnap{}, fmt.Errorf("%s: %w", what, ctx.Err())
 	case <-t.C:
+		b.res.StoppedIn = what
 		status := ""
 		b.pr.mu.Lock()
 		if b.pr.status != nil {

@@ -15,9 +15,11 @@ func TestBench(t *testing.T) {
 		args   []string
 		code   int
 		stderr string // in stderr, for a failure
+		stdout string // in stdout, for a failure
 	}{
 		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m")},
-		{name: "phase timeout exits 1", args: append(append([]string{}, tiny...), "--timeout", "1ms"), code: 1, stderr: "not done within --timeout 1ms"},
+		{name: "phase timeout exits 1, saying how far it got", args: append(append([]string{}, tiny...), "--timeout", "1ms", "-o", "json"), code: 1,
+			stderr: "not done within --timeout 1ms", stdout: `"stopped_in"`},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 	}
@@ -29,6 +31,9 @@ func TestBench(t *testing.T) {
 			}
 			if tc.stderr != "" && !strings.Contains(r.stderr, tc.stderr) {
 				t.Fatalf("stderr does not say %q:\n%s", tc.stderr, r.stderr)
+			}
+			if tc.stdout != "" && !strings.Contains(r.stdout, tc.stdout) {
+				t.Fatalf("stdout does not say %q:\n%s", tc.stdout, r.stdout)
 			}
 			if tc.code != 0 {
 				return
