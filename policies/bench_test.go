@@ -2,6 +2,7 @@ package policies_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -123,10 +124,20 @@ func applyPlan(t *facts.Table, p eval.Plan) []facts.Change {
 // that ran them.
 func convergedWorld(b *testing.B, rs *rules.RuleSet, nodes, services, instances int) (*facts.Table, *eval.Evaluator, int64) {
 	b.Helper()
+	t, ev, from, _ := converge(b, rs, nodes, services, instances)
+	return t, ev, from
+}
+
+// converge is convergedWorld with the evaluator's options, returning how
+// long each round took.
+func converge(b *testing.B, rs *rules.RuleSet, nodes, services, instances int, opts ...eval.Option) (*facts.Table, *eval.Evaluator, int64, []time.Duration) {
+	b.Helper()
 	t := applyWorld(b, nodes, services, instances)
-	ev := eval.New(rs)
+	ev := eval.New(rs, opts...)
 	from := t.Rev()
+	start := time.Now()
 	changes := applyPlan(t, ev.Full(t))
+	took := []time.Duration{time.Since(start)}
 	report := func() []facts.Change {
 		var out []facts.Change
 		put := func(k, v string) {
@@ -151,18 +162,53 @@ func convergedWorld(b *testing.B, rs *rules.RuleSet, nodes, services, instances 
 		}
 		return out
 	}
-	for round := 0; round < 20; round++ {
+	more := false
+	for round := 0; round < 200; round++ {
 		changes = append(changes, report()...)
-		if len(changes) == 0 {
-			return t, ev, from
+		if len(changes) == 0 && !more {
+			return t, ev, from, took
 		}
 		rev := t.Rev()
+		start := time.Now()
 		p := ev.Continue(from, t, changes, false)
-		from = rev
+		took = append(took, time.Since(start))
+		from, more = rev, p.More
 		changes = applyPlan(t, p)
 	}
-	b.Fatal("no fixpoint after 20 rounds")
-	return nil, nil, 0
+	b.Fatal("no fixpoint after 200 rounds")
+	return nil, nil, 0, nil
+}
+
+// BenchmarkConverge is the engine's part of `ccattler bench`'s converge
+// phase without etcd or agents: from the apply to the fixpoint, every
+// placed instance reported running and healthy between rounds (as all
+// agents at once would), with and without the engine's firing budget
+// (engine.Config.RoundFirings), which commits a large round in slices.
+func BenchmarkConverge(b *testing.B) {
+	rs := loadDefault(b)
+	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
+		for _, budget := range []int{0, 5000} {
+			b.Run(fmt.Sprintf("nodes=%d/instances=%d/round-firings=%d", sz.nodes, sz.instances, budget), func(b *testing.B) {
+				var rounds, slowest time.Duration
+				n := 0
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					runtime.GC()
+					b.StartTimer()
+					_, _, _, took := converge(b, rs, sz.nodes, sz.services, sz.instances, eval.WithMaxFirings(budget))
+					n += len(took)
+					for _, d := range took {
+						rounds += d
+						slowest = max(slowest, d)
+					}
+				}
+				b.ReportMetric(float64(n)/float64(b.N), "rounds/op")
+				b.ReportMetric(rounds.Seconds()/float64(b.N), "s-in-rounds/op")
+				b.ReportMetric(slowest.Seconds(), "s/slowest-round")
+				b.ReportMetric(float64(sz.instances)*float64(b.N)/rounds.Seconds(), "instances/s")
+			})
+		}
+	}
 }
 
 func putFact(t *facts.Table, k, v string) facts.Change {

@@ -352,7 +352,8 @@ func (s *aggStore) compact() {
 }
 
 // MaxAdjust is by default (WithMaxAdjust) the largest batch of changes the
-// store adjusts its results for; a larger one drops the results it could
+// store adjusts its results for, in a cluster of fewer than 8 x MaxAdjust
+// facts (adjustLimit); a larger one drops the results it could
 // alter instead: adjusting costs a join per change and aggregate,
 // recomputing once per group and round, and only for the groups a round
 // asks for. At 10,000 instances a node failure's batch (~400 changes)

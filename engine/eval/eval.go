@@ -40,7 +40,8 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache =
 func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggReads = n } }
 
 // WithMaxAdjust sets the largest batch of changes Continue adjusts kept
-// aggregate results for (default MaxAdjust); a larger batch drops those it
+// aggregate results for (default: MaxAdjust or an eighth of the facts,
+// whichever is more); a larger batch drops those it
 // could alter. 0: never adjust.
 func WithMaxAdjust(n int) Option { return func(e *Evaluator) { e.maxAdjust = n } }
 
@@ -101,7 +102,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: MaxAdjust,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: -1,
 		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
@@ -216,7 +217,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	switch {
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	case len(changes) <= e.maxAdjust && prevKnown(changes):
+	case len(changes) <= e.adjustLimit(r) && prevKnown(changes):
 		e.advance(r, changes)
 	default:
 		for _, c := range changes {
@@ -232,6 +233,19 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 			e.tick(rd)
 		}
 	})
+}
+
+// adjustLimit is the largest batch Continue adjusts kept results for: the
+// WithMaxAdjust limit, or by default MaxAdjust or an eighth of the facts,
+// whichever is more. Recomputing a dropped result costs its members, and
+// members grow with the cluster while a batch's adjustments do not: at
+// 25,000 instances adjusting the agents' batches of tens of thousands of
+// reports converged 13% faster than dropping, at 10,000 the same.
+func (e *Evaluator) adjustLimit(r facts.Reader) int {
+	if e.maxAdjust >= 0 {
+		return e.maxAdjust
+	}
+	return max(MaxAdjust, r.Len()/8)
 }
 
 // errOscillation aborts a round in which a key returned to an earlier value.
