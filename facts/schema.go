@@ -82,12 +82,40 @@ func (t *FactType) Format(args ...string) string {
 
 // Var types: what a variable segment may contain, by variable name.
 var (
-	nameRE       = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	instanceRE   = regexp.MustCompile(`^[0-9a-f]{5,16}$`)
 	factTypeRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 	eventIDRE    = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}\.[0-9]{9}Z-[0-9]{6,}$`)
 	genericSegRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 )
+
+// validName reports whether s is a name: 1-63 lowercase letters, digits
+// or '-', starting and ending with a letter or digit (^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$).
+// Checked for every reference a rule decodes, so without a regexp.
+func validName(s string) bool {
+	if len(s) < 1 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validInstanceID reports whether s is 5-16 lowercase hex characters (^[0-9a-f]{5,16}$).
+func validInstanceID(s string) bool {
+	if len(s) < 5 || len(s) > 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'f') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // IntentLayers are the writers of intent/, lowest precedence first as the
 // default policy resolves them.
@@ -98,11 +126,11 @@ var IntentLayers = []string{"user", "autoscaler", "policy"}
 func CheckSegment(varName, value string) error {
 	switch varName {
 	case "name", "node-id", "principal", "svc":
-		if !nameRE.MatchString(value) {
+		if !validName(value) {
 			return fmt.Errorf("%q is not a valid %s: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", value, varName)
 		}
 	case "instance-id":
-		if !instanceRE.MatchString(value) {
+		if !validInstanceID(value) {
 			return fmt.Errorf("%q is not a valid instance-id: expected 5-16 lowercase hex characters such as a8f31", value)
 		}
 	case "port":

@@ -231,7 +231,7 @@ func (t ValueType) check(v any) (any, error) {
 				return bad()
 			}
 		case "name":
-			if !nameRE.MatchString(s) {
+			if !validName(s) {
 				return bad()
 			}
 		case "image":

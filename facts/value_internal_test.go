@@ -3,6 +3,8 @@ package facts
 import (
 	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +39,34 @@ func TestPlainDecodeAgrees(t *testing.T) {
 	}
 	if checked < 1000 {
 		t.Fatalf("only %d inputs took the fast path", checked)
+	}
+}
+
+// The name and instance-id checks agree with the patterns the schema
+// documents, on strings drawn from the characters that matter.
+func TestSegmentChecksAgreeWithPatterns(t *testing.T) {
+	nameRE := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	instanceRE := regexp.MustCompile(`^[0-9a-f]{5,16}$`)
+	alphabet := []rune("abfgz059-A_./ é")
+	r := rand.New(rand.NewPCG(3, 4))
+	cases := []string{"", "a", "-", "a-", "-a", "a-b", strings.Repeat("a", 63), strings.Repeat("a", 64), "a8f31", "a8f3", strings.Repeat("f", 16), strings.Repeat("f", 17)}
+	for range 100000 {
+		n := r.IntN(70)
+		if r.IntN(2) == 0 {
+			n = 3 + r.IntN(16) // around the instance-id lengths
+		}
+		var b strings.Builder
+		for range n {
+			b.WriteRune(alphabet[r.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		if got, want := validName(s), nameRE.MatchString(s); got != want {
+			t.Fatalf("validName(%q) = %v, the pattern says %v", s, got, want)
+		}
+		if got, want := validInstanceID(s), instanceRE.MatchString(s); got != want {
+			t.Fatalf("validInstanceID(%q) = %v, the pattern says %v", s, got, want)
+		}
 	}
 }
