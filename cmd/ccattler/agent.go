@@ -208,9 +208,17 @@ func defaultNodeID() string {
 
 // defaultMemory is MemTotal of /proc/meminfo.
 func defaultMemory() string {
+	if b := memTotal(); b > 0 {
+		return facts.FormatMemory(b >> 20 << 20) // whole MiB: "23Gi" or "24105Mi" reads better than Ki
+	}
+	return "1Gi"
+}
+
+// memTotal is MemTotal of /proc/meminfo in bytes, 0 when unknown.
+func memTotal() int64 {
 	fh, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return "1Gi"
+		return 0
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -218,11 +226,11 @@ func defaultMemory() string {
 		fields := strings.Fields(sc.Text())
 		if len(fields) >= 2 && fields[0] == "MemTotal:" {
 			if kb, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
-				return facts.FormatMemory(kb >> 10 << 20) // whole MiB: "23Gi" or "24105Mi" reads better than Ki
+				return kb << 10
 			}
 		}
 	}
-	return "1Gi"
+	return 0
 }
 
 // defaultAddress is the first non-loopback IPv4 address of the machine.

@@ -119,6 +119,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tuneGC(log)
 	endpoints := cfg.Endpoints
 	var etcdErr <-chan error // stays nil (never ready) with an external etcd
 	if len(endpoints) == 0 {
