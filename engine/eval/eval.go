@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,7 @@ type Evaluator struct {
 	maxAdjust   int
 	maxFirings  int
 	carry       []task // tasks a round left at its firing budget (WithMaxFirings)
+	resume      int    // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
@@ -158,7 +160,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
 	e.store.reset(r.Rev())
-	e.carry = nil // subsumed
+	e.carry, e.resume = nil, 0 // subsumed
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
 			rd.enqueue(rule, &binding{})
@@ -257,9 +259,10 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 	e.stats.Rounds++
 	stopped := map[string]bool{}
 	var problems []Problem
-	carried := e.carry
+	carried, resume := e.carry, e.resume
 	for attempt := 0; ; attempt++ {
 		e.carry = nil // an attempt redone for an oscillation carries nothing
+		e.resume = resume
 		rd := e.newRound(r, stopped)
 		for _, t := range carried {
 			rd.enqueue(t.r, t.b)
@@ -378,9 +381,20 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 // left: a rule sees the writes of the rules it depends on from the same
 // pass. Tasks a pass creates run in the next one, so the passes bound it.
 func (rd *round) loop() {
+	all := rd.e.rs.Rules
+	// After a round cut at its budget, the first pass starts with the
+	// rules after the one it was cut in: scheduling 100,000 instances a
+	// slice at a time must not keep every later rule (endpoints, a failed
+	// node's replacements) waiting until the last slice.
+	first := append(append([]*rules.Rule(nil), all[rd.e.resume:]...), all[:rd.e.resume]...)
+	rd.e.resume = 0
 	for pass := 0; pass < rd.e.maxPasses; pass++ {
 		ran := false
-		for _, r := range rd.e.rs.Rules {
+		order := all
+		if pass == 0 {
+			order = first
+		}
+		for _, r := range order {
 			ts := rd.queue[r.Index]
 			if len(ts) == 0 {
 				continue
@@ -401,6 +415,7 @@ func (rd *round) loop() {
 				}
 				if rd.atBudget() {
 					rd.carryRest(ts[i+1:])
+					rd.e.resume = (slices.Index(all, r) + 1) % len(all)
 					return
 				}
 			}
