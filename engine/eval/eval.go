@@ -47,9 +47,11 @@ func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggR
 func WithMaxAdjust(n int) Option { return func(e *Evaluator) { e.maxAdjust = n } }
 
 // WithMaxFirings ends a round once its plan holds n firings (0, the
-// default: no bound), between two tasks: the tasks left are carried to the
-// next Incremental, Continue or Tick call, which runs them first, and the
-// plan says so (Plan.More). A caller that commits each plan before the next
+// default: no bound), between two tasks or two bindings of an action's
+// task (a view's task is never cut): the tasks left are carried to the
+// next Incremental, Continue or Tick call, whose first pass starts with the
+// rules after the one the round was cut in, and the plan says so
+// (Plan.More). A caller that commits each plan before the next
 // call gets a large round's work committed in slices: the first writes
 // reach etcd, and the agents, while the rest is still being evaluated, and
 // memory holds one slice's plan rather than the whole round's. Each slice
