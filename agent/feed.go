@@ -31,7 +31,6 @@ type Feed struct {
 	placements  map[string]string            // instance -> node
 	byNode      map[string]map[string]bool   // node -> its instances
 	services    map[string]map[string][]byte // service -> attribute path (e.g. "resources/cpu") -> raw value
-	wants       map[string]Want              // service -> its instances' Want (no ID), built from services when first asked
 	instService map[string]string            // instance -> service, for placed instances of subscribed nodes
 	lookedUp    map[string]time.Time         // instance -> last failed service lookup
 	subs        map[string]chan struct{}     // node -> change notification (buffered 1)
@@ -45,7 +44,6 @@ func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
 		placements:  map[string]string{},
 		byNode:      map[string]map[string]bool{},
 		services:    map[string]map[string][]byte{},
-		wants:       map[string]Want{},
 		instService: map[string]string{},
 		lookedUp:    map[string]time.Time{},
 		subs:        map[string]chan struct{}{},
@@ -84,16 +82,7 @@ func (f *Feed) Desired(node string) (map[string]Want, bool) {
 			out[id] = Want{Spec: Spec{ID: id}}
 			continue
 		}
-		// Every instance of a service wants the same: the spec is decoded
-		// once per change of the service, not once per instance and wake
-		// (a fifth of a simulated node's work at 100,000 instances).
-		w, ok := f.wants[svc]
-		if !ok {
-			w = buildWant("", svc, f.services[svc], f.store.Schema)
-			f.wants[svc] = w
-		}
-		w.Spec.ID = id
-		out[id] = w
+		out[id] = buildWant(id, svc, f.services[svc], f.store.Schema)
 	}
 	return out, true
 }
@@ -151,7 +140,6 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 	f.placements = map[string]string{}
 	f.byNode = map[string]map[string]bool{}
 	f.services = map[string]map[string][]byte{}
-	f.wants = map[string]Want{}
 	for _, p := range pl {
 		f.applyLocked(p.Key, p.Value)
 	}
@@ -244,7 +232,6 @@ func (f *Feed) applyLocked(key string, raw []byte) {
 		return
 	}
 	svc, attr, _ := strings.Cut(rest, "/")
-	delete(f.wants, svc)
 	if raw == nil {
 		if attr == "" {
 			delete(f.services, svc)

@@ -219,9 +219,9 @@ func FuzzLoadCache(f *testing.F) {
 	})
 }
 
-// Desired builds a service's spec once and serves it to every instance of
-// the service, each under its own id, until the service changes: a changed
-// image reaches the instances placed before the change.
+// Desired gives every instance of a service the service's spec under its
+// own id, and follows the service: a changed image reaches the instances
+// placed before the change.
 func TestDesiredFollowsServiceChanges(t *testing.T) {
 	f := NewFeed(facts.NewStore(nil, facts.DefaultRoot, facts.Default), nil)
 	f.mu.Lock()
