@@ -339,13 +339,11 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	if ch.Candidates > 0 && n > ch.Candidates {
 		start = sampleStart(outer, n)
 	}
-	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
 		if ch.Candidates > 0 && feasible >= ch.Candidates {
 			break // the sample is complete
 		}
-		c := cands.into((start+i)%n, spare)
-		spare = nil
+		c := cands.at((start + i) % n)
 		aggReads = aggReads[:0]
 		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
 			return nil, err
@@ -366,7 +364,6 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 				cand[v] = c.b.str(v)
 			}
 			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
-			spare = c
 			continue
 		}
 		score := 0.0
@@ -389,10 +386,8 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		feasible++
 		// Strictly greater: among equal scores the first in visiting order wins.
 		if best == nil || score > bestScore {
-			best, bestScore, spare = c, score, best
+			best, bestScore = c, score
 			aggReads, bestAggReads = bestAggReads, aggReads
-		} else {
-			spare = c
 		}
 	}
 	if best != nil {
