@@ -339,11 +339,13 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	if ch.Candidates > 0 && n > ch.Candidates {
 		start = sampleStart(outer, n)
 	}
+	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
 		if ch.Candidates > 0 && feasible >= ch.Candidates {
 			break // the sample is complete
 		}
-		c := cands.at((start + i) % n)
+		c := cands.into((start+i)%n, spare)
+		spare = nil
 		aggReads = aggReads[:0]
 		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
 			return nil, err
@@ -364,6 +366,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 				cand[v] = c.b.str(v)
 			}
 			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
+			spare = c
 			continue
 		}
 		score := 0.0
@@ -386,8 +389,10 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		feasible++
 		// Strictly greater: among equal scores the first in visiting order wins.
 		if best == nil || score > bestScore {
-			best, bestScore = c, score
+			best, bestScore, spare = c, score, best
 			aggReads, bestAggReads = bestAggReads, aggReads
+		} else {
+			spare = c
 		}
 	}
 	if best != nil {
