@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ccattler/ccattler/engine/eval"
@@ -68,7 +69,7 @@ func TestBudgetDoesNotStarveLaterRules(t *testing.T) {
 		p = ev.Continue(from, tb, changes, false)
 		from = rev
 	}
-	if len(plans) < 2 || !contains(plans[1], "late") {
+	if len(plans) < 2 || !slices.Contains(plans[1], "late") {
 		t.Errorf("rule late did not fire in the second slice: plans %v", plans)
 	}
 	placed := 0
@@ -80,13 +81,4 @@ func TestBudgetDoesNotStarveLaterRules(t *testing.T) {
 	if _, ok := tb.Get("effective/service/web/instances"); !ok || placed != 20 {
 		t.Errorf("%d of 20 placed, effective count written: %v; plans %v", placed, ok, plans)
 	}
-}
-
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

@@ -42,26 +42,15 @@ type candList struct {
 func (l candList) len() int { return len(l.sols) }
 
 // at returns the i-th candidate as the outer binding and reads extended by
-// what the candidate binds and read.
-func (l candList) at(i int) *sol {
+// what the candidate binds and read, built in the storage of spare (a
+// candidate passed over) when there is one: placing an instance visits 64
+// candidates and keeps one, and building each afresh was a tenth of what a
+// scheduling round allocated.
+func (l candList) at(i int, spare *sol) *sol {
 	c := l.sols[i]
-	bb := l.b.clone()
-	for j, name := range c.names {
-		bb.push(name, c.vals[j])
-	}
-	rs := make([]Read, 0, len(l.reads)+len(c.reads))
-	rs = append(append(rs, l.reads...), c.reads...)
-	return &sol{b: bb, reads: rs}
-}
-
-// into is at, reusing the storage of spare (a candidate passed over) when
-// there is one: placing an instance visits 64 candidates and keeps one, and
-// building each afresh was a tenth of what a scheduling round allocated.
-func (l candList) into(i int, spare *sol) *sol {
 	if spare == nil {
-		return l.at(i)
+		spare = &sol{b: l.b.clone()} // with room for the choice's aggregates and lets
 	}
-	c := l.sols[i]
 	spare.b.names = append(append(spare.b.names[:0], l.b.names...), c.names...)
 	spare.b.vals = append(append(spare.b.vals[:0], l.b.vals...), c.vals...)
 	spare.reads = append(append(spare.reads[:0], l.reads...), c.reads...)

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
@@ -49,7 +50,14 @@ func TestCandidatesMemo(t *testing.T) {
 	nodes := func(l candList) []string {
 		var out []string
 		for i := range l.len() {
-			s := l.at(i)
+			s := l.at(i, nil)
+			// Built in the storage of another candidate, passed over
+			// after the choice pushed an aggregate onto it: the same.
+			spare := l.at((i+1)%l.len(), nil)
+			spare.b.push("used", strVal("3"))
+			if r := l.at(i, spare); !reflect.DeepEqual(r.b.strings(), s.b.strings()) || !reflect.DeepEqual(r.reads, s.reads) {
+				t.Errorf("candidate %d built in a spare: %v %v, fresh: %v %v", i, r.b.strings(), r.reads, s.b.strings(), s.reads)
+			}
 			out = append(out, s.b.str("node")+"="+s.b.str("nstate"))
 			if len(s.reads) != 2 || s.reads[0] != outerReads[0] || s.reads[1].Key != facts.NodeState(s.b.str("node")) {
 				t.Errorf("candidate %s reads %+v, want the outer read then its own", s.b.str("node"), s.reads)
@@ -88,10 +96,10 @@ func TestCandidatesMemo(t *testing.T) {
 				t.Errorf("solved again: %v, want %v", solved, st.solved)
 			}
 			// Completing one use must not show in the next.
-			first := sols.at(0)
+			first := sols.at(0, nil)
 			first.b.push("extra", strVal("x"))
 			first.reads = append(first.reads, Read{Key: "extra"})
-			if again := rd.candidates(sc, []string{"node"}, outer, outerReads).at(0); again.b.has("extra") || len(again.reads) != 2 {
+			if again := rd.candidates(sc, []string{"node"}, outer, outerReads).at(0, nil); again.b.has("extra") || len(again.reads) != 2 {
 				t.Errorf("a use's pushes leaked into the memo: %v %+v", again.b.names, again.reads)
 			}
 		})

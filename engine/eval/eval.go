@@ -388,13 +388,15 @@ func (rd *round) loop() {
 	// rules after the one it was cut in: scheduling 100,000 instances a
 	// slice at a time must not keep every later rule (endpoints, a failed
 	// node's replacements) waiting until the last slice.
-	first := append(append([]*rules.Rule(nil), all[rd.e.resume:]...), all[:rd.e.resume]...)
-	rd.e.resume = 0
+	order := all
+	if k := rd.e.resume; k > 0 {
+		order = slices.Concat(all[k:], all[:k])
+		rd.e.resume = 0
+	}
 	for pass := 0; pass < rd.e.maxPasses; pass++ {
 		ran := false
-		order := all
-		if pass == 0 {
-			order = first
+		if pass > 0 {
+			order = all
 		}
 		for _, r := range order {
 			ts := rd.queue[r.Index]
@@ -417,7 +419,7 @@ func (rd *round) loop() {
 				}
 				if rd.atBudget() {
 					rd.carryRest(ts[i+1:])
-					rd.e.resume = (slices.Index(all, r) + 1) % len(all)
+					rd.e.resume = (r.Index + 1) % len(all)
 					return
 				}
 			}

@@ -344,7 +344,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		if ch.Candidates > 0 && feasible >= ch.Candidates {
 			break // the sample is complete
 		}
-		c := cands.into((start+i)%n, spare)
+		c := cands.at((start+i)%n, spare)
 		spare = nil
 		aggReads = aggReads[:0]
 		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
