@@ -171,26 +171,23 @@ func (b *bench) converge(ctx context.Context) error {
 		}
 	}
 	snap, err := b.wait(ctx, done, "converging")
+	// The counters up to now, whether or not it converged: when it did
+	// not (the large preset may not within --timeout), they and how far
+	// it got are the figures that remain.
+	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
+	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
+	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
+	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	if err != nil {
-		// How far it got is the figure that remains (the large preset
-		// may not converge within --timeout).
-		st1 := b.eng.Stats()
 		b.tr.read(func(t *tracker) { res.ReadyAtStop, res.EndpointsAtStop = t.ready, len(t.endpoints) })
-		res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
-		res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
-		res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 		return err
 	}
-	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
 	secs := snap.at.Sub(start).Seconds()
 	res.ConvergeSeconds = secs
 	res.InstancesPerSecond = float64(n) / secs
 	res.KeysWritten, res.Transactions = snap.keys-tc0.keys, snap.revs-tc0.revs
 	res.KeysPerSecond = float64(res.KeysWritten) / secs
-	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
-	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
-	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
-	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	return nil
 }
 
