@@ -211,6 +211,26 @@ func BenchmarkConverge(b *testing.B) {
 	}
 }
 
+// fixpoint runs rounds as the engine does, each plan applied before the
+// next, from changes until a round plans nothing and carries nothing; from
+// is the revision of the previous round's reader. It returns the firings
+// planned.
+func fixpoint(b *testing.B, t *facts.Table, ev *eval.Evaluator, from *int64, changes []facts.Change, limit int) int {
+	b.Helper()
+	firings := 0
+	for r, more := 0, false; len(changes) > 0 || more; r++ {
+		if r == limit {
+			b.Fatalf("no fixpoint after %d rounds", limit)
+		}
+		rev := t.Rev()
+		p := ev.Continue(*from, t, changes, false)
+		*from, more = rev, p.More
+		firings += len(p.Firings)
+		changes = applyPlan(t, p)
+	}
+	return firings
+}
+
 func putFact(t *facts.Table, k, v string) facts.Change {
 	rev := t.Rev() + 1
 	t.SetRev(rev)
@@ -246,16 +266,7 @@ func BenchmarkHealthChange(b *testing.B) {
 				if i%2 == 1 {
 					health = `"healthy"`
 				}
-				changes := []facts.Change{putFact(t, facts.InstanceHealth(id), health)}
-				for r := 0; len(changes) > 0; r++ {
-					if r == 10 {
-						b.Fatal("no fixpoint after 10 rounds")
-					}
-					rev := t.Rev()
-					p := ev.Continue(from, t, changes, false)
-					from = rev
-					changes = applyPlan(t, p)
-				}
+				fixpoint(b, t, ev, &from, []facts.Change{putFact(t, facts.InstanceHealth(id), health)}, 10)
 				svc, _ := t.Get(facts.InstanceService(id))
 				name, _ := facts.StringValue(svc.Value)
 				if _, ok := t.Get("endpoint/service/" + name + "/" + id); ok != (i%2 == 1) {
@@ -311,20 +322,7 @@ func BenchmarkNodeFailure(b *testing.B) {
 				tick := func(d time.Duration) facts.Change {
 					return putFact(t, facts.Clock(), `"`+at.Add(d).Format(time.RFC3339)+`"`)
 				}
-				run := func(changes []facts.Change) int {
-					firings := 0
-					for r := 0; len(changes) > 0; r++ {
-						if r == 20 {
-							b.Fatal("no fixpoint after 20 rounds")
-						}
-						rev := t.Rev()
-						p := ev.Continue(from, t, changes, false)
-						from = rev
-						firings += len(p.Firings)
-						changes = applyPlan(t, p)
-					}
-					return firings
-				}
+				run := func(changes []facts.Change) int { return fixpoint(b, t, ev, &from, changes, 20) }
 				var lost []facts.Change
 				for n := 1; n <= sz.nodes/100; n++ {
 					lost = append(lost, mutate(t, mutation{facts.Lease(fmt.Sprintf("node-%d", n)), ""}))
