@@ -94,7 +94,7 @@ var builtins = []builtin{
 	{"observed.node.available.memory", "observed/node/{node-id}/available/memory", vMemory, "Memory the agent reports free."},
 	{"observed.node.architecture", "observed/node/{node-id}/architecture", vName, "The node's cpu architecture, e.g. amd64."},
 	{"observed.node.zone", "observed/node/{node-id}/zone", vName, "The node's zone."},
-	{"observed.node.lost_at", "observed/node/{node-id}/lost_at", vTime, "When the failure policy first saw the alive node without its lease (the clock then)."},
+	{"observed.node.lost_at", "observed/node/{node-id}/lost_at", vTime, "When the failure policy first saw the alive node without its lease outside a mass loss (the clock then); dropped during a mass loss, so the grace restarts when it ends."},
 	{"observed.clock", "observed/clock", vTime, "The control plane's clock, written every second by the server: rules about elapsed time read it, so a decision that depends on time is explained by a fact."},
 	{"observed.instance", "observed/instance/{instance-id}", vObject, "An instance exists."},
 	{"observed.instance.service", "observed/instance/{instance-id}/service", vName, "The service the instance belongs to."},

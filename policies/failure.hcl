@@ -8,26 +8,117 @@
 # threshold). Leases lost together still expire a little apart (each agent
 # renews every third of its TTL), so a node is marked only after its lease
 # has been gone for a grace period longer than that spread: by then every
-# lease of a mass loss is gone too. Time comes from observed/clock, which the
-# server writes every second, so the decision is explained by facts.
+# lease of a mass loss is gone too. During a mass loss no node carries a
+# lost_at: the grace starts when the disruption ends, so the leases that come
+# back last after a mass loss get the whole grace too. Time comes from
+# observed/clock, which the server writes every second, so the decision is
+# explained by facts.
 rule "note_lost_lease" {
-  doc       = "An alive node without lease/node/{node} gets observed/node/{node}/lost_at: the clock when it was first seen without one."
+  doc       = "An alive node without lease/node/{node} gets observed/node/{node}/lost_at: the clock when it was first seen without one outside a mass loss (more than 55% of all nodes or of its zone without a lease)."
   principal = "failure"
   match {
     state = "observed/node/{node}/state"
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
-  when   = "state == 'alive'"
+  optional {
+    zone = "observed/node/{node}/zone"
+  }
+  aggregate "nodes" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    count = true
+  }
+  aggregate "leaseless" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    absent = ["lease/node/{n}"]
+    count  = true
+  }
+  aggregate "zone_nodes" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    where = "zone.hasValue() && nz == zone.value()"
+    count = true
+  }
+  aggregate "zone_leaseless" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    absent = ["lease/node/{n}"]
+    where  = "zone.hasValue() && nz == zone.value()"
+    count  = true
+  }
+  let {
+    max_leaseless_share = "0.55"
+    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
+    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+  }
+  when = "state == 'alive' && cluster_ok && zone_ok"
   emit "observed/node/{node}/lost_at" {
     value = "clock"
   }
 }
 
+rule "restart_grace_in_disruption" {
+  doc       = "During a mass loss (more than 55% of all nodes or of the node's zone without a lease) a leaseless node's lost_at is dropped, so its grace starts again when the disruption ends: the leases that return last are not marked the moment the others are back."
+  principal = "failure"
+  after     = ["note_lost_lease"]
+  match {
+    lost = "observed/node/{node}/lost_at"
+  }
+  absent = ["lease/node/{node}"]
+  optional {
+    zone = "observed/node/{node}/zone"
+  }
+  aggregate "nodes" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    count = true
+  }
+  aggregate "leaseless" {
+    match {
+      s = "observed/node/{n}/state"
+    }
+    absent = ["lease/node/{n}"]
+    count  = true
+  }
+  aggregate "zone_nodes" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    where = "zone.hasValue() && nz == zone.value()"
+    count = true
+  }
+  aggregate "zone_leaseless" {
+    match {
+      s  = "observed/node/{n}/state"
+      nz = "observed/node/{n}/zone"
+    }
+    absent = ["lease/node/{n}"]
+    where  = "zone.hasValue() && nz == zone.value()"
+    count  = true
+  }
+  let {
+    max_leaseless_share = "0.55"
+    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
+    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+  }
+  when = "!(cluster_ok && zone_ok)"
+  delete "observed/node/{node}/lost_at" {}
+}
+
 rule "forget_lost_lease" {
   doc       = "A node that holds its lease again is no longer marked as having lost it."
   principal = "failure"
-  after     = ["note_lost_lease"]
+  after     = ["note_lost_lease", "restart_grace_in_disruption"]
   match {
     lost  = "observed/node/{node}/lost_at"
     lease = "lease/node/{node}"
