@@ -2,18 +2,16 @@ package eval
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/rules"
 )
 
-// TestLiftBindsTheAlias: a new placement reaches a rule through an
-// aggregate whose pattern binds the placement's value (the node) but whose
-// body does not use it. Finding the affected binding must not scan every
-// node's state: the value says which node it is.
-func TestLiftBindsTheAlias(t *testing.T) {
-	src := `rule "count_placed" {
+// countPlaced counts a service's instances placed on alive nodes: its
+// aggregate chains instance → placement → node.
+const countPlaced = `rule "count_placed" {
   doc       = "effective/service/{svc}/instances counts the instances of the service placed on alive nodes."
   principal = "intent-resolver"
   match {
@@ -33,7 +31,13 @@ func TestLiftBindsTheAlias(t *testing.T) {
   }
 }
 `
-	rs, _, diags := rules.LoadFilesWithSources(map[string][]byte{"count.hcl": []byte(src)})
+
+// TestLiftBindsTheAlias: a new placement reaches a rule through an
+// aggregate whose pattern binds the placement's value (the node) but whose
+// body does not use it. Finding the affected binding must not scan every
+// node's state: the value says which node it is.
+func TestLiftBindsTheAlias(t *testing.T) {
+	rs, _, diags := rules.LoadFilesWithSources(map[string][]byte{"count.hcl": []byte(countPlaced)})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -69,4 +73,41 @@ func TestLiftBindsTheAlias(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLiftJoinsWhatBindsTheBody: a change reaching a rule through an
+// aggregate is joined only with the patterns that bind the body's variables
+// (and what those need); the rest would only filter the same binding.
+func TestLiftJoinsWhatBindsTheBody(t *testing.T) {
+	rs, _, diags := rules.LoadFilesWithSources(map[string][]byte{"count.hcl": []byte(countPlaced)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	r := rs.Rules[0]
+	sc := r.Body.Aggregates[0].Body
+	svc, node, nstate := sc.Match[0], sc.Match[1], sc.Match[2]
+	for _, c := range []struct {
+		name      string
+		p         *rules.Pattern
+		withValue bool
+		want      []*rules.Pattern
+	}{
+		{"an instance's service binds svc itself", svc, true, nil},
+		{"without the value, svc comes from the same key", svc, false, nil},
+		{"a placement: the instance's service", node, true, []*rules.Pattern{svc}},
+		{"a node's state: its placements, then their services", nstate, true, []*rules.Pattern{svc, node}},
+	} {
+		got := liftJoin(r, sc, c.p, c.withValue)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: joined %v, want %v", c.name, templates(got), templates(c.want))
+		}
+	}
+}
+
+func templates(ps []*rules.Pattern) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Template
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
@@ -13,6 +14,9 @@ type site struct {
 	p    *rules.Pattern
 	kind int
 	sc   *rules.Scope // lifted: the scope holding p
+	// lifted: the patterns of sc joined to find the body bindings, with the
+	// changed value bound to p's alias and without (liftJoin).
+	with, without []*rules.Pattern
 }
 
 const (
@@ -42,11 +46,8 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 			add(site{r: r, p: p, kind: siteDirect})
 		}
 		lift := func(sc *rules.Scope) {
-			for _, p := range sc.Match {
-				add(site{r: r, p: p, kind: siteLifted, sc: sc})
-			}
-			for _, p := range append(append([]*rules.Pattern{}, sc.Optional...), sc.Absent...) {
-				add(site{r: r, p: p, kind: siteLifted, sc: sc})
+			for _, p := range append(append(append([]*rules.Pattern{}, sc.Match...), sc.Optional...), sc.Absent...) {
+				add(site{r: r, p: p, kind: siteLifted, sc: sc, with: liftJoin(r, sc, p, true), without: liftJoin(r, sc, p, false)})
 			}
 		}
 		for _, ag := range r.Body.Aggregates {
@@ -141,13 +142,15 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 			kb.push(s.p.Alias, goVal(dv))
 		}
 	}
-	var rest []*rules.Pattern
-	for _, p := range s.sc.Match {
-		if p != s.p && (withValue || p.Alias != s.p.Alias) {
-			rest = append(rest, p)
-		}
+	rest := s.with
+	if !withValue {
+		rest = s.without
 	}
 	keep := func(n string) bool { return isBodyVar(s.r, n) && (withValue || n != s.p.Alias) }
+	if len(rest) == 0 {
+		rd.enqueue(s.r, kb.restrict(keep))
+		return
+	}
 	found := false
 	var reads []Read
 	rd.join(rest, kb, &reads, func() bool {
@@ -158,6 +161,67 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	if !found {
 		rd.enqueue(s.r, kb.restrict(keep))
 	}
+}
+
+// liftJoin returns the patterns of sc a change to p is joined with to find
+// the body bindings it affects: those that bind a body variable the key (and
+// with withValue, the value) leaves unbound, and those that bind the path
+// variables these need, in scope order. The others could only filter: the
+// bindings found are restricted to the body's variables, and a join that
+// finds nothing enqueues what the key binds anyway, so joining them would
+// repeat the same enqueue (and cost a lookup each per change).
+func liftJoin(r *rules.Rule, sc *rules.Scope, p *rules.Pattern, withValue bool) []*rules.Pattern {
+	bound := map[string]bool{}
+	for _, v := range p.Vars() {
+		bound[v] = true
+	}
+	if withValue && p.Alias != "" {
+		bound[p.Alias] = true
+	}
+	var rest []*rules.Pattern
+	for _, q := range sc.Match {
+		if q != p && (withValue || q.Alias != p.Alias) {
+			rest = append(rest, q)
+		}
+	}
+	need := map[string]bool{}
+	for _, q := range rest {
+		for _, v := range patternVars(q) {
+			if !bound[v] && isBodyVar(r, v) && (withValue || v != p.Alias) {
+				need[v] = true
+			}
+		}
+	}
+	chosen := make([]bool, len(rest))
+	for grew := true; grew; {
+		grew = false
+		for i, q := range rest {
+			if chosen[i] || !slices.ContainsFunc(patternVars(q), func(v string) bool { return need[v] }) {
+				continue
+			}
+			chosen[i], grew = true, true
+			for _, v := range q.Vars() {
+				if !bound[v] {
+					need[v] = true
+				}
+			}
+		}
+	}
+	var out []*rules.Pattern
+	for i, q := range rest {
+		if chosen[i] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// patternVars lists the variables p binds: its path variables and its alias.
+func patternVars(p *rules.Pattern) []string {
+	if p.Alias == "" {
+		return p.Vars()
+	}
+	return append(p.Vars(), p.Alias)
 }
 
 // updated reports whether a change may have replaced an existing value
