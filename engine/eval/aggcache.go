@@ -250,13 +250,14 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 	if err != nil {
 		return
 	}
+	parts := strings.Split(key, "/")
 	for _, s := range rd.e.aggSites[k.Type] {
-		rd.maintainSite(s, key, value, sign)
+		rd.maintainSite(s, key, parts, value, sign)
 	}
 }
 
 // maintainSite is maintain for one aggregate pattern the fact may match.
-func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
+func (rd *round) maintainSite(s aggSite, key string, parts []string, value []byte, sign int) {
 	entries := rd.aggCache[s.ag]
 	if len(entries) == 0 {
 		return
@@ -274,7 +275,7 @@ func (rd *round) maintainSite(s aggSite, key string, value []byte, sign int) {
 		// fact's "before", a deleted one's "after").
 		return
 	}
-	kb, ok := matchKey(s.p, key)
+	kb, ok := matchParts(s.p, parts)
 	if !ok {
 		return
 	}

@@ -71,16 +71,25 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 // matchKey binds p's path variables from key, or reports that key does not
 // fit p's literals.
 func matchKey(p *rules.Pattern, key string) (*binding, bool) {
-	parts := strings.Split(key, "/")
+	return matchParts(p, strings.Split(key, "/"))
+}
+
+// matchParts is matchKey for a key split at its slashes, so that a change
+// reaching many sites is split once. The binding has room for the value
+// and what a join adds.
+func matchParts(p *rules.Pattern, parts []string) (*binding, bool) {
 	if len(parts) != len(p.Segs) {
 		return nil, false
 	}
-	b := &binding{}
+	for i, sg := range p.Segs {
+		if sg.Var == "" && sg.Lit != parts[i] {
+			return nil, false
+		}
+	}
+	n := len(p.Segs) + 4
+	b := &binding{names: make([]string, 0, n), vals: make([]val, 0, n)}
 	for i, sg := range p.Segs {
 		if sg.Var == "" {
-			if sg.Lit != parts[i] {
-				return nil, false
-			}
 			continue
 		}
 		if v, ok := b.get(sg.Var); ok {
@@ -103,11 +112,12 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	if err != nil {
 		return
 	}
+	parts := strings.Split(c.Key, "/")
 	for _, s := range rd.e.sites[k.Type] {
 		if rd.stopped[s.r.Name] || (from == s.r && s.kind != siteDirect) {
 			continue
 		}
-		kb, ok := matchKey(s.p, c.Key)
+		kb, ok := matchParts(s.p, parts)
 		if !ok {
 			continue
 		}
@@ -117,7 +127,9 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		case siteHead:
 			rd.enqueue(s.r, kb)
 		case siteLifted:
-			rd.lift(s, kb.clone(), c, true)
+			n := kb.len()
+			rd.lift(s, kb, c, true)
+			kb.truncate(n)
 			// An update replaced a value this pattern may join on: the group
 			// of the old value is affected too, and the old value is not in
 			// the change. Lift once more without it (a wider partial binding).
@@ -131,7 +143,8 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 // lift finds the body bindings a change to an aggregate or choice pattern
 // affects: it joins the changed fact with the rest of its scope and keeps
 // the rule body's variables. When the join finds nothing (the fact's
-// siblings are gone too), what the key itself binds is used.
+// siblings are gone too), what the key itself binds is used. kb keeps what
+// it had below its length on entry.
 func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	// The value binds the alias even when the body does not use it: left
 	// unbound, the join below finds it again by scanning every fact it
