@@ -197,6 +197,7 @@ func StringValue(raw []byte) (string, bool) {
 type Reader interface {
 	Rev() int64
 	Len() int
+	// Get must not keep key: callers look keys up from reused buffers.
 	Get(key string) (Fact, bool)
 	// Prefix visits the facts whose key starts with prefix, in key order.
 	Prefix(prefix string, fn func(Fact) bool)

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"strings"
+
 	"cel.dev/cel-go/cel"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
@@ -213,21 +215,48 @@ func (p *Pattern) Format(val func(v string) string) string {
 	return formatSegs(p.Segs, val)
 }
 
+// formatSegs renders the key in one allocation of its exact length.
 func formatSegs(segs []Seg, val func(string) string) string {
-	n := 0
+	n := len(segs) - 1
 	for _, s := range segs {
-		n += len(s.Lit) + 8
+		if s.Var != "" {
+			n += len(val(s.Var))
+		} else {
+			n += len(s.Lit)
+		}
 	}
-	b := make([]byte, 0, n)
+	var b strings.Builder
+	b.Grow(n)
 	for i, s := range segs {
 		if i > 0 {
-			b = append(b, '/')
+			b.WriteByte('/')
 		}
 		if s.Var != "" {
-			b = append(b, val(s.Var)...)
+			b.WriteString(val(s.Var))
 		} else {
-			b = append(b, s.Lit...)
+			b.WriteString(s.Lit)
 		}
 	}
-	return string(b)
+	return b.String()
+}
+
+// AppendFormat appends the pattern's key from variable values to dst: a
+// caller with a buffer looks a key up without allocating it.
+func (p *Pattern) AppendFormat(dst []byte, val func(v string) string) []byte {
+	return appendSegs(dst, p.Segs, val)
+}
+
+// appendSegs appends the key segs render from variable values to dst.
+func appendSegs(dst []byte, segs []Seg, val func(string) string) []byte {
+	for i, s := range segs {
+		if i > 0 {
+			dst = append(dst, '/')
+		}
+		if s.Var != "" {
+			dst = append(dst, val(s.Var)...)
+		} else {
+			dst = append(dst, s.Lit...)
+		}
+	}
+	return dst
 }

@@ -116,8 +116,7 @@ func (rd *round) scan(p *rules.Pattern, b *binding, fn visitor) {
 	}
 	switch acc {
 	case accGet:
-		key := p.Format(b.str)
-		if f, ok, own := ov.get(key); ok {
+		if _, f, ok, own := ov.getPattern(p, b); ok {
 			counted(f, own)
 		}
 	case accPrefix:

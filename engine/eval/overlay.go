@@ -2,8 +2,10 @@ package eval
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
 	"github.com/google/btree"
 )
 
@@ -32,6 +34,7 @@ type overlay struct {
 	// their revisions, not the round's writes: the aggregate store's
 	// overlay of the state before a batch of changes (aggstore.go).
 	committed bool
+	buf       []byte // the key getPattern looks up
 }
 
 type ovEntry struct {
@@ -113,6 +116,25 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 	}
 	f, ok = o.base.Get(key)
 	return f, ok, false
+}
+
+// getPattern is get for p's key under b, looked up without allocating the
+// key: the key returned is the stored fact's own when there is one, so a
+// read recorded by the caller shares it; only a key found absent is copied.
+func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.Fact, ok, own bool) {
+	o.buf = p.AppendFormat(o.buf[:0], b.str)
+	tmp := unsafe.String(unsafe.SliceData(o.buf), len(o.buf)) // not kept beyond the lookups
+	if e, hit := o.w[tmp]; hit {
+		key, f, ok, own = e.f.Key, e.f, !e.deleted, !o.committed
+	} else if f, ok = o.base.Get(tmp); ok {
+		key = f.Key
+	} else {
+		key = string(o.buf)
+	}
+	if o.rec != nil {
+		o.rec.get(key)
+	}
+	return key, f, ok, own
 }
 
 // visitor receives candidate facts; returning false stops the scan.

@@ -48,8 +48,7 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 // fact is absent) and checks the absent patterns.
 func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) bool {
 	for _, p := range sc.Optional {
-		key := p.Format(b.str)
-		f, ok, own := rd.ov.get(key)
+		key, f, ok, own := rd.ov.getPattern(p, b)
 		if ok {
 			dv, err := decode(p.Type.Value, f.Value)
 			if err == nil {
@@ -76,8 +75,7 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 func (rd *round) absent(p *rules.Pattern, b *binding, reads *[]Read) bool {
 	acc, _, _ := rd.e.plan(p, b)
 	if acc == accGet {
-		key := p.Format(b.str)
-		_, ok, own := rd.ov.get(key)
+		key, _, ok, own := rd.ov.getPattern(p, b)
 		if !ok {
 			*reads = append(*reads, Read{Key: key, Own: own})
 		}

@@ -1,0 +1,49 @@
+package eval
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// TestGetPatternKeys: a key looked up from the overlay's buffer comes back
+// as the stored fact's own string when the fact exists, and as a copy when
+// it does not: the next lookup reuses the buffer and must not change a key
+// recorded earlier.
+func TestGetPatternKeys(t *testing.T) {
+	rs, _, diags := rules.LoadFilesWithSources(map[string][]byte{"count.hcl": []byte(countPlaced)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p := rs.Rules[0].Body.Aggregates[0].Body.Match[0] // observed/instance/{i}/service
+	tb := facts.NewTable(nil)
+	stored := facts.InstanceService("a8f31")
+	tb.Put(facts.Fact{Key: stored, Value: []byte(`"web"`), ModRevision: 1, CreateRevision: 1})
+	ov := newOverlay(tb, rs.Schema)
+	ov.put(facts.InstanceService("b0c1d"), []byte(`"api"`))
+	bind := func(id string) *binding { b := &binding{}; b.push("i", strVal(id)); return b }
+
+	key, f, ok, own := ov.getPattern(p, bind("a8f31"))
+	if !ok || own || string(f.Value) != `"web"` || key != stored {
+		t.Fatalf("stored fact: key %q ok %v own %v value %s", key, ok, own, f.Value)
+	}
+	if unsafeData(key) != unsafeData(f.Key) {
+		t.Errorf("the key of a stored fact is a copy, want the fact's own string")
+	}
+	wkey, _, ok, own := ov.getPattern(p, bind("b0c1d"))
+	if !ok || !own || wkey != facts.InstanceService("b0c1d") {
+		t.Fatalf("written fact: key %q ok %v own %v", wkey, ok, own)
+	}
+	absent, _, ok, _ := ov.getPattern(p, bind("c2d3e"))
+	if ok {
+		t.Fatalf("%s found", absent)
+	}
+	ov.getPattern(p, bind("zzzzz"))
+	if want := facts.InstanceService("c2d3e"); absent != want {
+		t.Errorf("an absent key changed with the next lookup: %q, want %q", absent, want)
+	}
+}
+
+func unsafeData(s string) *byte { return unsafe.StringData(s) }
