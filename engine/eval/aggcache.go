@@ -251,13 +251,14 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 		return
 	}
 	parts := strings.Split(key, "/")
+	kb := scratchBinding()
 	for _, s := range rd.e.aggSites[k.Type] {
-		rd.maintainSite(s, key, parts, value, sign)
+		rd.maintainSite(s, key, parts, kb, value, sign)
 	}
 }
 
 // maintainSite is maintain for one aggregate pattern the fact may match.
-func (rd *round) maintainSite(s aggSite, key string, parts []string, value []byte, sign int) {
+func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding, value []byte, sign int) {
 	entries := rd.aggCache[s.ag]
 	if len(entries) == 0 {
 		return
@@ -275,8 +276,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, value []byt
 		// fact's "before", a deleted one's "after").
 		return
 	}
-	kb, ok := matchParts(s.p, parts)
-	if !ok {
+	if !matchParts(s.p, parts, kb) {
 		return
 	}
 	info := rd.e.aggs[s.ag]

@@ -71,36 +71,40 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 // matchKey binds p's path variables from key, or reports that key does not
 // fit p's literals.
 func matchKey(p *rules.Pattern, key string) (*binding, bool) {
-	return matchParts(p, strings.Split(key, "/"))
+	b := &binding{}
+	return b, matchParts(p, strings.Split(key, "/"), b)
 }
 
-// matchParts is matchKey for a key split at its slashes, so that a change
-// reaching many sites is split once. The binding has room for the value
-// and what a join adds.
-func matchParts(p *rules.Pattern, parts []string) (*binding, bool) {
+// matchParts is matchKey for a key split at its slashes, into b (emptied
+// first), so that a change reaching many sites is split once and matched
+// into one binding.
+func matchParts(p *rules.Pattern, parts []string, b *binding) bool {
+	b.truncate(0)
 	if len(parts) != len(p.Segs) {
-		return nil, false
+		return false
 	}
-	for i, sg := range p.Segs {
-		if sg.Var == "" && sg.Lit != parts[i] {
-			return nil, false
-		}
-	}
-	n := len(p.Segs) + 4
-	b := &binding{names: make([]string, 0, n), vals: make([]val, 0, n)}
 	for i, sg := range p.Segs {
 		if sg.Var == "" {
+			if sg.Lit != parts[i] {
+				return false
+			}
 			continue
 		}
 		if v, ok := b.get(sg.Var); ok {
 			if v.str != parts[i] {
-				return nil, false
+				return false
 			}
 			continue
 		}
 		b.push(sg.Var, strVal(parts[i]))
 	}
-	return b, true
+	return true
+}
+
+// scratchBinding is an empty binding with room for a key's variables, a
+// value and what a join adds.
+func scratchBinding() *binding {
+	return &binding{names: make([]string, 0, 16), vals: make([]val, 0, 16)}
 }
 
 // dispatch turns a changed fact into tasks. from is the rule whose firing
@@ -113,19 +117,19 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		return
 	}
 	parts := strings.Split(c.Key, "/")
+	kb := scratchBinding() // each site's match; enqueued as a copy
 	for _, s := range rd.e.sites[k.Type] {
 		if rd.stopped[s.r.Name] || (from == s.r && s.kind != siteDirect) {
 			continue
 		}
-		kb, ok := matchParts(s.p, parts)
-		if !ok {
+		if !matchParts(s.p, parts, kb) {
 			continue
 		}
 		switch s.kind {
 		case siteDirect:
 			rd.enqueue(s.r, kb.restrict(func(n string) bool { return isBodyVar(s.r, n) }))
 		case siteHead:
-			rd.enqueue(s.r, kb)
+			rd.enqueue(s.r, kb.clone())
 		case siteLifted:
 			n := kb.len()
 			rd.lift(s, kb, c, true)
