@@ -54,3 +54,53 @@ func loadDefault(tb testing.TB) *rules.RuleSet {
 	}
 	return rs
 }
+
+// TestDefaultPoliciesRunUntracked: every expression of the default policies
+// is cheap enough, by CEL's estimate with values up to rules.FastSize, to be
+// evaluated without cost tracking (a tenth of a scheduling round's time
+// when it was on). An expression that loses it still works, but slower:
+// this test says which.
+func TestDefaultPoliciesRunUntracked(t *testing.T) {
+	rs := loadDefault(t)
+	n := 0
+	check := func(r *rules.Rule, what string, e *rules.Expr) {
+		if e == nil {
+			return
+		}
+		n++
+		if e.Fast == nil {
+			t.Errorf("rule %s, %s %q: its cost is not bounded for values up to %d bytes; it is evaluated with cost tracking", r.Name, what, e.Src, rules.FastSize)
+		}
+	}
+	var scope func(r *rules.Rule, sc *rules.Scope)
+	scope = func(r *rules.Rule, sc *rules.Scope) {
+		for _, ag := range sc.Aggregates {
+			check(r, "aggregate "+ag.Name, ag.Of)
+			check(r, "aggregate "+ag.Name+" where", ag.Where)
+			scope(r, ag.Body)
+		}
+		for _, l := range sc.Lets {
+			check(r, "let "+l.Name, l.Expr)
+		}
+	}
+	for _, r := range rs.Rules {
+		scope(r, r.Body)
+		check(r, "when", r.When)
+		if ch := r.Choose; ch != nil {
+			scope(r, ch.Body)
+			for _, f := range ch.Filters {
+				check(r, "filter "+f.Name, f.Expr)
+			}
+			check(r, "score", ch.Score)
+		}
+		if r.Fresh != nil {
+			check(r, "fresh count", r.Fresh.Count)
+		}
+		for _, h := range r.Heads {
+			check(r, "head "+h.Template, h.Value)
+		}
+	}
+	if n < 100 {
+		t.Errorf("%d expressions checked: the walk misses some", n)
+	}
+}

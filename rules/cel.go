@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
 	"github.com/ccattler/ccattler/facts"
@@ -144,8 +146,59 @@ func (v *vars) signature() string {
 type compiled struct {
 	ast    *cel.Ast
 	prog   cel.Program
+	fast   cel.Program // without cost tracking, when the estimate allows (Expr.Fast)
 	out    *cel.Type
 	issues *cel.Issues
+}
+
+// FastSize bounds the size of every variable an Expr.Fast program may be
+// evaluated with: a string's length in bytes, a list's or a map's entries.
+const FastSize = 1 << 16
+
+// sizeBound estimates costs for variables of at most FastSize: a declared
+// variable is that large at most; everything else is left to CEL's own
+// estimate (unknown sizes are unbounded).
+type sizeBound struct{ vars map[string]*cel.Type }
+
+func (s sizeBound) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if s.isVar(n) {
+		return &checker.SizeEstimate{Min: 0, Max: FastSize}
+	}
+	return nil
+}
+
+// EstimateCallCost sizes an optional variable's value, or its value or a
+// default no larger (CEL leaves their size unknown), at the cost of one call.
+func (s sizeBound) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	if target == nil || !s.isVar(*target) {
+		return nil
+	}
+	switch {
+	case function == "value" && len(args) == 0,
+		function == "orValue" && len(args) == 1 && (s.isVar(args[0]) || smallLiteral(args[0].Expr())):
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 0, Max: 1}, ResultSize: &checker.SizeEstimate{Min: 0, Max: FastSize}}
+	}
+	return nil
+}
+
+// isVar reports whether n is a declared variable.
+func (s sizeBound) isVar(n checker.AstNode) bool {
+	p := n.Path()
+	return len(p) == 1 && s.vars[p[0]] != nil
+}
+
+// smallLiteral reports whether e is a literal of at most FastSize.
+func smallLiteral(e ast.Expr) bool {
+	if e.Kind() != ast.LiteralKind {
+		return false
+	}
+	switch v := e.AsLiteral().(type) {
+	case types.String:
+		return len(v) <= FastSize
+	case types.Bytes:
+		return len(v) <= FastSize
+	}
+	return true // a number, bool or null
 }
 
 // ProgramCache keeps compiled CEL programs across reloads, keyed by
@@ -230,6 +283,11 @@ func (pc *ProgramCache) compile(ec envCache, vs *vars, src string, costLimit uin
 			return nil, err
 		}
 		c.ast, c.prog, c.out = ast, prog, ast.OutputType()
+		if est, err := env.EstimateCost(ast, sizeBound{vars: vs.types}); err == nil && est.Max <= costLimit {
+			if c.fast, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	pc.c.Set(key, c, 1)
 	pc.c.Wait()

@@ -612,7 +612,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 		c.errorf(s.rng, "CEL type error", "%s = %q has type %s; expected %s.", a.Name, s.val, comp.out, what)
 		return nil
 	}
-	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Type: comp.out, AST: comp.ast}
+	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Fast: comp.fast, Type: comp.out, AST: comp.ast}
 }
 
 func sortedNames(vs *vars) []string {

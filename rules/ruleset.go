@@ -134,8 +134,13 @@ type Expr struct {
 	Src     string
 	Range   hcl.Range
 	Program cel.Program
-	Type    *cel.Type // the checked output type
-	AST     *cel.Ast  // the checked expression
+	// Fast is Program without cost tracking, set when CEL's estimate of the
+	// expression's cost with every variable at most FastSize large is
+	// within the cost limit: evaluated with such values it cannot exceed
+	// the limit, so tracking would only cost time. Nil otherwise.
+	Fast cel.Program
+	Type *cel.Type // the checked output type
+	AST  *cel.Ast  // the checked expression
 }
 
 // Aggregate computes count, sum, min or max over the bindings of its own

@@ -239,6 +239,34 @@ func TestProblems(t *testing.T) {
 			t.Errorf("firings %+v: want fine to fire", p.Firings)
 		}
 	})
+	t.Run("a value too large for the untracked program is evaluated with tracking", func(t *testing.T) {
+		// Within the limit for any image up to rules.FastSize bytes (CEL
+		// charges a fraction of a unit per byte searched), so the guard has
+		// an untracked program; a far larger image must still be charged.
+		rs := loadSrc(t, `rule "search" {
+  doc       = "A guard whose cost grows with the image's length."
+  principal = "intent-resolver"
+  match {
+    img = "desired/service/{name}/image"
+  }
+  when = "!img.contains('zzz')"
+  derive "effective/service/{name}/instances" {
+    value = "1"
+  }
+}
+`, rules.WithCostLimit(10_000))
+		r, _ := rs.Rule("search")
+		if r.When.Fast == nil {
+			t.Fatal("the guard has no untracked program: nothing to test")
+		}
+		tb := newTable()
+		tb.put(facts.ServiceImage("small"), `"nginx:1.28"`)
+		tb.put(facts.ServiceImage("huge"), `"`+strings.Repeat("a", 64*rules.FastSize)+`"`)
+		p := eval.New(rs).Full(tb)
+		if len(p.Problems) != 1 || !strings.Contains(p.Problems[0].Err.Error(), "cost budget") {
+			t.Errorf("problems %v firings %d: want the huge image over the budget", p.Problems, len(p.Firings))
+		}
+	})
 	t.Run("a panic is recovered with the rule's name", func(t *testing.T) {
 		rs := loadSrc(t, fine+`rule "broken" {
   doc       = "Its head is sabotaged below."

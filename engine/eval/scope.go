@@ -298,7 +298,11 @@ var errBudget = errors.New("over its CEL cost budget")
 
 func (rd *round) eval(e *rules.Expr, b *binding, what string) (ref.Val, error) {
 	rd.e.stats.Evals++
-	out, _, err := e.Program.Eval(&activation{b: b, now: rd.now})
+	prog := e.Program
+	if e.Fast != nil && b.within(rules.FastSize) {
+		prog = e.Fast
+	}
+	out, _, err := prog.Eval(&activation{b: b, now: rd.now})
 	if err != nil {
 		if strings.Contains(err.Error(), "cost limit exceeded") {
 			return nil, fmt.Errorf("%s %q: %w (limit %d): %v", what, e.Src, errBudget, rd.e.rs.CostLimit, err)

@@ -162,6 +162,18 @@ func (b *binding) clone() *binding {
 	return &binding{names: append(make([]string, 0, n), b.names...), vals: append(make([]val, 0, n), b.vals...)}
 }
 
+// within reports whether every bound value's CEL size is at most n: its
+// string form is at least as long as a string's runes or a list's or map's
+// entries.
+func (b *binding) within(n int) bool {
+	for _, v := range b.vals {
+		if len(v.str) > n {
+			return false
+		}
+	}
+	return true
+}
+
 // str returns a bound variable's string form ("" when unbound).
 func (b *binding) str(name string) string {
 	v, _ := b.get(name)
