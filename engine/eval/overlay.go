@@ -20,7 +20,7 @@ import (
 // (a delete marks them), so each index is append-only and visits its
 // entries in the order they were first written: deterministic.
 type overlay struct {
-	base    facts.Reader
+	base    *facts.Table // concrete, so that the visitors passed down need not escape to the heap
 	schema  *facts.Schema
 	w       map[string]*ovEntry            // written keys; deleted ones too
 	keys    *btree.BTreeG[*ovEntry]        // the same, in key order
@@ -57,10 +57,24 @@ type ovValKey struct {
 }
 
 func newOverlay(r facts.Reader, schema *facts.Schema) *overlay {
-	return &overlay{base: r, schema: schema, w: map[string]*ovEntry{},
+	return &overlay{base: tableOf(r, schema), schema: schema, w: map[string]*ovEntry{},
 		keys:   btree.NewG(32, func(a, b *ovEntry) bool { return a.f.Key < b.f.Key }),
 		byType: map[*facts.FactType][]*ovEntry{}, bySeg: map[ovSegKey][]*ovEntry{}, byVal: map[ovValKey][]*ovEntry{},
 		writes: map[*facts.FactType]int{}}
+}
+
+// tableOf returns the table r is, or a copy of r's facts in one.
+func tableOf(r facts.Reader, schema *facts.Schema) *facts.Table {
+	if t, ok := r.(*facts.Table); ok {
+		return t
+	}
+	t := facts.NewTable(schema)
+	r.Prefix("", func(f facts.Fact) bool {
+		t.Put(f)
+		return true
+	})
+	t.SetRev(r.Rev())
+	return t
 }
 
 // put records a write (value nil: a delete).

@@ -47,3 +47,17 @@ func TestGetPatternKeys(t *testing.T) {
 }
 
 func unsafeData(s string) *byte { return unsafe.StringData(s) }
+
+// TestOverlayOverAnyReader: a reader that is not a *facts.Table is read
+// through a copy of its facts.
+func TestOverlayOverAnyReader(t *testing.T) {
+	type wrapped struct{ facts.Reader }
+	tb := facts.NewTable(nil)
+	tb.Put(facts.Fact{Key: facts.InstanceService("a8f31"), Value: []byte(`"web"`), ModRevision: 7, CreateRevision: 7})
+	tb.SetRev(7)
+	ov := newOverlay(wrapped{tb}, facts.Default)
+	f, ok, own := ov.get(facts.InstanceService("a8f31"))
+	if !ok || own || f.ModRevision != 7 || string(f.Value) != `"web"` || ov.base.Rev() != 7 {
+		t.Errorf("through a copy: %+v ok %v own %v rev %d", f, ok, own, ov.base.Rev())
+	}
+}
