@@ -251,7 +251,7 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 		return
 	}
 	parts := strings.Split(key, "/")
-	kb := scratchBinding()
+	kb := scratch(&rd.maintainB)
 	for _, s := range rd.e.aggSites[k.Type] {
 		rd.maintainSite(s, key, parts, kb, value, sign)
 	}

@@ -334,6 +334,8 @@ type round struct {
 	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
 	osc      []string                                 // rules found oscillating: the round is redone without them
 	leftover []task                                   // bindings of a task cut at the firing budget (body)
+	// The bindings dispatch and maintain match a changed key into (scratch).
+	dispatchB, maintainB *binding
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -59,5 +60,25 @@ func TestOverlayOverAnyReader(t *testing.T) {
 	f, ok, own := ov.get(facts.InstanceService("a8f31"))
 	if !ok || own || f.ModRevision != 7 || string(f.Value) != `"web"` || ov.base.Rev() != 7 {
 		t.Errorf("through a copy: %+v ok %v own %v rev %d", f, ok, own, ov.base.Rev())
+	}
+}
+
+// TestBindingKey: a binding's key lists its names sorted, whatever the
+// order they were bound in, beyond the sixteen sorted on the stack too.
+func TestBindingKey(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 16, 40} {
+		fwd, back := &binding{}, &binding{}
+		want := ""
+		for i := range n {
+			name := fmt.Sprintf("v%02d", i)
+			fwd.push(name, strVal(fmt.Sprint(i)))
+			want += fmt.Sprintf("%s=%d\x00", name, i)
+		}
+		for i := n - 1; i >= 0; i-- {
+			back.push(fmt.Sprintf("v%02d", i), strVal(fmt.Sprint(i)))
+		}
+		if fwd.key() != want || back.key() != want {
+			t.Errorf("%d names: keys %q and %q, want %q", n, fwd.key(), back.key(), want)
+		}
 	}
 }

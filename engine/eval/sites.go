@@ -101,10 +101,13 @@ func matchParts(p *rules.Pattern, parts []string, b *binding) bool {
 	return true
 }
 
-// scratchBinding is an empty binding with room for a key's variables, a
-// value and what a join adds.
-func scratchBinding() *binding {
-	return &binding{names: make([]string, 0, 16), vals: make([]val, 0, 16)}
+// scratch returns *b, made on first use with room for a key's variables, a
+// value and what a join adds: a round matches every change into one.
+func scratch(b **binding) *binding {
+	if *b == nil {
+		*b = &binding{names: make([]string, 0, 16), vals: make([]val, 0, 16)}
+	}
+	return *b
 }
 
 // dispatch turns a changed fact into tasks. from is the rule whose firing
@@ -117,7 +120,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		return
 	}
 	parts := strings.Split(c.Key, "/")
-	kb := scratchBinding() // each site's match; enqueued as a copy
+	kb := scratch(&rd.dispatchB) // each site's match; enqueued as a copy
 	for _, s := range rd.e.sites[k.Type] {
 		if rd.stopped[s.r.Name] || (from == s.r && s.kind != siteDirect) {
 			continue

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -200,14 +199,27 @@ func (b *binding) strings() map[string]string {
 	return out
 }
 
-// key is a canonical rendering of the binding: names sorted, for dedup and order.
+// key is a canonical rendering of the binding: names sorted, for dedup and
+// order. It is built often (every solution, every task queued), so it sorts
+// in place and writes into one allocation of the exact length.
 func (b *binding) key() string {
-	idx := make([]int, len(b.names))
-	for i := range idx {
-		idx[i] = i
+	var arr [16]int
+	idx := arr[:0]
+	if len(b.names) > len(arr) {
+		idx = make([]int, 0, len(b.names))
 	}
-	sort.Slice(idx, func(i, j int) bool { return b.names[idx[i]] < b.names[idx[j]] })
+	n := 0
+	for i, name := range b.names {
+		idx = append(idx, i)
+		n += len(name) + len(b.vals[i].str) + 2
+	}
+	for i := 1; i < len(idx); i++ { // insertion sort: a binding has a handful of names
+		for j := i; j > 0 && b.names[idx[j]] < b.names[idx[j-1]]; j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
+		}
+	}
 	var s strings.Builder
+	s.Grow(n)
 	for _, i := range idx {
 		s.WriteString(b.names[i])
 		s.WriteByte('=')
