@@ -226,13 +226,18 @@ func idents(x ast.Expr) map[string]bool {
 
 // groupKey renders the values of an aggregate's group variables under b.
 func groupKey(info *aggInfo, b *binding) string {
-	var k strings.Builder
+	return string(appendGroupKey(nil, info, b))
+}
+
+// appendGroupKey appends groupKey(info, b) to dst: a lookup from a buffer
+// allocates nothing.
+func appendGroupKey(dst []byte, info *aggInfo, b *binding) []byte {
 	for _, v := range info.group {
 		x, _ := b.get(v)
-		k.WriteString(x.str)
-		k.WriteByte(0)
+		dst = append(dst, x.str...)
+		dst = append(dst, 0)
 	}
-	return k.String()
+	return dst
 }
 
 // maintain keeps the cached groups right across a write: it is called

@@ -336,6 +336,7 @@ type round struct {
 	leftover []task                                   // bindings of a task cut at the firing budget (body)
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
+	gkBuf                []byte // the group key aggregateOf looks up
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

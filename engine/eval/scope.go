@@ -158,14 +158,17 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 	var gk string
 	if !rd.e.noAggCache {
 		info = rd.e.aggs[ag]
-		gk = groupKey(info, s.b)
-		if e, ok := rd.aggCache[ag][gk]; ok {
+		rd.gkBuf = appendGroupKey(rd.gkBuf[:0], info, s.b)
+		if e, ok := rd.aggCache[ag][string(rd.gkBuf)]; ok {
 			rd.e.stats.AggregateHits++
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(e.deps)
 			}
 			return e.val, e.reads[:min(len(e.reads), rd.e.maxAggReads)], nil
 		}
+	}
+	if info != nil {
+		gk = string(rd.gkBuf) // before computing: a nested aggregate reuses the buffer
 	}
 	mark := len(s.reads)
 	parent := rd.ov.rec
