@@ -45,6 +45,7 @@ type benchFlags struct {
 	keep         bool
 	noRecovery   bool
 	roundFirings int
+	agentCache   bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -128,6 +129,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.BoolVar(&f.noRecovery, "no-recovery", false, "skip the recovery phase (it waits out the failure policy's 12s grace)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
+	fl.BoolVar(&f.agentCache, "agent-cache", false, "let the simulated nodes keep their local caches (a file each, rewritten on every change of their placements) on this machine's disk; off by default: on a cluster every node writes its own, and here a thousand share two cores with the control plane")
 	fl.IntVar(&f.agentBatch, "agent-batch", 1000, "operations per agent transaction (the embedded etcd allows 16384)")
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
@@ -208,7 +210,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg.OnEngine = func(e *engine.Engine) { eng = e }
 
 	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
-		Services: f.services, RoundFirings: f.roundFirings, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+		Services: f.services, RoundFirings: f.roundFirings, AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phaseErr error

@@ -37,6 +37,7 @@ type benchResult struct {
 	EngineTxns        int64   `json:"engine_transactions"`
 	EngineRounds      int64   `json:"engine_rounds"`
 	RoundFirings      int     `json:"round_firings"` // the engine's firing budget per round (0: none)
+	AgentCache        bool    `json:"agent_cache"`   // whether the simulated nodes kept their local caches (--agent-cache)
 	Conflicts         int64   `json:"compare_conflicts"`
 	AgentOps          int64   `json:"agent_keys_written"`
 	AgentTxns         int64   `json:"agent_transactions"`
@@ -100,7 +101,11 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	row("committed keys/s", fmt.Sprintf("%.0f", r.KeysPerSecond), "")
 	row("raw etcd keys/s", fmt.Sprintf("%.0f", r.RawEtcdKeysPerSecond), fmt.Sprintf("batched put loop, %d puts per transaction, same etcd", r.RawBatch))
 	row("ratio to raw", fmt.Sprintf("%.2f", r.RatioToRaw), "")
-	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), r.CPUNote)
+	cpuNote := r.CPUNote + "; simulated nodes' local caches off (--agent-cache)"
+	if r.AgentCache {
+		cpuNote = r.CPUNote + "; simulated nodes' local caches on"
+	}
+	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), cpuNote)
 	row("peak heap / RSS", fmt.Sprintf("%s / %s", mib(r.PeakHeapBytes), mib(r.PeakRSSBytes)), "whole process")
 	row("mirror bytes/fact", fmt.Sprintf("%.0f", r.BytesPerFact), fmt.Sprintf("beyond %.0f bytes of key and value; %d facts", r.KVBytesPerFact, r.Facts))
 	if r.Changes > 0 {

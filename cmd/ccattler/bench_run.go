@@ -128,7 +128,9 @@ func (b *bench) startNodes(ctx context.Context) error {
 	}
 	cfg := agent.NewConfig()
 	cfg.Store, cfg.LeaseTTL, cfg.Log, cfg.SyncCache, cfg.MaxBatch = b.store, f.leaseTTL, b.log, false, f.agentBatch
-	cfg.StateDir = filepath.Join(b.dir, "agents")
+	if b.f.agentCache {
+		cfg.StateDir = filepath.Join(b.dir, "agents")
+	}
 	for _, nodes := range groups {
 		a, err := agent.New(cfg, nodes)
 		if err != nil {

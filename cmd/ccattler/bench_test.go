@@ -14,12 +14,12 @@ func TestBench(t *testing.T) {
 		name   string
 		args   []string
 		code   int
-		stderr string // in stderr, for a failure
-		stdout string // in stdout, for a failure
+		stderr string   // in stderr, for a failure
+		stdout []string // in stdout, for a failure
 	}{
-		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m")},
+		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m", "--agent-cache")},
 		{name: "phase timeout exits 1, saying how far it got", args: append(append([]string{}, tiny...), "--timeout", "1ms", "-o", "json"), code: 1,
-			stderr: "not done within --timeout 1ms", stdout: `"stopped_in"`},
+			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 	}
@@ -32,8 +32,10 @@ func TestBench(t *testing.T) {
 			if tc.stderr != "" && !strings.Contains(r.stderr, tc.stderr) {
 				t.Fatalf("stderr does not say %q:\n%s", tc.stderr, r.stderr)
 			}
-			if tc.stdout != "" && !strings.Contains(r.stdout, tc.stdout) {
-				t.Fatalf("stdout does not say %q:\n%s", tc.stdout, r.stdout)
+			for _, want := range tc.stdout {
+				if !strings.Contains(r.stdout, want) {
+					t.Fatalf("stdout does not say %q:\n%s", want, r.stdout)
+				}
 			}
 			if tc.code != 0 {
 				return
@@ -42,6 +44,9 @@ func TestBench(t *testing.T) {
 				t.Errorf("no progress line on stderr:\n%s", r.stderr)
 			}
 			checkBenchJSON(t, r.stdout)
+			if !strings.Contains(r.stdout, `"agent_cache": true`) {
+				t.Errorf("--agent-cache is not in the result:\n%s", r.stdout)
+			}
 		})
 	}
 }
