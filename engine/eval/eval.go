@@ -337,6 +337,7 @@ type round struct {
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
 	gkBuf                []byte // the group key aggregateOf looks up
+	keyBuf               []byte // the task key enqueueKept looks up
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
@@ -380,6 +381,20 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	}
 	rd.queued[i][k] = true
 	rd.queue[i] = append(rd.queue[i], task{r: r, b: b})
+}
+
+// enqueueKept is enqueue(r, b.restrict(keep)), without building the
+// restricted binding when its task is queued already: a burst of writes
+// reaches the same task from many sites.
+func (rd *round) enqueueKept(r *rules.Rule, b *binding, keep func(string) bool) {
+	if rd.stopped[r.Name] || rd.queued[r.Index][""] {
+		return
+	}
+	rd.keyBuf = b.appendKey(rd.keyBuf[:0], keep)
+	if len(rd.keyBuf) > 0 && rd.queued[r.Index][string(rd.keyBuf)] {
+		return
+	}
+	rd.enqueue(r, b.restrict(keep))
 }
 
 // loop runs passes over the rules in stratified order until no task is

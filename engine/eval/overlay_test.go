@@ -82,3 +82,23 @@ func TestBindingKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBindingAppendKey: the key of a restriction, built without the
+// restricted binding, is the restricted binding's key.
+func TestBindingAppendKey(t *testing.T) {
+	b := &binding{}
+	for _, n := range []string{"svc", "id", "node", "id", "zone", "cpu"} {
+		b.push(n, strVal(n+"-value"))
+	}
+	b.vals[3] = strVal("shadowed") // restrict keeps the first of a repeated name
+	for _, keep := range []func(string) bool{
+		func(string) bool { return true },
+		func(string) bool { return false },
+		func(n string) bool { return n == "id" || n == "zone" },
+		func(n string) bool { return n != "svc" },
+	} {
+		if got, want := string(b.appendKey(nil, keep)), b.restrict(keep).key(); got != want {
+			t.Errorf("appendKey %q, want restrict's key %q", got, want)
+		}
+	}
+}

@@ -31,7 +31,9 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 	rd.join(sc.Match, bb, &rs, func() bool {
 		mark, rmark := bb.len(), len(rs)
 		if rd.optionalAndAbsent(sc, bb, &rs) {
-			s := &sol{b: bb.clone(), reads: append([]Read(nil), rs...)}
+			// Completing the solution pushes its aggregates and lets (and a
+			// fresh id); an aggregate's members push nothing.
+			s := &sol{b: bb.cloneRoom(len(sc.Aggregates) + len(sc.Lets) + 1), reads: append([]Read(nil), rs...)}
 			s.key = s.b.key()
 			out = append(out, s)
 		}

@@ -130,7 +130,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		}
 		switch s.kind {
 		case siteDirect:
-			rd.enqueue(s.r, kb.restrict(func(n string) bool { return isBodyVar(s.r, n) }))
+			rd.enqueueKept(s.r, kb, func(n string) bool { return isBodyVar(s.r, n) })
 		case siteHead:
 			rd.enqueue(s.r, kb.clone())
 		case siteLifted:
@@ -168,18 +168,18 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	}
 	keep := func(n string) bool { return isBodyVar(s.r, n) && (withValue || n != s.p.Alias) }
 	if len(rest) == 0 {
-		rd.enqueue(s.r, kb.restrict(keep))
+		rd.enqueueKept(s.r, kb, keep)
 		return
 	}
 	found := false
 	var reads []Read
 	rd.join(rest, kb, &reads, func() bool {
 		found = true
-		rd.enqueue(s.r, kb.restrict(keep))
+		rd.enqueueKept(s.r, kb, keep)
 		return !rd.queued[s.r.Index][""]
 	})
 	if !found {
-		rd.enqueue(s.r, kb.restrict(keep))
+		rd.enqueueKept(s.r, kb, keep)
 	}
 }
 

@@ -155,8 +155,10 @@ func (b *binding) truncate(n int) {
 // clone copies b with room to grow: a solved binding is completed next,
 // each aggregate and let pushing one more value, and growing the slices one
 // push at a time was a fifth of what a scheduling round allocated.
-func (b *binding) clone() *binding {
-	const room = 8
+func (b *binding) clone() *binding { return b.cloneRoom(8) }
+
+// cloneRoom copies b with room for that many more values.
+func (b *binding) cloneRoom(room int) *binding {
 	n := len(b.names) + room
 	return &binding{names: append(make([]string, 0, n), b.names...), vals: append(make([]val, 0, n), b.vals...)}
 }
@@ -181,7 +183,13 @@ func (b *binding) str(name string) string {
 
 // restrict keeps only the named variables.
 func (b *binding) restrict(keep func(string) bool) *binding {
-	out := &binding{}
+	n := 0
+	for _, name := range b.names {
+		if keep(name) {
+			n++
+		}
+	}
+	out := &binding{names: make([]string, 0, n), vals: make([]val, 0, n)}
 	for i, n := range b.names {
 		if keep(n) && !out.has(n) {
 			out.push(n, b.vals[i])
@@ -200,23 +208,14 @@ func (b *binding) strings() map[string]string {
 }
 
 // key is a canonical rendering of the binding: names sorted, for dedup and
-// order. It is built often (every solution, every task queued), so it sorts
-// in place and writes into one allocation of the exact length.
+// order. It is built often (every solution, every task queued), so it
+// writes into one allocation of the exact length.
 func (b *binding) key() string {
 	var arr [16]int
-	idx := arr[:0]
-	if len(b.names) > len(arr) {
-		idx = make([]int, 0, len(b.names))
-	}
+	idx := b.sorted(arr[:0], nil)
 	n := 0
-	for i, name := range b.names {
-		idx = append(idx, i)
-		n += len(name) + len(b.vals[i].str) + 2
-	}
-	for i := 1; i < len(idx); i++ { // insertion sort: a binding has a handful of names
-		for j := i; j > 0 && b.names[idx[j]] < b.names[idx[j-1]]; j-- {
-			idx[j], idx[j-1] = idx[j-1], idx[j]
-		}
+	for _, i := range idx {
+		n += len(b.names[i]) + len(b.vals[i].str) + 2
 	}
 	var s strings.Builder
 	s.Grow(n)
@@ -227,6 +226,46 @@ func (b *binding) key() string {
 		s.WriteByte(0)
 	}
 	return s.String()
+}
+
+// appendKey appends b.restrict(keep).key() to dst, without building the
+// restricted binding.
+func (b *binding) appendKey(dst []byte, keep func(string) bool) []byte {
+	var arr [16]int
+	for _, i := range b.sorted(arr[:0], keep) {
+		dst = append(dst, b.names[i]...)
+		dst = append(dst, '=')
+		dst = append(dst, b.vals[i].str...)
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// sorted appends to idx the indexes of b's names that keep accepts, sorted
+// by name, and with keep the first of a repeated name only, as restrict
+// keeps it (nil: every name, repeated ones too). An insertion sort: a
+// binding has a handful of names.
+func (b *binding) sorted(idx []int, keep func(string) bool) []int {
+	for i, name := range b.names {
+		if keep == nil || keep(name) {
+			idx = append(idx, i)
+		}
+	}
+	for i := 1; i < len(idx); i++ {
+		for j := i; j > 0 && b.names[idx[j]] < b.names[idx[j-1]]; j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
+		}
+	}
+	if keep == nil {
+		return idx
+	}
+	out := idx[:0]
+	for k, i := range idx {
+		if k == 0 || b.names[i] != b.names[idx[k-1]] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // activation lets CEL read a binding without building a map.
