@@ -314,7 +314,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 			}
 		}
 		if complete {
-			members = append(members, member{groupKey(info, kb), kb.clone(), append([]Read(nil), reads...)})
+			members = append(members, member{groupKey(info, kb), kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...)}) // contribute binds the optionals
 			return true
 		}
 		// The fact does not name its group (the rule's outer values

@@ -336,8 +336,9 @@ type round struct {
 	leftover []task                                   // bindings of a task cut at the firing budget (body)
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
-	gkBuf                []byte // the group key aggregateOf looks up
-	keyBuf               []byte // the task key enqueueKept looks up
+	gkBuf                []byte     // the group key aggregateOf looks up
+	keyBuf               []byte     // the task key enqueueKept looks up
+	spares               []*binding // working bindings handed back (borrow)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

@@ -26,7 +26,8 @@ type sol struct {
 // patterns extending b, in canonical order.
 func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 	var out []*sol
-	bb := b.clone()
+	bb := rd.borrow(b)
+	defer rd.giveBack(bb)
 	rs := append([]Read(nil), reads...)
 	rd.join(sc.Match, bb, &rs, func() bool {
 		mark, rmark := bb.len(), len(rs)

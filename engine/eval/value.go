@@ -157,6 +157,23 @@ func (b *binding) truncate(n int) {
 // push at a time was a fifth of what a scheduling round allocated.
 func (b *binding) clone() *binding { return b.cloneRoom(8) }
 
+// borrow returns a copy of b to work on, from the round's spares; hand it
+// back with giveBack once nothing refers to it.
+func (rd *round) borrow(b *binding) *binding {
+	var w *binding
+	if n := len(rd.spares); n > 0 {
+		w, rd.spares = rd.spares[n-1], rd.spares[:n-1]
+		w.names, w.vals = append(w.names[:0], b.names...), append(w.vals[:0], b.vals...)
+		return w
+	}
+	return b.clone()
+}
+
+func (rd *round) giveBack(w *binding) {
+	clear(w.vals[:cap(w.vals)]) // let go of the values
+	rd.spares = append(rd.spares, w)
+}
+
 // cloneRoom copies b with room for that many more values.
 func (b *binding) cloneRoom(room int) *binding {
 	n := len(b.names) + room
