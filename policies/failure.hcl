@@ -127,56 +127,21 @@ rule "forget_lost_lease" {
 }
 
 rule "node_unreachable" {
-  doc       = "An alive node whose lease has been gone for 12 seconds becomes unreachable, unless more than 55% of all nodes or of its zone are without a lease."
+  doc       = "An alive node whose lease has been gone for 12 seconds becomes unreachable. During a mass loss no node has a lost_at (restart_grace_in_disruption), so none is marked."
   principal = "failure"
+  after     = ["restart_grace_in_disruption"]
   match {
     state = "observed/node/{node}/state"
     lost  = "observed/node/{node}/lost_at"
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}"]
-  optional {
-    zone = "observed/node/{node}/zone"
-  }
-  aggregate "nodes" {
-    match {
-      s = "observed/node/{n}/state"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s = "observed/node/{n}/state"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  aggregate "zone_nodes" {
-    match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
-    }
-    where = "zone.hasValue() && nz == zone.value()"
-    count = true
-  }
-  aggregate "zone_leaseless" {
-    match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
-    }
-    absent = ["lease/node/{n}"]
-    where  = "zone.hasValue() && nz == zone.value()"
-    count  = true
-  }
   let {
     # Longer than the spread of a mass loss: a third of the agents' lease TTL
     # (30s by default) plus etcd's expiry sweep.
-    grace               = "duration('12s')"
-    max_leaseless_share = "0.55"
-    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
-    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+    grace = "duration('12s')"
   }
-  when = "state == 'alive' && clock - lost >= grace && cluster_ok && zone_ok"
+  when = "state == 'alive' && clock - lost >= grace"
   emit "observed/node/{node}/state" {
     value = "'unreachable'"
   }
