@@ -68,16 +68,9 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 	return out
 }
 
-// matchKey binds p's path variables from key, or reports that key does not
-// fit p's literals.
-func matchKey(p *rules.Pattern, key string) (*binding, bool) {
-	b := &binding{}
-	return b, matchParts(p, strings.Split(key, "/"), b)
-}
-
-// matchParts is matchKey for a key split at its slashes, into b (emptied
-// first), so that a change reaching many sites is split once and matched
-// into one binding.
+// matchParts binds p's path variables into b (emptied first) from a key
+// split at its slashes, or reports that the key does not fit p's literals.
+// A change reaching many sites is split once and matched into one binding.
 func matchParts(p *rules.Pattern, parts []string, b *binding) bool {
 	b.truncate(0)
 	if len(parts) != len(p.Segs) {
