@@ -47,9 +47,10 @@ type Config struct {
 	TickInterval time.Duration
 	// PruneInterval is how often the leader deletes records past retention.
 	PruneInterval time.Duration
-	// RoundFirings is the firing budget of a round (eval.WithMaxFirings),
-	// for the evaluator NewRuleSetEvaluator makes from a Config (the server
-	// passes it): a round that would plan more, such as an apply of
+	// RoundFirings is the firing budget of a round (eval.WithMaxFirings).
+	// The engine does not apply it itself: whoever builds the evaluator
+	// passes it (the server, to NewRuleSetEvaluator), and Validate checks
+	// it. A round that would plan more, such as an apply of
 	// thousands of instances, is committed in slices of about this many
 	// firings, each evaluated once the previous one is committed, so that
 	// the first placements reach the nodes while the rest are evaluated.

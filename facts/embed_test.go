@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/ccattler/ccattler/facts/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,30 +19,20 @@ func TestEmbeddedSnapshots(t *testing.T) {
 	if e.Cfg.SnapshotCount == 0 || n > 5000 {
 		t.Fatalf("SnapshotCount %d: this test wants a small one", e.Cfg.SnapshotCount)
 	}
-	dial := func() *clientv3.Client {
-		c, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	c := dial()
 	ctx := context.Background()
+	c := e.Store(t).Client
 	for i := range n { // one raft entry each
 		if _, err := c.Put(ctx, fmt.Sprintf("/snap-test/%05d", i), fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.Close()
 	snaps, _ := filepath.Glob(filepath.Join(e.Cfg.DataDir, "member", "snap", "*.snap"))
 	if len(snaps) == 0 {
 		t.Fatalf("no snapshot after %d entries with SnapshotCount %d", n, e.Cfg.SnapshotCount)
 	}
-	e.Embedded.Close()
+	e.Close()
 	e.Restart(t)
-	c = dial()
-	defer c.Close()
-	r, err := c.Get(ctx, "/snap-test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	r, err := e.Store(t).Client.Get(ctx, "/snap-test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package rules
 
 import (
-	"strings"
-
 	"cel.dev/cel-go/cel"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
@@ -215,12 +213,7 @@ func (h *Head) Format(val func(v string) string) string {
 	return formatSegs(h.Segs, val)
 }
 
-// Format renders the pattern's key from variable values.
-func (p *Pattern) Format(val func(v string) string) string {
-	return formatSegs(p.Segs, val)
-}
-
-// formatSegs renders the key in one allocation of its exact length.
+// formatSegs renders the key segs make of variable values.
 func formatSegs(segs []Seg, val func(string) string) string {
 	n := len(segs) - 1
 	for _, s := range segs {
@@ -230,19 +223,7 @@ func formatSegs(segs []Seg, val func(string) string) string {
 			n += len(s.Lit)
 		}
 	}
-	var b strings.Builder
-	b.Grow(n)
-	for i, s := range segs {
-		if i > 0 {
-			b.WriteByte('/')
-		}
-		if s.Var != "" {
-			b.WriteString(val(s.Var))
-		} else {
-			b.WriteString(s.Lit)
-		}
-	}
-	return b.String()
+	return string(appendSegs(make([]byte, 0, n), segs, val))
 }
 
 // AppendFormat appends the pattern's key from variable values to dst: a

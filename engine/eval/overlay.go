@@ -125,6 +125,11 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 	if o.rec != nil {
 		o.rec.get(key)
 	}
+	return o.lookup(key)
+}
+
+// lookup is get without recording the access.
+func (o *overlay) lookup(key string) (f facts.Fact, ok, own bool) {
 	if e, hit := o.w[key]; hit {
 		return e.f, !e.deleted, !o.committed
 	}
@@ -133,16 +138,13 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 }
 
 // getPattern is get for p's key under b, looked up without allocating the
-// key: the key returned is the stored fact's own when there is one, so a
-// read recorded by the caller shares it; only a key found absent is copied.
+// key: the key returned is the stored fact's own when there is one (a
+// written or deleted entry keeps its key too), so a read recorded by the
+// caller shares it; only a key found nowhere is copied.
 func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.Fact, ok, own bool) {
 	o.buf = p.AppendFormat(o.buf[:0], b.str)
-	tmp := unsafe.String(unsafe.SliceData(o.buf), len(o.buf)) // not kept beyond the lookups
-	if e, hit := o.w[tmp]; hit {
-		key, f, ok, own = e.f.Key, e.f, !e.deleted, !o.committed
-	} else if f, ok = o.base.Get(tmp); ok {
-		key = f.Key
-	} else {
+	f, ok, own = o.lookup(unsafe.String(unsafe.SliceData(o.buf), len(o.buf))) // the key is not kept beyond the lookup
+	if key = f.Key; key == "" {
 		key = string(o.buf)
 	}
 	if o.rec != nil {

@@ -152,10 +152,17 @@ func (b *binding) truncate(n int) {
 	b.vals = b.vals[:n]
 }
 
-// clone copies b with room to grow: a solved binding is completed next,
-// each aggregate and let pushing one more value, and growing the slices one
-// push at a time was a fifth of what a scheduling round allocated.
+// clone copies b with room for eight more values: most copies are
+// extended next (a candidate's aggregates and lets, a join's variables).
 func (b *binding) clone() *binding { return b.cloneRoom(8) }
+
+// cloneRoom copies b with room for that many more values: growing the
+// slices one push at a time was a fifth of what a scheduling round
+// allocated.
+func (b *binding) cloneRoom(room int) *binding {
+	n := len(b.names) + room
+	return &binding{names: append(make([]string, 0, n), b.names...), vals: append(make([]val, 0, n), b.vals...)}
+}
 
 // borrow returns a copy of b to work on, from the round's spares; hand it
 // back with giveBack once nothing refers to it.
@@ -172,12 +179,6 @@ func (rd *round) borrow(b *binding) *binding {
 func (rd *round) giveBack(w *binding) {
 	clear(w.vals[:cap(w.vals)]) // let go of the values
 	rd.spares = append(rd.spares, w)
-}
-
-// cloneRoom copies b with room for that many more values.
-func (b *binding) cloneRoom(room int) *binding {
-	n := len(b.names) + room
-	return &binding{names: append(make([]string, 0, n), b.names...), vals: append(make([]val, 0, n), b.vals...)}
 }
 
 // within reports whether every bound value's CEL size is at most n: its
