@@ -50,6 +50,7 @@ func TestSimScale(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); logf.Close() })
 	var mu sync.Mutex
 	var last childStats
+	lines := 0 // stats lines read, one a second
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -57,11 +58,13 @@ func TestSimScale(t *testing.T) {
 			if json.Unmarshal(sc.Bytes(), &cs) == nil {
 				mu.Lock()
 				last = cs
+				lines++
 				mu.Unlock()
 			}
 		}
 	}()
 	stats := func() childStats { mu.Lock(); defer mu.Unlock(); return last }
+	read := func() int { mu.Lock(); defer mu.Unlock(); return lines }
 	count := func(prefix string) int64 {
 		resp, err := s.Client.Get(context.Background(), s.Abs(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
@@ -126,6 +129,16 @@ func TestSimScale(t *testing.T) {
 		return ""
 	})
 	converged := time.Since(t1)
+	// The child prints its counters once a second, so the line read last may
+	// predate the writes just seen in etcd. The second line after this point
+	// was printed at least a second later and counts them.
+	seen := read()
+	waitFor(t, time.Minute, func() string {
+		if n := read(); n < seen+2 {
+			return fmt.Sprintf("%d of 2 stats lines since convergence", n-seen)
+		}
+		return ""
+	})
 	done := stats()
 	time.Sleep(5 * time.Second)
 	idle := stats()
