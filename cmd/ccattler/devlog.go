@@ -87,7 +87,7 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 		if k, err := s.Schema.Parse(key); err == nil {
 			switch {
 			case k.Var("instance-id") != "" && strings.HasPrefix(key, "observed/"):
-				who, what = "instance "+k.Var("instance-id"), key[strings.LastIndex(key, "/")+1:]
+				who, what = "instance "+k.Var("instance-id"), instanceAttr(key, k.Var("instance-id"))
 			case k.Var("node-id") != "":
 				who, what = k.Var("node-id"), strings.TrimPrefix(key, "observed/node/"+k.Var("node-id")+"/")
 				if strings.HasPrefix(key, "lease/") {
@@ -113,6 +113,16 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 		lines = append(lines, fmt.Sprintf("%s  %-18s %s %s", now, "report", n, strings.Join(parts, " ")))
 	}
 	return lines
+}
+
+// instanceAttr names an observed fact of instance id in its report line:
+// the attribute under observed/instance/ID/ (state, health), otherwise the
+// key without "observed/" and the id (service/web/metrics/cpu).
+func instanceAttr(key, id string) string {
+	if attr, ok := strings.CutPrefix(key, facts.Instance(id)+"/"); ok {
+		return attr
+	}
+	return strings.TrimPrefix(strings.TrimSuffix(key, "/"+id), "observed/")
 }
 
 // describeRecord renders one record: time, rule, and what it wrote.
