@@ -60,7 +60,8 @@ simulated nodes in-process — and measure it:
   converge   apply S services totalling N instances; time until every
              instance is running and healthy and every endpoint exists;
              keys and transactions committed, compare conflicts, process
-             CPU seconds, peak heap and RSS, mirror bytes per fact
+             CPU seconds, peak heap and RSS, mirror bytes per fact (its
+             facts indexed again in a child process, alone on its heap)
   raw etcd   a batched-transaction put loop against the same etcd, the
              baseline CCattler's committed keys/s is a ratio of
   change     change one instance's health, --changes times, each timed
@@ -138,7 +139,29 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
+	cmd.AddCommand(newBenchWeighCmd())
 	return cmd
+}
+
+// newBenchWeighCmd is the child process the bench weighs its mirror's table
+// in, alone on its heap (tableOverhead).
+func newBenchWeighCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "weigh FILE",
+		Short:  "Index the facts the bench wrote to FILE and print the table's bytes per fact beyond key and value",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all, err := readFacts(args[0])
+			if err != nil {
+				return err
+			}
+			if len(all) == 0 {
+				return fmt.Errorf("%s: no facts to weigh", args[0])
+			}
+			return printJSON(cmd.OutOrStdout(), weighResult{Facts: len(all), BytesPerFact: weighTable(all)})
+		},
+	}
 }
 
 // resolve applies the preset and checks the flags.

@@ -84,7 +84,10 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	b.pr.phase("weighing the mirror")
-	b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts = tableOverhead(b.mirror)
+	var err error
+	if b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts, err = tableOverhead(ctx, b.mirror, b.dir); err != nil {
+		return fmt.Errorf("weighing the mirror: %w", err)
+	}
 	if err := b.raw(ctx); err != nil {
 		return err
 	}
