@@ -29,11 +29,18 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 	for _, adjust := range []int{eval.MaxAdjust, 0} {
 		t.Run(fmt.Sprintf("adjust=%d", adjust), func(t *testing.T) { storeChangesNothing(t, rs, seeds, adjust) })
 	}
+	// Every aggregate that can be computed whole is, at its first group
+	// not held: the groups the round computes at once, those its writes
+	// then create and the empty ones it answers for change nothing either.
+	t.Run("whole", func(t *testing.T) {
+		storeChangesNothing(t, rs, seeds, eval.MaxAdjust, eval.WithWholeAggregates(0))
+	})
 }
 
 // storeChangesNothing runs the comparison; adjust 0 drops kept results a
 // change could alter instead of adjusting them.
-func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust int) {
+func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust int, opts ...eval.Option) {
+	wholes := int64(0)
 	kept := int64(0)
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -46,7 +53,7 @@ func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust i
 		to.SetRev(tw.Rev())
 		// Every member listed: which 64 of more an aggregate lists depends
 		// on how its result was reached.
-		with := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithMaxAdjust(adjust))
+		with := eval.New(rs, append([]eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1 << 20), eval.WithMaxAdjust(adjust)}, opts...)...)
 		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithoutAggregateCache())
 		from := tw.Rev()
 		pw, po := with.Full(tw), without.Full(to)
@@ -68,9 +75,13 @@ func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust i
 			from = rev
 		}
 		kept += with.Stats().AggregateHits
+		wholes += with.Stats().WholeAggregates
 	}
 	if kept == 0 {
 		t.Error("no aggregate result was ever served from the store")
+	}
+	if len(opts) > 0 && wholes == 0 {
+		t.Error("no aggregate was computed whole")
 	}
 }
 

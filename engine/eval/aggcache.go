@@ -36,6 +36,7 @@ type aggInfo struct {
 	// them, a changed member joins the cached groups that agree on these
 	// (aggStore.partial).
 	named []int
+	whole bool // a round may compute every group at once (whole.go)
 }
 
 // partialKey renders the values of the group variables members name.
@@ -169,6 +170,7 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				info.adjustable[p] = ok
 			}
 		}
+		info.whole = wholeEligible(ag, info)
 		e.aggs[ag] = info
 		for _, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
 			e.aggSites[p.Type] = append(e.aggSites[p.Type], aggSite{ag: ag, p: p})
@@ -248,7 +250,7 @@ func appendGroupKey(dst []byte, info *aggInfo, b *binding) []byte {
 // fact of an optional or absent pattern, a group the fact does not name)
 // drops the cached result, to be recomputed when next needed.
 func (rd *round) maintain(key string, value []byte, sign int) {
-	if rd.e.noAggCache || len(rd.aggCache) == 0 {
+	if rd.e.noAggCache || (len(rd.aggCache) == 0 && len(rd.whole) == 0) {
 		return
 	}
 	k, err := rd.e.rs.Schema.Parse(key)
@@ -265,7 +267,8 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 // maintainSite is maintain for one aggregate pattern the fact may match.
 func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding, value []byte, sign int) {
 	entries := rd.aggCache[s.ag]
-	if len(entries) == 0 {
+	whole := rd.isWhole(s.ag)
+	if len(entries) == 0 && !whole {
 		return
 	}
 	// Adjusting across rounds records what it reads for the results
@@ -340,6 +343,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 	})
 	if all {
 		delete(rd.aggCache, s.ag)
+		rd.notWhole(s.ag)
 		return
 	}
 	// The join visits in index order; the cached reads end up in plans.
@@ -348,18 +352,29 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 	// and contribute list; one of an optional or absent one is.
 	self := !s.p.Optional && !s.p.Negated
 	for _, m := range members {
-		e, ok := entries[m.gk]
-		if !ok {
-			continue
+		e, held := entries[m.gk]
+		if !held && !whole {
+			continue // nothing to adjust
+		}
+		if !held {
+			e = rd.emptyGroup(s.ag, info, m.b) // whole: a group not held has no member
 		}
 		if !adjust {
 			delete(entries, m.gk)
+			rd.notWhole(s.ag)
 			continue
 		}
 		mreads := m.reads
-		var member bool
+		var member, ok bool
 		if e, member, ok = rd.contribute(s.ag, e, m.b, &mreads, sign); !ok {
 			delete(entries, m.gk)
+			rd.notWhole(s.ag)
+			continue
+		}
+		if !held && (!member || sign < 0) {
+			if member { // a member leaving a group not held: it was not whole
+				rd.notWhole(s.ag)
+			}
 			continue
 		}
 		if sign < 0 && member {

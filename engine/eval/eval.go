@@ -40,6 +40,15 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache =
 // plans exactly lift the bound.
 func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggReads = n } }
 
+// WithWholeAggregates sets when a round computes every group of an
+// aggregate in one scan of its members (whole.go): once the groups it
+// computed one at a time have visited after facts (0: at the first; < 0:
+// never). By default, once they have visited as many facts as the
+// aggregate's smallest fact type holds.
+func WithWholeAggregates(after int) Option {
+	return func(e *Evaluator) { e.wholeAfter = int64(max(after, -1)) }
+}
+
 // WithMaxAdjust sets the largest batch of changes Continue adjusts kept
 // aggregate results for (default: MaxAdjust or an eighth of the facts,
 // whichever is more); a larger batch drops those it
@@ -77,6 +86,7 @@ type Stats struct {
 	BadValues       int64 // stored values that did not decode for their type (skipped)
 	AggregateHits   int64 // aggregate groups served from the round's cache or the store
 	Aggregates      int64 // aggregate groups computed
+	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -97,6 +107,7 @@ type Evaluator struct {
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
 	noAggCache  bool
+	wholeAfter  int64         // WithWholeAggregates; wholeAuto by default
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
@@ -107,7 +118,7 @@ type Evaluator struct {
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: -1,
-		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
+		wholeAfter: wholeAuto, pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -332,6 +343,7 @@ type round struct {
 	computed []aggRef                                 // aggregate results computed this round, for the store
 	touched  *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
 	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
+	whole    map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
 	osc      []string                                 // rules found oscillating: the round is redone without them
 	leftover []task                                   // bindings of a task cut at the firing budget (body)
 	// The bindings dispatch and maintain match a changed key into (scratch).

@@ -169,6 +169,16 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 			}
 			return e.val, e.reads[:min(len(e.reads), rd.e.maxAggReads)], nil
 		}
+		if rd.isWhole(ag) {
+			// A group not held has no member. Its result is the round's
+			// alone, like the held ones computed at once.
+			rd.e.stats.AggregateHits++
+			if rd.ov.rec != nil {
+				rd.ov.rec.merge(nil)
+			}
+			v, _, _, _ := rd.fold(ag, nil, nil) // what a group without members holds
+			return v, nil, nil
+		}
 	}
 	if info != nil {
 		gk = string(rd.gkBuf) // before computing: a nested aggregate reuses the buffer
@@ -178,7 +188,9 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 	d := &deps{tooMany: info != nil && info.timed}
 	rd.ov.rec = d
 	rd.e.stats.Aggregates++
+	visited := rd.e.stats.FactsVisited
 	v, exact, err := rd.computeAggregate(ag, s)
+	visited = rd.e.stats.FactsVisited - visited
 	rd.ov.rec = parent
 	if parent != nil {
 		parent.merge(d)
@@ -198,6 +210,7 @@ func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, erro
 			rd.e.store.listPartial(ag, info, gk, outer)
 		}
 		rd.computed = append(rd.computed, aggRef{ag, gk, d})
+		rd.computedOne(ag, info, visited)
 	}
 	return v, rs, nil
 }
@@ -213,15 +226,23 @@ const MaxAggregateReads = 64
 // and the total rounded once (exact, also returned, is how a cached result
 // is adjusted), so that it does not depend on the order of its members,
 // nor on members added and taken out again.
-func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, _ error) {
+func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, err error) {
+	var v ref.Val
+	v, exact, s.reads, err = rd.fold(ag, rd.solve(ag.Body, s.b, nil), s.reads)
+	return v, exact, err
+}
+
+// fold computes an aggregate over its members, in order, and appends the
+// member reads it lists to reads.
+func (rd *round) fold(ag *rules.Aggregate, members []*sol, reads []Read) (_ ref.Val, exact *big.Rat, _ []Read, _ error) {
 	var acc ref.Val
 	listed := 0
 	n := int64(0)
-	for _, m := range rd.solve(ag.Body, s.b, nil) {
+	for _, m := range members {
 		if ag.Where != nil {
 			ok, err := rd.evalBool(ag.Where, m.b, "aggregate "+ag.Name+" where")
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, reads, err
 			}
 			if !ok {
 				continue
@@ -230,7 +251,7 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 		for _, r := range m.reads {
 			if !r.Prefix && listed < rd.e.maxAggReads {
 				r.NoGuard = true
-				s.reads = append(s.reads, r)
+				reads = append(reads, r)
 				listed++
 			}
 		}
@@ -240,14 +261,14 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 		}
 		v, err := rd.eval(ag.Of, m.b, "aggregate "+ag.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, reads, err
 		}
 		if d, ok := v.(types.Double); ok && ag.Func == "sum" {
 			if exact == nil {
 				exact = new(big.Rat)
 			}
 			if !addExact(exact, float64(d), 1) {
-				return nil, nil, fmt.Errorf("aggregate %s: cannot add %v", ag.Name, float64(d))
+				return nil, nil, reads, fmt.Errorf("aggregate %s: cannot add %v", ag.Name, float64(d))
 			}
 			acc = types.Double(0)
 			continue
@@ -258,19 +279,19 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 		case ag.Func == "sum":
 			a, ok := acc.(traits.Adder)
 			if !ok {
-				return nil, nil, fmt.Errorf("aggregate %s: cannot add %s values", ag.Name, acc.Type())
+				return nil, nil, reads, fmt.Errorf("aggregate %s: cannot add %s values", ag.Name, acc.Type())
 			}
 			if acc = a.Add(v); types.IsError(acc) {
-				return nil, nil, fmt.Errorf("aggregate %s: %v", ag.Name, acc.Value())
+				return nil, nil, reads, fmt.Errorf("aggregate %s: %v", ag.Name, acc.Value())
 			}
 		default:
 			c, ok := v.(traits.Comparer)
 			if !ok {
-				return nil, nil, fmt.Errorf("aggregate %s: cannot compare %s values", ag.Name, v.Type())
+				return nil, nil, reads, fmt.Errorf("aggregate %s: cannot compare %s values", ag.Name, v.Type())
 			}
 			cmp, ok := c.Compare(acc).(types.Int)
 			if !ok {
-				return nil, nil, fmt.Errorf("aggregate %s: cannot compare %s with %s", ag.Name, v.Type(), acc.Type())
+				return nil, nil, reads, fmt.Errorf("aggregate %s: cannot compare %s with %s", ag.Name, v.Type(), acc.Type())
 			}
 			if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
 				acc = v
@@ -279,24 +300,24 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 	}
 	switch ag.Func {
 	case "count":
-		return types.Int(n), nil, nil
+		return types.Int(n), nil, reads, nil
 	case "sum":
 		if exact != nil {
 			f, _ := exact.Float64()
-			return types.Double(f), exact, nil
+			return types.Double(f), exact, reads, nil
 		}
 		if acc == nil {
 			if ag.Type.Kind() == types.DoubleKind {
-				return types.Double(0), new(big.Rat), nil
+				return types.Double(0), new(big.Rat), reads, nil
 			}
-			return types.Int(0), nil, nil
+			return types.Int(0), nil, reads, nil
 		}
-		return acc, nil, nil
+		return acc, nil, reads, nil
 	}
 	if acc == nil {
-		return types.OptionalNone, nil, nil
+		return types.OptionalNone, nil, reads, nil
 	}
-	return types.OptionalOf(acc), nil, nil
+	return types.OptionalOf(acc), nil, reads, nil
 }
 
 // errBudget marks a CEL evaluation stopped by its cost limit.
