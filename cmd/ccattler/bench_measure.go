@@ -130,7 +130,7 @@ func rawPuts(ctx context.Context, cli *clientv3.Client, batch int, d time.Durati
 
 // tableOverhead measures what a facts.Table — the mirror's storage — holds
 // per fact beyond the key and value bytes. The mirror's facts go to a file
-// in dir and a child process (` + "`ccattler bench weigh`" + `) indexes them on a heap
+// in dir and a child process (`ccattler bench weigh`) indexes them on a heap
 // that holds nothing else: weighed here, what etcd, the engine and the
 // simulated nodes keep meanwhile was counted too (at 100,000 instances 347
 // to 455 bytes in three runs; 233 for as many facts alone).
@@ -170,7 +170,7 @@ func tableOverhead(ctx context.Context, m *facts.Mirror, dir string) (perFact fl
 	return w.BytesPerFact, float64(kv) / float64(len(all)), len(all), nil
 }
 
-// weighResult is what ` + "`ccattler bench weigh`" + ` prints.
+// weighResult is what `ccattler bench weigh` prints.
 type weighResult struct {
 	Facts        int     `json:"facts"`
 	BytesPerFact float64 `json:"bytes_per_fact"`
