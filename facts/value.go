@@ -473,10 +473,11 @@ func ParseCPU(s string) (float64, error) {
 	return f, nil
 }
 
-// plainJSON decodes the two shapes most facts have — a string of printable
-// ASCII without escapes, an integer — as encoding/json with UseNumber
-// would, without it (agents report tens of thousands of them at a time);
-// ok is false for anything else.
+// plainJSON decodes the shapes most facts have — a string of printable
+// ASCII without escapes, an integer, a decimal such as 0.25 — as
+// encoding/json with UseNumber would, without it (agents report tens of
+// thousands of them at a time, and a decoder costs a 512-byte buffer); ok
+// is false for anything else.
 func plainJSON(raw []byte) (v any, ok bool) {
 	n := len(raw)
 	if n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
@@ -491,13 +492,26 @@ func plainJSON(raw []byte) (v any, ok bool) {
 	if n > 0 && raw[0] == '-' {
 		i = 1
 	}
-	if i == n || n-i > 18 || (raw[i] == '0' && n-i > 1) {
+	digits := func() int {
+		start := i
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+		return i - start
+	}
+	start := i
+	whole := digits()
+	if whole == 0 || whole > 18 || (raw[start] == '0' && whole > 1) {
 		return nil, false
 	}
-	for _, c := range raw[i:] {
-		if c < '0' || c > '9' {
+	if i < n && raw[i] == '.' {
+		i++
+		if frac := digits(); frac == 0 || whole+frac > 18 {
 			return nil, false
 		}
+	}
+	if i != n {
+		return nil, false
 	}
 	return json.Number(raw), true
 }
