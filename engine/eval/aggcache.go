@@ -415,7 +415,7 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 		return e, false, true // not a member
 	}
 	if ag.Where != nil {
-		in, err := rd.evalBool(ag.Where, m, "aggregate "+ag.Name+" where")
+		in, err := rd.evalBool(ag.Where, m, what{"aggregate", ag.Name, " where"})
 		if err != nil {
 			return e, false, false
 		}
@@ -428,7 +428,7 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 		e.val = n + types.Int(sign)
 		return e, true, ok
 	}
-	v, err := rd.eval(ag.Of, m, "aggregate "+ag.Name)
+	v, err := rd.eval(ag.Of, m, what{"aggregate", ag.Name, ""})
 	if err != nil {
 		return e, true, false
 	}

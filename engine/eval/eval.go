@@ -326,26 +326,27 @@ type task struct {
 
 // round is the state of one evaluation round.
 type round struct {
-	e        *Evaluator
-	ov       *overlay
-	plan     *Plan
-	now      ref.Val
-	queue    [][]task          // pending tasks by rule index
-	queued   []map[string]bool // binding keys in queue, by rule index
-	stopped  map[string]bool   // rules skipped for the rest of the round
-	history  map[string][]string
-	writers  map[string][]string
-	drawn    map[string]bool
-	cur      *rules.Rule
-	rejIdx   map[string]int
-	aggCache map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
-	candMemo map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
-	computed []aggRef                                 // aggregate results computed this round, for the store
-	touched  *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
-	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
-	whole    map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
-	osc      []string                                 // rules found oscillating: the round is redone without them
-	leftover []task                                   // bindings of a task cut at the firing budget (body)
+	e          *Evaluator
+	ov         *overlay
+	plan       *Plan
+	now        ref.Val
+	activation activation        // what eval hands CEL, reused
+	queue      [][]task          // pending tasks by rule index
+	queued     []map[string]bool // binding keys in queue, by rule index
+	stopped    map[string]bool   // rules skipped for the rest of the round
+	history    map[string][]string
+	writers    map[string][]string
+	drawn      map[string]bool
+	cur        *rules.Rule
+	rejIdx     map[string]int
+	aggCache   map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
+	candMemo   map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
+	computed   []aggRef                                 // aggregate results computed this round, for the store
+	touched    *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
+	adjusted   []aggRef                                 // results adjusted for the round's writes: not kept
+	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
+	osc        []string                                 // rules found oscillating: the round is redone without them
+	leftover   []task                                   // bindings of a task cut at the firing budget (body)
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
 	gkBuf                []byte     // the group key aggregateOf looks up

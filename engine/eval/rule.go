@@ -59,7 +59,7 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 		return err
 	}
 	if r.When != nil {
-		ok, err := rd.evalBool(r.When, s.b, "when")
+		ok, err := rd.evalBool(r.When, s.b, what{kind: "when"})
 		if err != nil || !ok {
 			return err
 		}
@@ -99,7 +99,7 @@ func (rd *round) act(r *rules.Rule, b *binding) error {
 		}
 		n := int64(1)
 		if r.Fresh.Count != nil {
-			v, err := rd.eval(r.Fresh.Count, s.b, "fresh count")
+			v, err := rd.eval(r.Fresh.Count, s.b, what{kind: "fresh count"})
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ func (rd *round) fire(r *rules.Rule, s *sol) error {
 
 // value evaluates a head's value and encodes it for the key's fact type.
 func (rd *round) value(h *rules.Head, key string, b *binding) ([]byte, error) {
-	v, err := rd.eval(h.Value, b, "value of "+h.Template)
+	v, err := rd.eval(h.Value, b, what{"value of", h.Template, ""})
 	if err != nil {
 		return nil, err
 	}

@@ -144,7 +144,7 @@ func (rd *round) completeDeferring(sc *rules.Scope, s *sol, deferred *[][]Read) 
 		s.b.push(ag.Name, celVal(v))
 	}
 	for _, l := range sc.Lets {
-		v, err := rd.eval(l.Expr, s.b, "let "+l.Name)
+		v, err := rd.eval(l.Expr, s.b, what{"let", l.Name, ""})
 		if err != nil {
 			return err
 		}
@@ -240,7 +240,7 @@ func (rd *round) fold(ag *rules.Aggregate, members []*sol, reads []Read) (_ ref.
 	n := int64(0)
 	for _, m := range members {
 		if ag.Where != nil {
-			ok, err := rd.evalBool(ag.Where, m.b, "aggregate "+ag.Name+" where")
+			ok, err := rd.evalBool(ag.Where, m.b, what{"aggregate", ag.Name, " where"})
 			if err != nil {
 				return nil, nil, reads, err
 			}
@@ -259,7 +259,7 @@ func (rd *round) fold(ag *rules.Aggregate, members []*sol, reads []Read) (_ ref.
 		if ag.Func == "count" {
 			continue
 		}
-		v, err := rd.eval(ag.Of, m.b, "aggregate "+ag.Name)
+		v, err := rd.eval(ag.Of, m.b, what{"aggregate", ag.Name, ""})
 		if err != nil {
 			return nil, nil, reads, err
 		}
@@ -323,13 +323,28 @@ func (rd *round) fold(ag *rules.Aggregate, members []*sol, reads []Read) (_ ref.
 // errBudget marks a CEL evaluation stopped by its cost limit.
 var errBudget = errors.New("over its CEL cost budget")
 
-func (rd *round) eval(e *rules.Expr, b *binding, what string) (ref.Val, error) {
+// what names an evaluated expression in an error ("filter cpu", "aggregate
+// used where"); formatted only for an error, as most evaluations have none.
+type what struct{ kind, name, suffix string }
+
+func (w what) String() string {
+	if w.name == "" {
+		return w.kind + w.suffix
+	}
+	return w.kind + " " + w.name + w.suffix
+}
+
+func (rd *round) eval(e *rules.Expr, b *binding, what what) (ref.Val, error) {
 	rd.e.stats.Evals++
 	prog := e.Program
 	if e.Fast != nil && b.within(rules.FastSize) {
 		prog = e.Fast
 	}
-	out, _, err := prog.Eval(&activation{b: b, now: rd.now})
+	// One activation for the round: an evaluation calls no other.
+	a := &rd.activation
+	a.b, a.now = b, rd.now
+	out, _, err := prog.Eval(a)
+	a.b = nil
 	if err != nil {
 		if strings.Contains(err.Error(), "cost limit exceeded") {
 			return nil, fmt.Errorf("%s %q: %w (limit %d): %v", what, e.Src, errBudget, rd.e.rs.CostLimit, err)
@@ -342,7 +357,7 @@ func (rd *round) eval(e *rules.Expr, b *binding, what string) (ref.Val, error) {
 	return out, nil
 }
 
-func (rd *round) evalBool(e *rules.Expr, b *binding, what string) (bool, error) {
+func (rd *round) evalBool(e *rules.Expr, b *binding, what what) (bool, error) {
 	v, err := rd.eval(e, b, what)
 	if err != nil {
 		return false, err
@@ -381,7 +396,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		}
 		var failed []string
 		for _, f := range ch.Filters {
-			ok, err := rd.evalBool(f.Expr, c.b, "filter "+f.Name)
+			ok, err := rd.evalBool(f.Expr, c.b, what{"filter", f.Name, ""})
 			if err != nil {
 				return nil, err
 			}
@@ -400,7 +415,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		}
 		score := 0.0
 		if ch.Score != nil {
-			v, err := rd.eval(ch.Score, c.b, "score")
+			v, err := rd.eval(ch.Score, c.b, what{kind: "score"})
 			if err != nil {
 				return nil, err
 			}
