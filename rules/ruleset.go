@@ -215,15 +215,8 @@ func (h *Head) Format(val func(v string) string) string {
 
 // formatSegs renders the key segs make of variable values.
 func formatSegs(segs []Seg, val func(string) string) string {
-	n := len(segs) - 1
-	for _, s := range segs {
-		if s.Var != "" {
-			n += len(val(s.Var))
-		} else {
-			n += len(s.Lit)
-		}
-	}
-	return string(appendSegs(make([]byte, 0, n), segs, val))
+	var buf [128]byte // most keys fit: one allocation, the string
+	return string(appendSegs(buf[:0], segs, val))
 }
 
 // AppendFormat appends the pattern's key from variable values to dst: a

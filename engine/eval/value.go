@@ -5,8 +5,8 @@ import (
 	"math"
 	"net"
 	"strconv"
-	"strings"
 	"time"
+	"unsafe"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -229,25 +229,16 @@ func (b *binding) strings() map[string]string {
 // order. It is built often (every solution, every task queued), so it
 // writes into one allocation of the exact length.
 func (b *binding) key() string {
-	var arr [16]int
-	idx := b.sorted(arr[:0], nil)
 	n := 0
-	for _, i := range idx {
-		n += len(b.names[i]) + len(b.vals[i].str) + 2
+	for i, name := range b.names {
+		n += len(name) + len(b.vals[i].str) + 2
 	}
-	var s strings.Builder
-	s.Grow(n)
-	for _, i := range idx {
-		s.WriteString(b.names[i])
-		s.WriteByte('=')
-		s.WriteString(b.vals[i].str)
-		s.WriteByte(0)
-	}
-	return s.String()
+	k := b.appendKey(make([]byte, 0, n), nil)
+	return unsafe.String(unsafe.SliceData(k), len(k)) // k is not written again
 }
 
 // appendKey appends b.restrict(keep).key() to dst, without building the
-// restricted binding.
+// restricted binding; with keep nil, b.key().
 func (b *binding) appendKey(dst []byte, keep func(string) bool) []byte {
 	var arr [16]int
 	for _, i := range b.sorted(arr[:0], keep) {
