@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -33,6 +34,17 @@ type EmbedConfig struct {
 	// engine and agent transaction of a 100,000-instance apply, GiBs.
 	SnapshotCount          uint64
 	SnapshotCatchUpEntries uint64
+	// TLS, when set, makes the member serve TLS on its client and peer
+	// URLs (https) and require every client and peer to present a
+	// certificate signed by the CA; etcd then takes a client certificate's
+	// Common Name as its user (--client-cert-auth). Nil: plain http.
+	TLS *EmbedTLS
+}
+
+// EmbedTLS names the files of a member's TLS: its serving certificate and
+// key, and the CA its clients' and peers' certificates must be signed by.
+type EmbedTLS struct {
+	CAFile, CertFile, KeyFile string
 }
 
 // NewEmbedConfig returns the defaults of `ccattler server`.
@@ -60,7 +72,13 @@ func (c EmbedConfig) Validate() error {
 	for name, u := range map[string]string{"--listen-client": c.ClientURL, "--listen-peer": c.PeerURL} {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return fmt.Errorf("embedded etcd: %s %q: expected a URL such as http://127.0.0.1:2379", name, u)
+			return fmt.Errorf("embedded etcd: %s %q: expected a URL such as https://127.0.0.1:2379", name, u)
+		}
+		if c.TLS != nil && p.Scheme != "https" {
+			return fmt.Errorf("embedded etcd: %s %q: the member serves TLS, so the URL is https://%s (or run with --insecure)", name, u, p.Host)
+		}
+		if c.TLS == nil && p.Scheme != "http" {
+			return fmt.Errorf("embedded etcd: %s %q: https needs the member's TLS; drop --insecure or use http://%s", name, u, p.Host)
 		}
 	}
 	if c.MaxTxnOps < 128 {
@@ -94,6 +112,11 @@ func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
 	ec.AdvertisePeerUrls = []url.URL{*pu}
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
 	ec.MaxTxnOps = cfg.MaxTxnOps
+	if t := cfg.TLS; t != nil {
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+		ec.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+		ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
+	}
 	ec.MaxRequestBytes = cfg.MaxRequest
 	ec.SnapshotCount, ec.SnapshotCatchUpEntries = cfg.SnapshotCount, cfg.SnapshotCatchUpEntries // 0: etcd's defaults
 	if cfg.AutoCompactionRetention != "" {

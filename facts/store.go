@@ -2,11 +2,13 @@ package facts
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,6 +41,10 @@ type StoreConfig struct {
 	Root        string        // default DefaultRoot
 	DialTimeout time.Duration // how long to wait for the first connection; default 5s
 	Schema      *Schema       // default Default
+	// TLS, when set, is used for every connection (the endpoints are then
+	// https); its client certificate's Common Name is the principal etcd
+	// authorizes. Nil: plain connections.
+	TLS *tls.Config
 }
 
 // Dial connects to etcd and checks that it answers within DialTimeout, so that
@@ -55,14 +61,22 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		DialTimeout:        cfg.DialTimeout,
 		MaxCallSendMsgSize: 64 << 20,
 		Logger:             quietLogger(),
+		TLS:                cfg.TLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	if _, err := cli.Get(cctx, "health-check", clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil {
+	// Any answer will do, a refusal too: a principal may read nothing
+	// outside its own trees.
+	if _, err := cli.Get(cctx, "health-check", clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil &&
+		!errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) {
 		cli.Close()
+		if errors.Is(rpctypes.Error(err), rpctypes.ErrUserEmpty) || errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthMgmt) {
+			return nil, fmt.Errorf("etcd at %s requires a client certificate: give --cert and --key (or --tls-dir), see docs/security.md: %w",
+				strings.Join(cfg.Endpoints, ","), err)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/pki"
 )
 
 // Etcd is a running embedded member owned by a test.
 type Etcd struct {
 	*facts.Embedded
 	Cfg facts.EmbedConfig
+	CA  *pki.CA // StartSecure's CA; nil for a plain member
 }
 
 // FreePort returns a loopback port that was free a moment ago.
