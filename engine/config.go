@@ -60,6 +60,10 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// DefaultLeaderPrefix is the election prefix beside a fact root:
+// /ccattler/ -> /ccattler-leader/.
+func DefaultLeaderPrefix(root string) string { return strings.TrimSuffix(root, "/") + "-leader/" }
+
 // NewConfig returns the defaults.
 func NewConfig() Config {
 	host, _ := os.Hostname()

@@ -85,7 +85,7 @@ func New(store *facts.Store, mirror *facts.Mirror, ev Evaluator, cfg Config) (*E
 		return nil, errors.New("engine: New needs a store, a mirror and an evaluator")
 	}
 	if cfg.LeaderPrefix == "" {
-		cfg.LeaderPrefix = strings.TrimSuffix(store.Root, "/") + "-leader/"
+		cfg.LeaderPrefix = DefaultLeaderPrefix(store.Root)
 	}
 	if strings.HasPrefix(cfg.LeaderPrefix, store.Root) {
 		return nil, fmt.Errorf("engine: LeaderPrefix %q lies under the fact root %q: expected a prefix outside it", cfg.LeaderPrefix, store.Root)

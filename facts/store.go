@@ -80,6 +80,10 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if cfg.TLS == nil && strings.Contains(strings.Join(cfg.Endpoints, ","), "https://") {
+			return nil, fmt.Errorf("etcd at %s did not answer within %s: an https endpoint needs the cluster's CA and a client certificate (--tls-dir, or --cacert/--cert/--key; docs/security.md): %w",
+				strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
+		}
 		return nil, fmt.Errorf("etcd at %s did not answer within %s (is it running? set --etcd or CCATTLER_ETCD): %w",
 			strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
 	}

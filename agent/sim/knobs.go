@@ -11,6 +11,7 @@ import (
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/facts"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // Knobs turn a running simulated fleet from outside, through plugin facts
@@ -152,11 +153,22 @@ func (f *Fleet) Follow(ctx context.Context, store *facts.Store, log *slog.Logger
 	}
 }
 
-func (f *Fleet) follow(ctx context.Context, store *facts.Store) error {
-	if _, err := store.Commit(ctx, facts.Txn{Ops: []facts.Op{
+// RegisterOps registers the knobs' fact types under schema/.
+func RegisterOps() facts.Txn {
+	return facts.Txn{Ops: []facts.Op{
 		facts.Put(facts.SchemaKey(LoadFactType), facts.EncodeRegistration(LoadRegistration)),
 		facts.Put(facts.SchemaKey(HealthFactType), facts.EncodeRegistration(HealthRegistration)),
-	}}); err != nil {
+	}}
+}
+
+func isDenied(err error) bool {
+	return errors.Is(rpctypes.Error(errors.Unwrap(err)), rpctypes.ErrPermissionDenied) || strings.Contains(err.Error(), rpctypes.ErrPermissionDenied.Error())
+}
+
+func (f *Fleet) follow(ctx context.Context, store *facts.Store) error {
+	if _, err := store.Commit(ctx, RegisterOps()); err != nil && !isDenied(err) {
+		// Denied: the fleet's identity may not write schema/; an admin
+		// registers the knobs (ccattler auth add node:{prefix}* does).
 		return err
 	}
 	fs, rev, err := store.List(ctx, "sim/", 0)

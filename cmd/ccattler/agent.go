@@ -124,7 +124,17 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	store, err := agent.Connect(g.endpoints(), g.root)
+	// A simulated fleet runs under one identity for all its nodes:
+	// node:{prefix}* may write for every node whose id has the prefix.
+	identity := "node:" + f.nodeID
+	if f.runtime == "sim" && !(f.nodes == 1 && cmd.Flags().Changed("node-id")) {
+		identity = "node:" + f.nodePrefix + "*"
+	}
+	tlsCfg, eps, err := g.connection(identity)
+	if err != nil {
+		return err
+	}
+	store, err := agent.ConnectTLS(eps, g.root, tlsCfg)
 	if err != nil {
 		return usageError("%v", err)
 	}

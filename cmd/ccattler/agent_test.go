@@ -50,8 +50,8 @@ func TestAgentRejectsBadFlags(t *testing.T) {
 
 func TestAgentSimNodesEndToEnd(t *testing.T) {
 	s := newServer(t, t.TempDir())
-	cmd := exec.Command(bin, "--etcd", s.client, "agent", "--runtime", "sim", "--nodes", "3", "--node-prefix", "e2e-",
-		"--state-dir", t.TempDir(), "--cpu", "2", "--memory", "4Gi", "--zone", "eu-1a", "--sim-start-delay", "10ms")
+	cmd := exec.Command(bin, append(s.agentFlags(t, "node:e2e-*"), "agent", "--runtime", "sim", "--nodes", "3", "--node-prefix", "e2e-",
+		"--state-dir", t.TempDir(), "--cpu", "2", "--memory", "4Gi", "--zone", "eu-1a", "--sim-start-delay", "10ms")...)
 	var mu sync.Mutex
 	var logb bytes.Buffer
 	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logb.Write(p) })
@@ -79,11 +79,7 @@ func TestAgentSimNodesEndToEnd(t *testing.T) {
 		return strings.Count(out, "alive") == 3 && strings.Contains(out, "e2e-0003")
 	})
 
-	store, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{s.client}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := s.dial(t)
 	var ops []facts.Op
 	for k, v := range map[string]string{
 		facts.DesiredService("web"): `{}`, facts.ServiceImage("web"): `"nginx:1.28"`,

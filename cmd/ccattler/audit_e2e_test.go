@@ -165,7 +165,7 @@ func TestAuditLifecycle(t *testing.T) {
 	})
 
 	t.Run("events --follow shows a firing within a second", func(t *testing.T) {
-		cmd := exec.Command(bin, "--etcd", srv.client, "events", "--follow", "--rule", "resolve_intent", "-o", "json")
+		cmd := exec.Command(bin, append(srv.flags(), "events", "--follow", "--rule", "resolve_intent", "-o", "json")...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -218,7 +218,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 		defer os.RemoveAll(dir)
 	}
 	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
-		DialTimeout: 10 * time.Second}
+		DialTimeout: 10 * time.Second, Insecure: true}
 	cfg.Embed.DataDir = dir
 	if cfg.Embed.ClientURL, err = freeLoopbackURL(); err != nil {
 		return nil, err

@@ -42,7 +42,9 @@ type devFlags struct {
 
 func newDevCmd() *cobra.Command {
 	f := &devFlags{}
-	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig()}
+	// dev is for one person's machine: plain http and no etcd auth, so
+	// that every other command reaches it with no certificate. It says so.
+	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Insecure: true}
 	cmd := &cobra.Command{
 		Use:   "dev [-f FILE]...",
 		Short: "Run all of CCattler in one process: embedded etcd, the rules engine, simulated nodes",
@@ -55,7 +57,11 @@ agents, every apply.
 
 Other commands reach it with their default --etcd while it runs:
 ccattler get instances, ccattler apply -f ..., ccattler why KEY.
-Ctrl-C stops it; its data goes with it unless --data-dir is given.`,
+Ctrl-C stops it; its data goes with it unless --data-dir is given.
+
+dev is insecure: no TLS, no client certificates, no etcd auth, so any
+client that reaches it may write anything. ccattler server is the secure
+control plane (docs/security.md).`,
 		Example: `  ccattler dev -f examples/web.hcl
   ccattler dev --nodes 5 --node-cpu 2 -f examples/
   ccattler dev --policies ./my-policies -f examples/web.hcl`,
@@ -105,7 +111,7 @@ Ctrl-C stops it; its data goes with it unless --data-dir is given.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintf(out, "ccattler dev: etcd %s, data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, f.dataDir, f.nodes)
+			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth), data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, f.dataDir, f.nodes)
 			return runServer(ctx, cfg)
 		},
 	}

@@ -16,7 +16,7 @@ import (
 // key, all at the apply's revision, and Ctrl-C ends the watch with exit 0.
 func TestFactsWatch(t *testing.T) {
 	srv := newServer(t, t.TempDir())
-	watch := exec.Command(bin, "--etcd", srv.client, "facts", "watch", "desired/service/")
+	watch := exec.Command(bin, append(srv.flags(), "facts", "watch", "desired/service/")...)
 	out, err := watch.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/etcdtest"
+	"github.com/ccattler/ccattler/facts/pki"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The end-to-end tests run the real binary, built once here, against a real
@@ -47,10 +51,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is a `ccattler server` subprocess.
+// server is a `ccattler server` subprocess. It runs secure, as by
+// default, unless a test passes --insecure (and says why): its clients use
+// the certificates the server made in DATA-DIR/pki.
 type server struct {
 	cmd      *exec.Cmd
 	client   string // the embedded etcd's client URL
+	tlsDir   string // the CA and certificates of a secure server; "" when insecure
 	mu       sync.Mutex
 	log      bytes.Buffer // stderr so far; guarded by mu
 	ready    chan struct{}
@@ -62,13 +69,9 @@ type server struct {
 // until it logs "server ready". It is interrupted at the end of the test.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{cmd: exec.Command(bin, append([]string{"server"}, args...)...),
-		ready: make(chan struct{}), exited: make(chan struct{})}
-	for i, a := range args {
-		if a == "--listen-client" && i+1 < len(args) {
-			s.client = args[i+1]
-		}
-	}
+	args, s := secureArgs(args)
+	s.cmd = exec.Command(bin, append([]string{"server"}, args...)...)
+	s.ready, s.exited = make(chan struct{}), make(chan struct{})
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -143,10 +146,150 @@ type result struct {
 	took           time.Duration
 }
 
-// ccattler runs the binary with --etcd pointed at the server.
+// ccattler runs the binary with --etcd pointed at the server, as
+// user:admin when the server is secure.
 func (s *server) ccattler(t *testing.T, args ...string) result {
 	t.Helper()
-	return run(t, append([]string{"--etcd", s.client}, args...)...)
+	return run(t, append(s.flags(), args...)...)
+}
+
+// flags are the global flags that reach the server.
+func (s *server) flags() []string {
+	if s.tlsDir == "" {
+		return []string{"--etcd", s.client}
+	}
+	return []string{"--etcd", s.client, "--tls-dir", s.tlsDir}
+}
+
+// tlsDirs are the certificate directories of the secure servers running,
+// by client URL: a server started with --etcd URL connects as their root.
+var tlsDirs sync.Map
+
+// secureArgs reads a server's arguments: unless --insecure, the listen
+// URLs become https and the clients' certificates are those in the data
+// dir; a server against another's etcd (--etcd) gets that one's.
+func secureArgs(args []string) ([]string, *server) {
+	s := &server{}
+	insecure, dataDir, etcd := false, "ccattler-data", ""
+	for i, a := range args {
+		switch {
+		case a == "--insecure":
+			insecure = true
+		case a == "--data-dir" && i+1 < len(args):
+			dataDir = args[i+1]
+		case a == "--etcd" && i+1 < len(args):
+			etcd = args[i+1]
+		}
+	}
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		if (a == "--listen-client" || a == "--listen-peer") && i+1 < len(out) && !insecure {
+			out[i+1] = strings.Replace(out[i+1], "http://", "https://", 1)
+		}
+		if a == "--listen-client" && i+1 < len(out) {
+			s.client = out[i+1]
+		}
+	}
+	switch {
+	case etcd != "":
+		if dir, ok := tlsDirs.Load(etcd); ok {
+			s.tlsDir = dir.(string)
+			out = append(out, "--tls-dir", s.tlsDir)
+		}
+	case !insecure:
+		s.tlsDir = filepath.Join(dataDir, "pki")
+		if s.client != "" {
+			tlsDirs.Store(s.client, s.tlsDir)
+		}
+	}
+	return out, s
+}
+
+// admit lets principal in: its certificate from the server's CA and its
+// default rules (ccattler certs issue, ccattler auth add), then waits
+// until etcd accepts it. A no-op for an insecure server.
+func (s *server) admit(t *testing.T, principal string) {
+	t.Helper()
+	if s.tlsDir == "" {
+		return
+	}
+	if r := run(t, "certs", "issue", "--dir", s.tlsDir, "--name", principal); r.code != 0 {
+		t.Fatalf("certs issue %s: exit %d\n%s", principal, r.code, r.stderr)
+	}
+	if r := s.ccattler(t, "auth", "add", principal); r.code != 0 && !strings.Contains(r.stderr, "has rules already") {
+		t.Fatalf("auth add %s: exit %d\n%s", principal, r.code, r.stderr)
+	}
+	// The server syncs etcd's users within about a second.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := s.dialAs(principal)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = st.Client.Get(ctx, st.Abs("schema/"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			cancel()
+			st.Close()
+			if err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd does not accept %s within 20s: %v", principal, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// agentFlags are the global flags of an agent as principal (admitted first).
+func (s *server) agentFlags(t *testing.T, principal string) []string {
+	t.Helper()
+	s.admit(t, principal)
+	return s.flags()
+}
+
+// agentPrincipal is the identity `ccattler agent` takes with args: node:{id}
+// for one node named with --node-id, node:{prefix}* for a simulated fleet.
+func agentPrincipal(args []string) string {
+	id, prefix, nodes := "", "sim-", "1"
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--node-id":
+			id = args[i+1]
+		case "--node-prefix":
+			prefix = args[i+1]
+		case "--nodes":
+			nodes = args[i+1]
+		}
+	}
+	if id != "" && nodes == "1" {
+		return "node:" + id
+	}
+	return "node:" + prefix + "*"
+}
+
+// dialAs connects to the server's etcd as principal (root: every key).
+func (s *server) dialAs(principal string) (*facts.Store, error) {
+	cfg := facts.StoreConfig{Endpoints: []string{s.client}, Schema: facts.NewSchema()}
+	if s.tlsDir != "" {
+		p := pki.PathsOf(s.tlsDir, principal)
+		tlsCfg, err := pki.ClientTLS(p.CA, p.Cert, p.Key)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tlsCfg
+	}
+	return facts.Dial(context.Background(), cfg)
+}
+
+// dial connects to the server's etcd as root, for a test's own reads and
+// writes (closed at the end of the test).
+func (s *server) dial(t *testing.T) *facts.Store {
+	t.Helper()
+	st, err := s.dialAs(access.Root)
+	if err != nil {
+		t.Fatalf("dial the server's etcd: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func run(t *testing.T, args ...string) result {

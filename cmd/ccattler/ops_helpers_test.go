@@ -37,9 +37,9 @@ func newEngineServer(t *testing.T, args ...string) (*server, string) {
 // prefix0001... against the server until the end of the test.
 func startSimNodes(t *testing.T, srv *server, n int, prefix string) {
 	t.Helper()
-	cmd := exec.Command(bin, "--etcd", srv.client, "agent", "--runtime", "sim", "--nodes", fmt.Sprint(n),
+	cmd := exec.Command(bin, append(srv.agentFlags(t, "node:"+prefix+"*"), "agent", "--runtime", "sim", "--nodes", fmt.Sprint(n),
 		"--node-prefix", prefix, "--state-dir", t.TempDir(), "--lease-ttl", "5s", "--cpu", "8", "--memory", "16Gi",
-		"--sim-start-delay", "20ms")
+		"--sim-start-delay", "20ms")...)
 	var mu sync.Mutex
 	var log strings.Builder
 	stderr, err := cmd.StderrPipe()
@@ -204,11 +204,7 @@ func paused(name, src string) string {
 // from a watch over the whole keyspace.
 func writesDuring(t *testing.T, srv *server, fn func()) []string {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.client}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := srv.dial(t).Client
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())

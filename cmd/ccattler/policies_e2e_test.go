@@ -42,20 +42,15 @@ func newCluster(t *testing.T) *cluster {
 	srv := startServer(t, "--data-dir", t.TempDir(),
 		"--listen-client", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
 		"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)))
-	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{srv.client}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &cluster{t: t, srv: srv, store: s, agents: map[string]*exec.Cmd{}}
+	return &cluster{t: t, srv: srv, store: srv.dial(t), agents: map[string]*exec.Cmd{}}
 }
 
 // agent starts `ccattler agent --runtime sim` as its own process.
 func (c *cluster) agent(name string, args ...string) {
 	c.t.Helper()
-	cmd := exec.Command(bin, append([]string{"--etcd", c.srv.client, "agent", "--runtime", "sim",
+	cmd := exec.Command(bin, append(append(c.srv.agentFlags(c.t, agentPrincipal(args)), "agent", "--runtime", "sim",
 		"--state-dir", filepath.Join(c.t.TempDir(), name), "--lease-ttl", e2eLeaseTTL.String(),
-		"--sim-start-delay", "50ms", "--cpu", "4", "--memory", "8Gi", "--zone", "zone-1"}, args...)...)
+		"--sim-start-delay", "50ms", "--cpu", "4", "--memory", "8Gi", "--zone", "zone-1"), args...)...)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr

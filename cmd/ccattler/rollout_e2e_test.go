@@ -127,11 +127,7 @@ func (c *cluster) rollout(svc string) map[string]any {
 // default schema other tests count on.
 func (c *cluster) pluginStore() *facts.Store {
 	c.t.Helper()
-	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{c.srv.client}, Schema: facts.NewSchema()})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { s.Close() })
+	s := c.srv.dial(c.t)
 	if err := s.LoadPlugins(context.Background()); err != nil {
 		c.t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"github.com/spf13/cobra"
 )
 
@@ -19,6 +21,8 @@ type globals struct {
 	root        string        // key prefix
 	output      string        // table | json
 	dialTimeout time.Duration // bounded wait for etcd
+	tls         tlsFlags
+	etcdGiven   bool // --etcd or CCATTLER_ETCD was set
 }
 
 var g = &globals{}
@@ -37,15 +41,26 @@ CEL-guarded rules in HCL files.`,
 		SilenceErrors: true,
 	}
 	defEtcd := os.Getenv("CCATTLER_ETCD")
+	g.etcdGiven = defEtcd != ""
 	if defEtcd == "" {
-		defEtcd = "http://127.0.0.1:2379"
+		defEtcd = defaultEtcdPlain
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.etcd, "etcd", defEtcd, "etcd endpoints, comma-separated (env CCATTLER_ETCD)")
 	pf.StringVar(&g.root, "root", facts.DefaultRoot, "key prefix every fact lives under")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd before giving up")
+	pf.StringVar(&g.tls.cacert, "cacert", os.Getenv("CCATTLER_CACERT"), "CA certificate that signed etcd's serving certificate (env CCATTLER_CACERT)")
+	pf.StringVar(&g.tls.cert, "cert", os.Getenv("CCATTLER_CERT"), "client certificate: its Common Name is the principal (env CCATTLER_CERT)")
+	pf.StringVar(&g.tls.key, "key", os.Getenv("CCATTLER_KEY"), "key of --cert (env CCATTLER_KEY)")
+	pf.StringVar(&g.tls.dir, "tls-dir", os.Getenv("CCATTLER_TLS_DIR"),
+		"directory of ca.crt and PRINCIPAL.crt/.key made by `ccattler certs` (env CCATTLER_TLS_DIR; default: "+serverPKI+" when it exists)")
+	pf.StringVar(&g.tls.identity, "identity", os.Getenv("CCATTLER_IDENTITY"),
+		"principal whose certificate in --tls-dir to use (env CCATTLER_IDENTITY; default user:admin, node:{id} for agents, root for server)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if cmd.Flags().Changed("etcd") {
+			g.etcdGiven = true
+		}
 		if g.output != "table" && g.output != "json" {
 			return usageError("--output %q: expected table or json", g.output)
 		}
@@ -68,9 +83,38 @@ func (g *globals) endpoints() []string {
 	return out
 }
 
-// dial connects to etcd, failing after --dial-timeout with the endpoints named.
+// dial connects to etcd as the user the flags name (user:admin unless
+// --identity or --cert says otherwise), failing after --dial-timeout with
+// the endpoints named.
 func (g *globals) dial(ctx context.Context) (*facts.Store, error) {
-	return facts.Dial(ctx, facts.StoreConfig{Endpoints: g.endpoints(), Root: g.root, DialTimeout: g.dialTimeout})
+	return g.dialAs(ctx, access.Admin)
+}
+
+// dialAs is dial with another default principal.
+func (g *globals) dialAs(ctx context.Context, identity string) (*facts.Store, error) {
+	tlsCfg, eps, err := g.connection(identity)
+	if err != nil {
+		return nil, err
+	}
+	return facts.Dial(ctx, facts.StoreConfig{Endpoints: eps, Root: g.root, DialTimeout: g.dialTimeout, TLS: tlsCfg})
+}
+
+// connection resolves the TLS configuration and endpoints of the flags.
+func (g *globals) connection(identity string) (*tls.Config, []string, error) {
+	eps := g.endpoints()
+	httpsOnly := len(eps) > 0
+	for _, e := range eps {
+		httpsOnly = httpsOnly && strings.HasPrefix(e, "https://")
+	}
+	tlsCfg, _, err := g.tls.resolve(identity, g.etcdGiven, httpsOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	eps, err = secureEndpoints(eps, tlsCfg != nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tlsCfg, eps, nil
 }
 
 // printJSON writes v as indented JSON.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/rules"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 )
 
@@ -28,7 +32,18 @@ type serverConfig struct {
 	Embed       facts.EmbedConfig
 	Root        string
 	DialTimeout time.Duration
-	Log         *slog.Logger
+	// Insecure turns the trust boundary off: plain http, no client
+	// certificates, no etcd auth (--insecure; `ccattler dev`). Otherwise
+	// the embedded member serves TLS with etcd auth on, its CA in CADir
+	// (default DATA-DIR/pki).
+	Insecure bool
+	CADir    string
+	// ClientTLS and Identity are how the server reaches an external etcd
+	// (--etcd with --cacert/--cert/--key or --tls-dir): as root it also
+	// manages etcd's users and roles.
+	ClientTLS *tls.Config
+	Identity  string
+	Log       *slog.Logger
 	// Policies is the rule directory the engine runs (--policies); empty:
 	// no engine. Engine configures it (server_engine.go).
 	Policies string
@@ -45,10 +60,13 @@ type serverConfig struct {
 	// OnEngine, when set, is given the engine once it is created, before
 	// Ready runs (`ccattler bench` reads its counters).
 	OnEngine func(*engine.Engine)
+	// permit checks a rule set against the engine's grants (secure mode).
+	permit func(rs *rules.RuleSet) hcl.Diagnostics
 }
 
 func newServerCmd() *cobra.Command {
 	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig()}
+	cfg.Embed.ClientURL, cfg.Embed.PeerURL = "https://127.0.0.1:2379", "https://127.0.0.1:2380"
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -57,7 +75,19 @@ func newServerCmd() *cobra.Command {
 
 With no --etcd flag the server starts a single-member etcd in-process, keeps
 its data in --data-dir (it survives restarts) and serves clients on
---listen-client; other commands reach it with their default --etcd. With
+--listen-client.
+
+It is secure by default: on first start it creates a certificate authority
+in DATA-DIR/pki (or --ca-dir), serves TLS on the client and peer URLs, takes
+only clients with a certificate from that CA, and turns etcd's
+authentication on. A certificate's Common Name is its principal, and etcd
+lets each principal read and write what auth/{principal}/rules grants
+(docs/security.md): nodes report, never decide. Commands run on this
+machine from the directory holding ccattler-data find their certificates
+there (user:admin); elsewhere give --tls-dir or --cacert/--cert/--key.
+--insecure turns all of this off, and says so in the log.
+
+With
 --etcd URL[,URL...] it uses that existing cluster and starts none. (The
 CCATTLER_ETCD variable only sets the address the client commands dial; the
 server starts its own etcd unless the flag is given.)
@@ -69,7 +99,10 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
   ccattler server
 
   # elsewhere, on other ports
-  ccattler server --data-dir /var/lib/ccattler --listen-client http://127.0.0.1:12379 --listen-peer http://127.0.0.1:12380
+  ccattler server --data-dir /var/lib/ccattler --listen-client https://127.0.0.1:12379 --listen-peer https://127.0.0.1:12380
+
+  # without TLS or etcd auth (a throwaway cluster; any client may write anything)
+  ccattler server --insecure
 
   # against an existing etcd cluster
   ccattler server --etcd http://10.0.0.1:2379,http://10.0.0.2:2379`,
@@ -85,8 +118,30 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 				if len(cfg.Endpoints) == 0 {
 					return usageError("--etcd is empty: expected URL[,URL...], or leave it out to run an embedded etcd")
 				}
-			} else if err := cfg.Embed.Validate(); err != nil {
-				return usageError("%v", err)
+				tlsCfg, identity, err := g.tls.resolve(access.Root, true, false)
+				if err != nil {
+					return err
+				}
+				if cfg.Endpoints, err = secureEndpoints(cfg.Endpoints, tlsCfg != nil); err != nil {
+					return err
+				}
+				cfg.ClientTLS, cfg.Identity = tlsCfg, identity
+			} else {
+				if cfg.Insecure {
+					for _, u := range []struct {
+						name string
+						v    *string
+					}{{"listen-client", &cfg.Embed.ClientURL}, {"listen-peer", &cfg.Embed.PeerURL}} {
+						if !cmd.Flags().Changed(u.name) {
+							*u.v = strings.Replace(*u.v, "https://", "http://", 1)
+						}
+					}
+				} else {
+					cfg.Embed.TLS = &facts.EmbedTLS{} // filled in at start; Validate checks the URLs are https
+				}
+				if err := cfg.Embed.Validate(); err != nil {
+					return usageError("%v", err)
+				}
 			}
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -107,6 +162,8 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 	f.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "peer URL of the embedded etcd")
 	f.UintVar(&cfg.Embed.MaxTxnOps, "max-txn-ops", cfg.Embed.MaxTxnOps, "operations allowed in one transaction of the embedded etcd")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&cfg.Insecure, "insecure", false, "serve plain http with no client certificates and no etcd auth: any client may write anything")
+	f.StringVar(&cfg.CADir, "ca-dir", "", "the CA of the embedded etcd's TLS and of every principal's certificate (default DATA-DIR/pki; created if missing)")
 	addEngineFlags(f, &cfg)
 	return cmd
 }
@@ -121,8 +178,22 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 	tuneGC(log)
 	endpoints := cfg.Endpoints
+	// The server reaches etcd as two principals where it can: root for
+	// users, roles and the built-in facts, the engine for the rest, so
+	// that the engine holds only what its rules may write.
+	adminTLS, engineTLS := cfg.ClientTLS, cfg.ClientTLS
+	manage := cfg.ClientTLS != nil && cfg.Identity == access.Root
+	secureHint := "" // how a client reaches a secure embedded etcd
 	var etcdErr <-chan error // stays nil (never ready) with an external etcd
 	if len(endpoints) == 0 {
+		if !cfg.Insecure {
+			st, err := prepareEmbeddedTLS(&cfg, log)
+			if err != nil {
+				return err
+			}
+			adminTLS, engineTLS, manage = st.root, st.engine, true
+			secureHint = fmt.Sprintf("ccattler --etcd %s --tls-dir %s get services", cfg.Embed.ClientURL, st.caDir)
+		}
 		start := time.Now()
 		emb, err := facts.StartEmbedded(cfg.Embed)
 		if err != nil {
@@ -134,24 +205,46 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		}()
 		endpoints, etcdErr = emb.Endpoints(), emb.Err()
 		log.Info("embedded etcd ready", "client", cfg.Embed.ClientURL, "peer", cfg.Embed.PeerURL,
-			"data", cfg.Embed.DataDir, "max_txn_ops", cfg.Embed.MaxTxnOps, "took", time.Since(start).Round(time.Millisecond))
+			"data", cfg.Embed.DataDir, "max_txn_ops", cfg.Embed.MaxTxnOps, "tls", cfg.Embed.TLS != nil, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if cfg.Insecure || (len(cfg.Endpoints) > 0 && cfg.ClientTLS == nil) {
+		log.Warn("insecure: no TLS, no client certificates, no etcd auth: any client that reaches etcd may write anything, desired/ included")
 	}
 
 	// The server keeps its own schema: plugin types registered under
 	// schema/ extend it, not the process-wide default.
-	store, err := facts.Dial(ctx, facts.StoreConfig{Endpoints: endpoints, Root: cfg.Root,
-		DialTimeout: cfg.DialTimeout, Schema: facts.NewSchema()})
+	admin, err := facts.Dial(ctx, facts.StoreConfig{Endpoints: endpoints, Root: cfg.Root,
+		DialTimeout: cfg.DialTimeout, Schema: facts.NewSchema(), TLS: adminTLS})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer admin.Close()
+	leaderPrefix := cfg.Engine.LeaderPrefix
+	if leaderPrefix == "" {
+		leaderPrefix = engine.DefaultLeaderPrefix(admin.Root)
+	}
+	if manage {
+		if err := secureBootstrap(ctx, admin, leaderPrefix, log); err != nil {
+			return fmt.Errorf("etcd access control: %w", err)
+		}
+	} else if cfg.ClientTLS != nil {
+		log.Info("etcd users and roles are not managed: the server's certificate is not root's", "identity", cfg.Identity)
+	}
+	store := admin
+	if engineTLS != adminTLS {
+		if store, err = facts.Dial(ctx, facts.StoreConfig{Endpoints: endpoints, Root: cfg.Root,
+			DialTimeout: cfg.DialTimeout, Schema: facts.NewSchema(), TLS: engineTLS}); err != nil {
+			return fmt.Errorf("connect as the engine: %w", err)
+		}
+		defer store.Close()
+	}
 	log.Info("connected to etcd", "endpoints", strings.Join(endpoints, ","), "root", store.Root)
 
-	n, err := store.RegisterBuiltins(ctx)
+	n, err := admin.RegisterBuiltins(ctx)
 	if err != nil {
 		return fmt.Errorf("register built-in fact types: %w", err)
 	}
-	log.Info("built-in fact types registered", "written", n, "types", len(store.Schema.Types()))
+	log.Info("built-in fact types registered", "written", n, "types", len(admin.Schema.Types()))
 	if err := store.LoadPlugins(ctx); err != nil {
 		// A bad registration must not keep the control plane down; its
 		// facts stay untyped until it is fixed.
@@ -172,6 +265,15 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		<-mirrorDone
 	}()
 
+	if manage {
+		k := &access.Keeper{Admin: admin.Client, Mirror: mirror, Root: admin.Root, Log: log}
+		kctx, stopKeeper := context.WithCancel(ctx)
+		keeperDone := make(chan struct{})
+		go func() { k.Run(kctx); close(keeperDone) }()
+		defer func() { stopKeeper(); <-keeperDone }()
+		cfg.permit = enginePermit(mirror)
+	}
+
 	// The rules engine starts once the mirror is synced.
 	engineDone, stopEngine, err := startEngine(ctx, cfg, store, mirror, log)
 	if err != nil {
@@ -191,6 +293,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 
 	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
+	if secureHint != "" {
+		log.Info("secure: TLS with client certificates and etcd auth; clients need a certificate from the cluster's CA", "example", secureHint)
+	}
 	var readyErr chan error // stays nil (never ready) without a Ready hook
 	if cfg.Ready != nil {
 		readyErr = make(chan error, 1)

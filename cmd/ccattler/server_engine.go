@@ -73,6 +73,9 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, usageError("--watch needs --policies DIR: the built-in policies cannot change")
 	}
 	rs, files, diags := loadPolicies(cfg.Policies, store.Schema)
+	if !diags.HasErrors() && cfg.permit != nil {
+		diags = append(diags, cfg.permit(rs)...)
+	}
 	if diags.HasErrors() {
 		var b strings.Builder
 		writeDiags(&b, files, diags)
@@ -95,7 +98,7 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, err
 	}
 	rcfg := reload.Config{Dir: cfg.Policies, Source: policiesName(cfg.Policies), Store: store, Identity: ecfg.Identity,
-		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(newEval(rs)) }}
+		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(newEval(rs)) }, Permit: cfg.permit}
 	if cfg.Policies == "" {
 		rcfg.Builtin = builtinPolicies()
 	}

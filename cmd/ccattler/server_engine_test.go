@@ -83,7 +83,7 @@ func TestServerStandbyTakesOver(t *testing.T) {
 	engineServer := func(id string) *server {
 		s := startServer(t, "--etcd", store.client, "--policies", "../../engine/eval/testdata/aggregate",
 			"--engine-id", id, "--leader-ttl", "2s", "--admin-addr", "")
-		s.client = store.client
+		s.client, s.tlsDir = store.client, store.tlsDir
 		return s
 	}
 	a := engineServer("server-a")

@@ -44,6 +44,11 @@ type Config struct {
 	// Install hands an accepted set to the engine. It must not block: the
 	// engine takes the set between two rounds (engine.Engine.Swap).
 	Install func(rs *rules.RuleSet)
+	// Permit, when set, is asked about every rule set that loads: a set it
+	// finds problems with is rejected like one that does not load (the
+	// server checks that the engine's identity may write every tree the
+	// set's principals write).
+	Permit func(rs *rules.RuleSet) hcl.Diagnostics
 	// Watch makes Run poll Dir for changes every Poll (default 500ms).
 	Watch bool
 	Poll  time.Duration
@@ -158,6 +163,9 @@ func (r *Reloader) load() (*rules.RuleSet, map[string]*hcl.File, hcl.Diagnostics
 		}
 	}
 	rs, files, diags := rules.LoadFilesWithSources(srcs, rules.WithSchema(r.cfg.Store.Schema))
+	if !diags.HasErrors() && r.cfg.Permit != nil {
+		diags = append(diags, r.cfg.Permit(rs)...)
+	}
 	return rs, files, diags, Version(srcs)
 }
 

@@ -112,7 +112,7 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 	if err := put(alice, "desired/service/web/image"); err != nil {
 		t.Errorf("alice put desired/: %v", err)
 	}
-	for _, key := range []string{"placement/instance/x", "auth/user:alice/rules", "effective/service/web/instances", "event/x"} {
+	for _, key := range []string{"placement/instance/x", "auth/user:alice/rules", "effective/service/web/instances", "observed/node/node-1/state"} {
 		if err := put(alice, key); !denied(err) {
 			t.Errorf("alice put %s: %v; want permission denied", key, err)
 		}

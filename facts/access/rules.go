@@ -162,12 +162,14 @@ func Builtins(ctlPrefix, leaderPrefix string, engineWrites []string) map[string]
 	engine := Rules{{Prefix: "*", Access: Read}, {Prefix: "event/", Access: ReadWrite},
 		{Prefix: leaderPrefix, Access: ReadWrite}, {Prefix: ctlPrefix, Access: ReadWrite}}
 	for _, w := range uniqueSorted(engineWrites) {
-		engine = append(engine, Grant{Prefix: w, Access: ReadWrite})
+		if !engine.Covers(w) { // observed/node/ lies in observed/ already
+			engine = append(engine, Grant{Prefix: w, Access: ReadWrite})
+		}
 	}
 	return map[string]Rules{
 		KindEngine:  engine,
 		KindAuditor: {{Prefix: "*", Access: Read}, {Prefix: leaderPrefix, Access: Read}, {Prefix: ctlPrefix, Access: Read}},
-		Admin: {{Prefix: "*", Access: Read}, {Prefix: "desired/", Access: ReadWrite}, {Prefix: "intent/user/", Access: ReadWrite},
+		Admin: {{Prefix: "*", Access: Read}, {Prefix: "desired/", Access: ReadWrite}, {Prefix: "intent/user/", Access: ReadWrite}, {Prefix: "event/", Access: Write},
 			{Prefix: "auth/", Access: ReadWrite}, {Prefix: "schema/", Access: ReadWrite}, {Prefix: "sim/", Access: ReadWrite},
 			{Prefix: leaderPrefix, Access: Read}, {Prefix: ctlPrefix, Access: ReadWrite}},
 	}
@@ -177,7 +179,7 @@ func Builtins(ctlPrefix, leaderPrefix string, engineWrites []string) map[string]
 // (`ccattler auth add`): a user writes what it declares and reads all but
 // auth/; a node reports about itself and reads what it runs.
 func Default(principal, ctlPrefix, leaderPrefix string) (Rules, error) {
-	kind, name, err := Kind(principal)
+	kind, _, err := Kind(principal)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +188,11 @@ func Default(principal, ctlPrefix, leaderPrefix string) (Rules, error) {
 		if principal == Admin {
 			return Builtins(ctlPrefix, leaderPrefix, nil)[Admin], nil
 		}
+		// event/: an apply's record is committed with its writes, so that
+		// `why` reaches the user's apply (docs/security.md: what a user's
+		// record is worth).
 		r := Rules{{Prefix: "desired/", Access: ReadWrite}, {Prefix: "intent/user/", Access: ReadWrite}, {Prefix: "sim/", Access: ReadWrite},
+			{Prefix: "event/", Access: Write},
 			{Prefix: leaderPrefix, Access: Read}, {Prefix: ctlPrefix + "status/", Access: Read}}
 		for _, t := range []string{"effective/", "observed/", "placement/", "endpoint/", "intent/", "lease/", "event/", "schema/"} {
 			r = append(r, Grant{Prefix: t, Access: Read})
@@ -207,9 +213,7 @@ func Default(principal, ctlPrefix, leaderPrefix string) (Rules, error) {
 			{Prefix: "desired/volume/", Access: Read},
 			{Prefix: "placement/", Access: Read},
 			{Prefix: "schema/", Access: Read},
-		}
-		if strings.HasSuffix(name, "*") {
-			r = append(r, Grant{Prefix: "sim/", Access: Read}) // a simulated fleet follows its knobs
+			{Prefix: "sim/", Access: Read}, // a simulated node follows its knobs
 		}
 		return r, nil
 	default:
