@@ -126,7 +126,7 @@ var builtins = []builtin{
 	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vCount, "One writer's wish for a service's instance count."},
 	{"lease.node", "lease/node/{node-id}", vObject, "Held on a TTL lease by the node's agent while it is alive."},
 	{"event", "event/{event-id}", vObject, "A record of a rule firing or of something the system did."},
-	{"auth.rules", "auth/{principal}/rules", vAnyJSON, "The key prefixes a principal may read and write."},
+	{"auth.rules", "auth/{principal}/rules", vAnyJSON, "The keys and prefixes a principal (user:{name}, node:{id}, engine, auditor: a client certificate's Common Name) may read and write, as a JSON list such as [{\"prefix\": \"observed/node/{node}/\", \"access\": \"readwrite\"}]; the server makes them etcd's users, roles and permissions (docs/security.md)."},
 	{"schema", "schema/{fact-type}", vSchema, "A fact type registration."},
 }
 

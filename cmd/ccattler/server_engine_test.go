@@ -63,8 +63,8 @@ func TestServerRejectsBadPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "server", "--data-dir", t.TempDir(),
-		"--listen-client", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
-		"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
+		"--listen-client", fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t)),
+		"--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t)),
 		"--policies", dir)
 	out, err := cmd.CombinedOutput()
 	if err == nil || cmd.ProcessState.ExitCode() == 0 {
