@@ -125,7 +125,11 @@ var IntentLayers = []string{"user", "autoscaler", "policy"}
 // The error says what was expected.
 func CheckSegment(varName, value string) error {
 	switch varName {
-	case "name", "node-id", "principal", "svc":
+	case "principal":
+		if !validPrincipal(value) {
+			return fmt.Errorf("%q is not a valid principal: expected user:{name}, node:{node-id}, node:{prefix}*, engine or auditor", value)
+		}
+	case "name", "node-id", "svc":
 		if !validName(value) {
 			return fmt.Errorf("%q is not a valid %s: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", value, varName)
 		}
@@ -159,6 +163,24 @@ func CheckSegment(varName, value string) error {
 		}
 	}
 	return nil
+}
+
+// validPrincipal: the name of a client certificate's principal
+// (facts/access says what each may do).
+func validPrincipal(p string) bool {
+	switch p {
+	case "engine", "auditor":
+		return true
+	}
+	kind, name, ok := strings.Cut(p, ":")
+	if !ok || (kind != "user" && kind != "node") || len(p) > 128 {
+		return false
+	}
+	if kind == "node" && strings.HasSuffix(name, "*") {
+		name = strings.TrimSuffix(name, "*")
+		return name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == ""
+	}
+	return validName(name)
 }
 
 // ParseTemplate splits a key template such as "observed/node/{node-id}/capacity/gpu".

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +48,7 @@ type benchFlags struct {
 	noRecovery   bool
 	roundFirings int
 	agentCache   bool
+	secure       bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -131,6 +134,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
 	fl.BoolVar(&f.agentCache, "agent-cache", false, "let the simulated nodes keep their local caches (a file each, rewritten on every change of their placements) on this machine's disk; off by default: on a cluster every node writes its own, and here a thousand share two cores with the control plane")
+	fl.BoolVar(&f.secure, "secure", false, "run the control plane as ccattler server does by default: TLS with client certificates and etcd auth, the nodes under node:node-*, the services applied as user:admin")
 	fl.IntVar(&f.agentBatch, "agent-batch", 1000, "operations per agent transaction (the embedded etcd allows 16384)")
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
@@ -218,13 +222,18 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 		defer os.RemoveAll(dir)
 	}
 	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
-		DialTimeout: 10 * time.Second, Insecure: true}
+		DialTimeout: 10 * time.Second, Insecure: !f.secure}
 	cfg.Embed.DataDir = dir
+	cfg.CADir = filepath.Join(dir, "pki")
 	if cfg.Embed.ClientURL, err = freeLoopbackURL(); err != nil {
 		return nil, err
 	}
 	if cfg.Embed.PeerURL, err = freeLoopbackURL(); err != nil {
 		return nil, err
+	}
+	if f.secure {
+		cfg.Embed.ClientURL = strings.Replace(cfg.Embed.ClientURL, "http://", "https://", 1)
+		cfg.Embed.PeerURL = strings.Replace(cfg.Embed.PeerURL, "http://", "https://", 1)
 	}
 	cfg.Engine.Identity = "bench"
 	cfg.Engine.RoundFirings = f.roundFirings
@@ -239,7 +248,17 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	var phaseErr error
 	finished := make(chan struct{}) // closed once the phases are over; phaseErr is set then
 	cfg.Ready = func(rctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
-		b.store, b.mirror, b.eng = store, mirror, eng
+		b.store, b.agentStore, b.mirror, b.eng = store, store, mirror, eng
+		if f.secure {
+			closeStores, err := b.secureStores(rctx, cfg.CADir, store.Client.Endpoints())
+			if err != nil {
+				phaseErr = err
+				close(finished)
+				cancel()
+				return nil
+			}
+			defer closeStores()
+		}
 		phaseErr = b.run(rctx)
 		close(finished)
 		cancel() // the server shuts down cleanly

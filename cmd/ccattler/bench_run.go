@@ -16,7 +16,10 @@ import (
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/engine"
+	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/pki"
 	"github.com/ccattler/ccattler/facts/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -37,11 +40,13 @@ type bench struct {
 	dir string
 	res *benchResult
 
-	store  *facts.Store
-	mirror *facts.Mirror
-	eng    *engine.Engine
-	tr     *tracker
-	heap   heapSampler
+	store      *facts.Store // applies, knobs, reads: the engine's or, with --secure, user:admin's
+	agentStore *facts.Store // the simulated nodes': with --secure, node:node-*'s
+	rawStore   *facts.Store // with --secure, root's: the raw put loop writes outside the root
+	mirror     *facts.Mirror
+	eng        *engine.Engine
+	tr         *tracker
+	heap       heapSampler
 
 	agents  []*agent.Agent // [0] the survivors, [1] the victims
 	stops   []func()       // stop each agent and wait for it
@@ -138,7 +143,7 @@ func (b *bench) startNodes(ctx context.Context) error {
 			Architecture: goruntime.GOARCH, Zone: "zone-1", Runtime: fleet.Node(id)})
 	}
 	cfg := agent.NewConfig()
-	cfg.Store, cfg.LeaseTTL, cfg.Log, cfg.SyncCache, cfg.MaxBatch = b.store, f.leaseTTL, b.log, false, f.agentBatch
+	cfg.Store, cfg.LeaseTTL, cfg.Log, cfg.SyncCache, cfg.MaxBatch = b.agentStore, f.leaseTTL, b.log, false, f.agentBatch
 	if b.f.agentCache {
 		cfg.StateDir = filepath.Join(b.dir, "agents")
 	}
@@ -229,7 +234,11 @@ func (b *bench) agentStats() agent.Stats {
 // raw runs the baseline put loop against the same etcd.
 func (b *bench) raw(ctx context.Context) error {
 	b.pr.phase("raw etcd put loop")
-	rate, _, err := rawPuts(ctx, b.store.Client, b.f.rawBatch, b.f.rawFor)
+	raw := b.store.Client
+	if b.rawStore != nil {
+		raw = b.rawStore.Client
+	}
+	rate, _, err := rawPuts(ctx, raw, b.f.rawBatch, b.f.rawFor)
 	if err != nil {
 		return err
 	}
@@ -274,7 +283,8 @@ func (b *bench) changes(ctx context.Context) error {
 		done := b.tr.when(func(t *tracker) bool { _, ok := t.endpoints[id]; return ok == healthy })
 		b.tr.watch(key)
 		start := time.Now()
-		if _, err := b.store.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(key, raw)}}); err != nil {
+		// The change is a node's report: written as the nodes are.
+		if _, err := b.agentStore.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(key, raw)}}); err != nil {
 			return fmt.Errorf("change phase: write %s: %w", key, err)
 		}
 		snap, err := b.wait(ctx, done, fmt.Sprintf("change %d (%s = %s) reaching endpoint/service/.../%s", i+1, key, val, id))
@@ -376,7 +386,8 @@ func (b *bench) revokeLease(ctx context.Context, id string) error {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
 		return nil // already gone
 	}
-	if _, err := b.store.Client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	// Revoking takes write access to the keys on the lease: the node's.
+	if _, err := b.agentStore.Client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		return fmt.Errorf("revoke the lease of %s: %w", id, err)
 	}
 	return nil
@@ -445,4 +456,61 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("--memprofile: %w", err)
 	}
 	return nil
+}
+
+// secureStores connects as the principals a secure cluster has: user:admin
+// applies the services and turns the knobs, the simulated nodes run as
+// node:node-* (admitted here as `ccattler auth add` does). The raw put
+// loop runs as etcd's root, which etcd does not check permissions for.
+func (b *bench) secureStores(ctx context.Context, caDir string, endpoints []string) (func(), error) {
+	ca, err := pki.Load(caDir)
+	if err != nil {
+		return nil, err
+	}
+	dial := func(principal string) (*facts.Store, error) {
+		p, err := ca.Ensure(principal, pki.Client)
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg, err := pki.ClientTLS(p.CA, p.Cert, p.Key)
+		if err != nil {
+			return nil, err
+		}
+		return facts.Dial(ctx, facts.StoreConfig{Endpoints: endpoints, Schema: facts.NewSchema(), TLS: tlsCfg, DialTimeout: 10 * time.Second})
+	}
+	admin, err := dial(access.Admin)
+	if err != nil {
+		return nil, err
+	}
+	fleet := "node:node-*"
+	rules, err := access.Default(fleet, reload.CtlPrefix(admin.Root), engine.DefaultLeaderPrefix(admin.Root))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.Commit(ctx, facts.Txn{Ops: append(sim.RegisterOps().Ops, facts.Put(facts.AuthRules(fleet), rules.Encode()))}); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("admit %s: %w", fleet, err)
+	}
+	nodes, err := dial(fleet)
+	if err != nil {
+		admin.Close()
+		return nil, err
+	}
+	for { // until the server has made the fleet an etcd user
+		_, _, err := nodes.List(ctx, "placement/", 0)
+		if err == nil {
+			break
+		}
+		if !facts.Sleep(ctx, 100*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	root, err := dial(access.Root)
+	if err != nil {
+		admin.Close()
+		nodes.Close()
+		return nil, err
+	}
+	b.store, b.agentStore, b.rawStore = admin, nodes, root
+	return func() { admin.Close(); nodes.Close(); root.Close() }, nil
 }
