@@ -183,7 +183,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	// that the engine holds only what its rules may write.
 	adminTLS, engineTLS := cfg.ClientTLS, cfg.ClientTLS
 	manage := cfg.ClientTLS != nil && cfg.Identity == access.Root
-	secureHint := "" // how a client reaches a secure embedded etcd
+	secureHint := ""         // how a client reaches a secure embedded etcd
 	var etcdErr <-chan error // stays nil (never ready) with an external etcd
 	if len(endpoints) == 0 {
 		if !cfg.Insecure {
