@@ -188,17 +188,7 @@ func TestSecureByDefault(t *testing.T) {
 // may write more than etcd lets the engine write is rejected at start.
 func TestPoliciesBeyondTheEnginesGrants(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "admin.hcl", `rule "anything" {
-  doc       = "writes where only an admin may"
-  principal = "admin"
-  match {
-    service = "desired/service/{svc}"
-  }
-  derive "desired/service/{svc}/instances" {
-    value = "1"
-  }
-}
-`)
+	writeFile(t, dir, "admin.hcl", adminRule)
 	cmd := exec.Command(bin, "server", "--data-dir", t.TempDir(), "--policies", dir, "--admin-addr", "",
 		"--listen-client", fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t)),
 		"--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t)))
@@ -210,6 +200,34 @@ func TestPoliciesBeyondTheEnginesGrants(t *testing.T) {
 		t.Errorf("output does not name the rule and the reason:\n%s", out)
 	}
 }
+
+// TestWatchReloadBeyondTheEnginesGrants: the same rule dropped into a
+// watched policy directory is rejected as a reload; the running set stays.
+func TestWatchReloadBeyondTheEnginesGrants(t *testing.T) {
+	dir := policyCopy(t, nil)
+	srv, _ := newEngineServer(t, "--policies", dir, "--watch")
+	before := versionOf(t, dir)
+	writeFile(t, dir, "admin.hcl", adminRule)
+	waitUntil(t, 20*time.Second, "the reload rejected", func() bool {
+		return strings.Contains(srv.logText(), "reload: rule set rejected") && strings.Contains(srv.logText(), "Principal beyond the engine's grants")
+	})
+	if st := statusJSON(t, srv); fmt.Sprint(st["version"]) != before {
+		t.Errorf("running version after the rejected reload: %v, want %s", st["version"], before)
+	}
+	srv.ok(t, "get", "services") // still serving
+}
+
+const adminRule = `rule "anything" {
+  doc       = "writes where only an admin may"
+  principal = "admin"
+  match {
+    service = "desired/service/{svc}"
+  }
+  derive "desired/service/{svc}/instances" {
+    value = "1"
+  }
+}
+`
 
 func mustDial(t *testing.T, srv *server, principal string) *facts.Store {
 	t.Helper()

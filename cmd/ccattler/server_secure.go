@@ -107,7 +107,8 @@ func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix strin
 	} else if enabled {
 		log.Info("etcd authentication enabled: clients are the Common Names of their certificates")
 	}
-	wrote, err := access.Bootstrap(cctx, admin, builtinAccess(admin.Root, leaderPrefix))
+	builtins := builtinAccess(admin.Root, leaderPrefix)
+	wrote, err := access.Bootstrap(cctx, admin, builtins)
 	if err != nil {
 		return err
 	}
@@ -123,6 +124,20 @@ func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix strin
 		p, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "auth/"), "/rules")
 		if r, err := access.Parse(p, f.Value); ok && err == nil {
 			ps[p] = r
+		}
+	}
+	// The engine's grants are kept as an admin left them; a newer version
+	// whose rules write more says what is missing rather than widening them.
+	if eng, ok := ps[access.KindEngine]; ok {
+		var missing []string
+		for _, w := range builtins[access.KindEngine].Writes() {
+			if !eng.Covers(w) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) > 0 {
+			log.Warn("the engine's grants lack trees this version's rules write; rule sets writing there are rejected",
+				"missing", strings.Join(missing, ","), "fix", "ccattler auth add engine --force")
 		}
 	}
 	svcs, _, err := admin.List(cctx, "desired/service/", 0)
