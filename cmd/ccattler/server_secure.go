@@ -54,7 +54,9 @@ func prepareEmbeddedTLS(cfg *serverConfig, log *slog.Logger) (*serverTLS, error)
 	if h, err := os.Hostname(); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
-	member, err := ca.Ensure("server", pki.Server|pki.Client, dedupe(hosts)...)
+	// One serving certificate per member: servers that share a CA
+	// directory (--ca-dir) each keep their own.
+	member, err := ca.Ensure("member-"+cfg.Embed.Name, pki.Server|pki.Client, dedupe(hosts)...)
 	if err != nil {
 		return nil, err
 	}
