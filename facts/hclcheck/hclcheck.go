@@ -1,0 +1,205 @@
+// Package hclcheck refuses an HCL file that is too large or nests too
+// deeply before it is parsed.
+//
+// hclsyntax's parser and the evaluator of its expressions recurse once per
+// level of nesting, and a goroutine that runs out of stack is a fatal error
+// Go cannot recover: 100,000 '[' in a service file killed `ccattler apply`,
+// and a rule file dropped into a watched directory killed the server with
+// its embedded etcd. Source bounds the size first, then counts the depth
+// over the tokens of hclsyntax's own lexer, which is not recursive: strings,
+// heredocs, comments and template sequences are seen exactly as the parser
+// will see them, so no text can hide nesting from the count:
+//
+//	if diags := hclcheck.Source("web.hcl", src); diags.HasErrors() {
+//		return diags // web.hcl:1:118: File nests deeper than 100 levels
+//	}
+//
+// Brackets inside quoted strings, heredocs and comments do not count;
+// template sequences (${ and %{) inside them do, and so do the if and for
+// directives of a template, which nest like brackets. Lexing is linear and
+// bounded by facts.MaxFileBytes (a 1 MiB file of '[' lexes in about 0.6 s);
+// the parser that follows lexes the file again anyway.
+package hclcheck
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Source checks src, the text of the file filename, against
+// facts.MaxFileBytes and facts.MaxNestingDepth. The diagnostic points at
+// the byte where the limit was crossed.
+func Source(filename string, src []byte) hcl.Diagnostics {
+	if len(src) > facts.MaxFileBytes {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("File larger than %d bytes (MaxFileBytes)", facts.MaxFileBytes),
+			Detail: fmt.Sprintf("%s is %d bytes; an HCL file may hold at most %d (facts.MaxFileBytes), so it is refused before parsing. Split it into several files.",
+				filename, len(src), facts.MaxFileBytes),
+			Subject: pointAt(filename, src, facts.MaxFileBytes),
+		}}
+	}
+	if rng := tooDeep(filename, src, facts.MaxNestingDepth); rng != nil {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("File nests deeper than %d levels (MaxNestingDepth)", facts.MaxNestingDepth),
+			Detail: fmt.Sprintf("At this point %s nests more than %d levels of brackets, braces, parentheses, strings, template sequences or operators of one expression (facts.MaxNestingDepth); HCL's parser recurses once per level, so the file is refused before parsing. Flatten the expression or split it.",
+				filename, facts.MaxNestingDepth),
+			Subject: rng,
+		}}
+	}
+	return nil
+}
+
+// pointAt is the range of the one character at byte off of src.
+func pointAt(filename string, src []byte, off int) *hcl.Range {
+	off = min(off, len(src))
+	lineStart := bytes.LastIndexByte(src[:off], '\n') + 1
+	p := hcl.Pos{Line: 1 + bytes.Count(src[:lineStart], []byte("\n")), Column: 1 + utf8.RuneCount(src[lineStart:off]), Byte: off}
+	end := p
+	if off < len(src) {
+		_, size := utf8.DecodeRune(src[off:])
+		end.Byte += size
+		end.Column++
+	}
+	return &hcl.Range{Filename: filename, Start: p, End: end}
+}
+
+// frame is one open level: a bracket, brace or parenthesis, a template
+// sequence, or a string or heredoc.
+type frame struct {
+	open hclsyntax.TokenType
+	ops  int // operators of the expression being read at this level
+	tmpl int // open %{ if } and %{ for } directives of a string or heredoc
+}
+
+// levels is what one frame adds to the depth.
+func (f frame) levels() int { return 1 + f.ops + f.tmpl }
+
+// counter keeps the depth while tokens go by.
+type counter struct {
+	stack []frame // [0] is the file's top level, never popped
+	depth int     // the sum of the frames' levels, less the top level's 1
+}
+
+func (c *counter) top() *frame { return &c.stack[len(c.stack)-1] }
+
+func (c *counter) push(open hclsyntax.TokenType) {
+	c.stack = append(c.stack, frame{open: open})
+	c.depth++
+}
+
+// popTo closes levels up to and including the innermost one opened by one
+// of opens, as the lexer does: a '}' ends the innermost brace or template
+// sequence, whatever was left open inside it.
+func (c *counter) popTo(opens ...hclsyntax.TokenType) {
+	for len(c.stack) > 1 {
+		f := c.stack[len(c.stack)-1]
+		c.depth -= f.levels()
+		c.stack = c.stack[:len(c.stack)-1]
+		for _, o := range opens {
+			if f.open == o {
+				return
+			}
+		}
+	}
+}
+
+func (c *counter) op() {
+	c.top().ops++
+	c.depth++
+}
+
+// endExpr forgets the operators of the expression that just ended.
+func (c *counter) endExpr() {
+	c.depth -= c.top().ops
+	c.top().ops = 0
+}
+
+// tooDeep returns the token at which src nests deeper than max, or nil.
+// Operators count because the parser builds a+b+c as ((a+b)+c) and the
+// evaluator recurses through it; they are counted per expression, which a
+// comma or an '=' ends. A newline does not: inside parentheses or a for
+// expression one expression spans lines.
+func tooDeep(filename string, src []byte, max int) *hcl.Range {
+	toks, _ := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
+	c := counter{stack: []frame{{}}}
+	operand := false // the last token ends an operand: a '[' after it indexes
+	for i, tk := range toks {
+		wasOperand := operand
+		operand = false
+		switch tk.Type {
+		case hclsyntax.TokenNewline, hclsyntax.TokenComment:
+			operand = wasOperand
+			continue
+		case hclsyntax.TokenOBrack:
+			if wasOperand {
+				c.op()
+			}
+			c.push(tk.Type)
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOParen, hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc,
+			hclsyntax.TokenTemplateInterp:
+			c.push(tk.Type)
+		case hclsyntax.TokenTemplateControl:
+			// An if or for directive nests the template it is in until
+			// its end directive: the template parser recurses into it.
+			switch directive(toks[i+1:]) {
+			case "if", "for":
+				c.top().tmpl++
+				c.depth++
+			case "endif", "endfor":
+				if t := c.top(); t.tmpl > 0 {
+					t.tmpl--
+					c.depth--
+				}
+			}
+			c.push(tk.Type)
+		case hclsyntax.TokenCBrack, hclsyntax.TokenCParen:
+			if o := c.top().open; o == hclsyntax.TokenOBrack || o == hclsyntax.TokenOParen {
+				c.popTo(o)
+			}
+			operand = true
+		case hclsyntax.TokenCBrace, hclsyntax.TokenTemplateSeqEnd:
+			c.popTo(hclsyntax.TokenOBrace, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl)
+			operand = true
+		case hclsyntax.TokenCQuote:
+			c.popTo(hclsyntax.TokenOQuote)
+			operand = true
+		case hclsyntax.TokenCHeredoc:
+			c.popTo(hclsyntax.TokenOHeredoc)
+			operand = true
+		case hclsyntax.TokenComma, hclsyntax.TokenEqual:
+			c.endExpr()
+		case hclsyntax.TokenIdent, hclsyntax.TokenNumberLit:
+			operand = true
+		case hclsyntax.TokenPlus, hclsyntax.TokenMinus, hclsyntax.TokenStar, hclsyntax.TokenSlash, hclsyntax.TokenPercent,
+			hclsyntax.TokenBang, hclsyntax.TokenQuestion, hclsyntax.TokenAnd, hclsyntax.TokenOr,
+			hclsyntax.TokenEqualOp, hclsyntax.TokenNotEqual, hclsyntax.TokenLessThan, hclsyntax.TokenLessThanEq,
+			hclsyntax.TokenGreaterThan, hclsyntax.TokenGreaterThanEq, hclsyntax.TokenDot:
+			c.op()
+		}
+		if c.depth > max {
+			return tk.Range.Ptr()
+		}
+	}
+	return nil
+}
+
+// directive is the keyword after a %{, comments and newlines aside.
+func directive(toks hclsyntax.Tokens) string {
+	for _, tk := range toks {
+		switch tk.Type {
+		case hclsyntax.TokenNewline, hclsyntax.TokenComment:
+			continue
+		case hclsyntax.TokenIdent:
+			return string(tk.Bytes)
+		}
+		return ""
+	}
+	return ""
+}

@@ -1,0 +1,149 @@
+package hclcheck
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// deep is n levels of open...close around x, as one line.
+func deep(open, x, close string, n int) string {
+	return strings.Repeat(open, n) + x + strings.Repeat(close, n)
+}
+
+func TestSource(t *testing.T) {
+	max := facts.MaxNestingDepth
+	tests := []struct {
+		name string
+		src  string
+		at   string // the token at which the limit is crossed, or one of them separated by |; "" for accepted
+	}{
+		{"100,000 brackets, unclosed", "a = " + strings.Repeat("[", 100000), "["},
+		{"brackets at the limit", "a = " + deep("[", "1", "]", max), ""},
+		{"brackets one past the limit", "a = " + deep("[", "1", "]", max+1), "["},
+		{"objects", "a = " + deep("{ b = ", "1", " }", 200), "{"},
+		{"parentheses", "a = " + deep("(", "1", ")", 200), "("},
+		{"blocks", deep("b {\n", "", "}\n", 200), "{"},
+		{"nested template sequences", "a = " + deep(`"${`, "1", `}"`, 100), `${|"`},
+		{"nested if directives", "a = \"" + deep("%{ if true }", "x", "%{ endif }", 200) + "\"", "%{"},
+		{"a chain of additions", "a = 1" + strings.Repeat(" + 1", 200000), "+"},
+		{"a chain of negations", "a = " + strings.Repeat("-", 5000) + "1", "-"},
+		{"a chain of conditionals", "a = " + strings.Repeat("true ? 1 : ", 5000) + "1", "?"},
+		{"a chain of index operations", "a = b" + strings.Repeat("[c]", 5000), "["},
+		{"a long flat list", "a = [" + strings.Repeat("1 + 1, ", 50000) + "1]", ""},
+		{"many attributes", strings.Repeat("a = 1 + 1 + 1\n", 20000), ""},
+		{"brackets in a string", `a = "` + strings.Repeat("[", 5000) + `"`, ""},
+		{"brackets in a comment", "# " + strings.Repeat("[", 5000) + "\n// " + strings.Repeat("(", 5000) + "\n/* " + strings.Repeat("{", 5000) + " */\na = 1\n", ""},
+		{"brackets in a heredoc", "a = <<EOT\n" + strings.Repeat("[", 5000) + "\n\"\nEOT\nb = 1\n", ""},
+		{"brackets after a heredoc", "a = <<-EOT\n  \" [ \n  EOT\nb = " + strings.Repeat("[", 5000) + "\n", "["},
+		{"an escaped quote does not end a string", `a = "\" ` + strings.Repeat("[", 5000) + `"`, ""},
+		{"$${ is not a template sequence", `a = "` + strings.Repeat("$${", 5000) + `"`, ""},
+		{"a template sequence inside a heredoc", "a = <<EOT\n" + deep("${[", "1", "]}", 200) + "\nEOT\n", "${|["},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			diags := Source("f.hcl", []byte(tc.src))
+			if tc.at == "" {
+				if diags.HasErrors() {
+					t.Fatalf("refused: %s", diags.Error())
+				}
+				parse(t, []byte(tc.src)) // and it must not crash the parser
+				return
+			}
+			if len(diags) != 1 || diags[0].Subject == nil {
+				t.Fatalf("want one diagnostic with a position, got %v", diags)
+			}
+			d := diags[0]
+			if !strings.Contains(d.Summary, "MaxNestingDepth") || !strings.Contains(d.Summary, "100") {
+				t.Errorf("summary %q does not name the limit", d.Summary)
+			}
+			r := d.Subject
+			if got := tc.src[r.Start.Byte:r.End.Byte]; !slices.Contains(strings.Split(tc.at, "|"), got) {
+				t.Errorf("crossed at %q (byte %d), want %q", got, r.Start.Byte, tc.at)
+			}
+			if r.Start.Line != 1+strings.Count(tc.src[:r.Start.Byte], "\n") {
+				t.Errorf("line %d does not match byte %d", r.Start.Line, r.Start.Byte)
+			}
+		})
+	}
+}
+
+func TestSourceSize(t *testing.T) {
+	src := []byte(strings.Repeat("a = 1\n", facts.MaxFileBytes/6+1))
+	diags := Source("big.hcl", src)
+	if len(diags) != 1 || !strings.Contains(diags[0].Summary, "MaxFileBytes") || diags[0].Subject == nil {
+		t.Fatalf("a file of %d bytes: %v", len(src), diags)
+	}
+	if r := diags[0].Subject; r.Start.Byte != facts.MaxFileBytes || r.Start.Line != 1+facts.MaxFileBytes/6 {
+		t.Errorf("points at %v, want byte %d", r.Start, facts.MaxFileBytes)
+	}
+	if diags := Source("ok.hcl", src[:facts.MaxFileBytes]); diags.HasErrors() {
+		t.Errorf("a file of exactly MaxFileBytes refused: %s", diags.Error())
+	}
+}
+
+// Every HCL file the project ships is well inside the limits.
+func TestProjectFilesPass(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir("../..", func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".hcl") {
+			return err
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if d := tooDeep(p, src, 20); d != nil {
+			t.Errorf("%s nests past 20 levels at %s", p, d)
+		}
+		return nil
+	})
+	if err != nil || n < 20 {
+		t.Fatalf("walked %d .hcl files: %v", n, err)
+	}
+}
+
+// FuzzSource: a file Source accepts is parsed and every attribute in it
+// evaluated without running out of stack; a refusal points inside the file.
+func FuzzSource(f *testing.F) {
+	f.Add([]byte("a = [[1], {b = (2 + 3)}]\n"))
+	f.Add([]byte("a = \"${x}%{ if y }z%{ endif }\"\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		diags := Source("f.hcl", src)
+		if diags.HasErrors() {
+			if r := diags[0].Subject; r == nil || r.Start.Byte < 0 || r.Start.Byte > len(src) {
+				t.Fatalf("refusal outside the file: %v", diags)
+			}
+			return
+		}
+		parse(t, src)
+	})
+}
+
+// parse parses src and evaluates every attribute, in blocks too.
+func parse(t *testing.T, src []byte) {
+	t.Helper()
+	f, _ := hclsyntax.ParseConfig(src, "f.hcl", hcl.InitialPos)
+	if f == nil {
+		return
+	}
+	var walk func(b *hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, a := range b.Attributes {
+			_, _ = a.Expr.Value(nil)
+		}
+		for _, bl := range b.Blocks {
+			walk(bl.Body)
+		}
+	}
+	if b, ok := f.Body.(*hclsyntax.Body); ok {
+		walk(b)
+	}
+}
