@@ -162,6 +162,9 @@ func checkValueSize(raw []byte) error {
 	if len(raw) > MaxValueBytes {
 		return &LimitError{What: "value", Name: "MaxValueBytes", Unit: "bytes", Max: MaxValueBytes, Got: int64(len(raw)), Offset: MaxValueBytes}
 	}
+	if len(raw) > 0 && (raw[0] == '"' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return nil // a scalar: the decoder stops at its end, nothing nests
+	}
 	if off := jsonTooDeep(raw, MaxValueDepth); off >= 0 {
 		return &LimitError{What: "nesting", Name: "MaxValueDepth", Unit: "levels", Max: MaxValueDepth, Offset: off}
 	}

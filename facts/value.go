@@ -135,11 +135,11 @@ func (t ValueType) rangeText() string {
 // int64 (int; memory in bytes), float64 (number; cpu in cores), bool,
 // time.Duration, time.Time, any (json).
 func (t ValueType) Decode(raw []byte) (any, error) {
-	if v, ok := plainJSON(raw); ok {
-		return t.check(v)
-	}
 	if err := checkValueSize(raw); err != nil {
 		return nil, err
+	}
+	if v, ok := plainJSON(raw); ok {
+		return t.check(v)
 	}
 	return t.decodeJSON(raw)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -110,6 +111,11 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		src := files[name]
 		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(name), len(src))
 		h.Write(src)
+		// Size and depth before the parser, which recurses per level.
+		if d := hclcheck.Source(name, src); d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
 		f, d := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 		diags = append(diags, d...)
 		if f == nil {

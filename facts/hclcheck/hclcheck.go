@@ -203,3 +203,31 @@ func directive(toks hclsyntax.Tokens) string {
 	}
 	return ""
 }
+
+// Excerpt prepares a source line for a diagnostic's snippet: characters
+// that would reorder or hide the text on a terminal (see facts.CheckText;
+// tabs are kept) show as U+FFFD, and a line longer than width runes is cut
+// to a window around column col (1-based). It returns the line to show and
+// the column of col in it, so that a caret lines up under it.
+func Excerpt(line string, col, width int) (string, int) {
+	rs := []rune(line)
+	for i, r := range rs {
+		if r != '\t' && facts.CheckText(string(r)) != nil {
+			rs[i] = utf8.RuneError
+		}
+	}
+	if len(rs) <= width {
+		return string(rs), col
+	}
+	start := max(0, min(col-1-width/2, len(rs)-width))
+	end := min(len(rs), start+width)
+	shown := string(rs[start:end])
+	if start > 0 {
+		shown = "..." + shown
+		col = col - start + 3
+	}
+	if end < len(rs) {
+		shown += "..."
+	}
+	return shown, col
+}

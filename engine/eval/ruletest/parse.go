@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -108,6 +109,10 @@ func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File,
 
 // ParseFile parses one test file.
 func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.File, hcl.Diagnostics) {
+	// Size and depth before the parser, which recurses per level.
+	if diags := hclcheck.Source(name, src); diags.HasErrors() {
+		return nil, nil, diags
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, f, diags
