@@ -71,3 +71,33 @@ func TestJSONTooDeepSkipsStrings(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeValue feeds any bytes to the decoder of every built-in value
+// type: it returns a value or an error, never panics, accepts nothing over
+// MaxValueBytes or MaxValueDepth, and what it accepts encodes back to a
+// value it accepts again.
+func FuzzDecodeValue(f *testing.F) {
+	f.Add([]byte(`{"ip": "10.1.0.5", "port": 8080}`))
+	f.Add([]byte(`"nginx:1.28"`))
+	f.Add([]byte(strings.Repeat("[", 100000) + strings.Repeat("]", 100000))) // 100,000 levels
+	f.Add([]byte(`{"a": "` + strings.Repeat("x", 10<<20) + `"}`))            // 10 MB
+	types := Default.Types()
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		for _, ft := range types {
+			v, err := ft.Value.Decode(raw)
+			if err != nil {
+				continue
+			}
+			if len(raw) > MaxValueBytes || jsonTooDeep(raw, MaxValueDepth) >= 0 {
+				t.Fatalf("%s accepted a value over the limits (%d bytes)", ft.Name, len(raw))
+			}
+			again, err := ft.Value.Encode(v)
+			if err != nil {
+				t.Fatalf("%s: %q decodes to %#v, which does not encode: %v", ft.Name, raw, v, err)
+			}
+			if _, err := ft.Value.Decode(again); err != nil {
+				t.Fatalf("%s: %q re-encodes to %q, which does not decode: %v", ft.Name, raw, again, err)
+			}
+		}
+	})
+}
