@@ -455,6 +455,9 @@ func EncodeRegistration(r Registration) []byte {
 // ParseRegistration decodes a schema/{fact-type} value.
 func ParseRegistration(raw []byte) (Registration, ValueType, error) {
 	var r Registration
+	if err := checkValueSize(raw); err != nil {
+		return r, ValueType{}, err
+	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return r, ValueType{}, fmt.Errorf("not a fact type registration: %v", err)
 	}
