@@ -1,24 +1,3 @@
-// Package hclcheck refuses an HCL file that is too large or nests too
-// deeply before it is parsed.
-//
-// hclsyntax's parser and the evaluator of its expressions recurse once per
-// level of nesting, and a goroutine that runs out of stack is a fatal error
-// Go cannot recover: 100,000 '[' in a service file killed `ccattler apply`,
-// and a rule file dropped into a watched directory killed the server with
-// its embedded etcd. Source bounds the size first, then counts the depth
-// over the tokens of hclsyntax's own lexer, which is not recursive: strings,
-// heredocs, comments and template sequences are seen exactly as the parser
-// will see them, so no text can hide nesting from the count:
-//
-//	if diags := hclcheck.Source("web.hcl", src); diags.HasErrors() {
-//		return diags // web.hcl:1:118: File nests deeper than 100 levels
-//	}
-//
-// Brackets inside quoted strings, heredocs and comments do not count;
-// template sequences (${ and %{) inside them do, and so do the if and for
-// directives of a template, which nest like brackets. Lexing is linear and
-// bounded by facts.MaxFileBytes (a 1 MiB file of '[' lexes in about 0.6 s);
-// the parser that follows lexes the file again anyway.
 package hclcheck
 
 import (
@@ -94,18 +73,19 @@ func (c *counter) push(open hclsyntax.TokenType) {
 	c.depth++
 }
 
-// popTo closes levels up to and including the innermost one opened by one
-// of opens, as the lexer does: a '}' ends the innermost brace or template
-// sequence, whatever was left open inside it.
-func (c *counter) popTo(opens ...hclsyntax.TokenType) {
-	for len(c.stack) > 1 {
-		f := c.stack[len(c.stack)-1]
-		c.depth -= f.levels()
-		c.stack = c.stack[:len(c.stack)-1]
-		for _, o := range opens {
-			if f.open == o {
-				return
-			}
+// pop closes the top level if one of opens opened it. A closer that does
+// not match (a file with a syntax error) closes nothing: the count may
+// then run high, never low, whatever the parser makes of the rest.
+func (c *counter) pop(opens ...hclsyntax.TokenType) {
+	if len(c.stack) < 2 {
+		return
+	}
+	f := c.stack[len(c.stack)-1]
+	for _, o := range opens {
+		if f.open == o {
+			c.depth -= f.levels()
+			c.stack = c.stack[:len(c.stack)-1]
+			return
 		}
 	}
 }
@@ -159,19 +139,24 @@ func tooDeep(filename string, src []byte, max int) *hcl.Range {
 				}
 			}
 			c.push(tk.Type)
-		case hclsyntax.TokenCBrack, hclsyntax.TokenCParen:
-			if o := c.top().open; o == hclsyntax.TokenOBrack || o == hclsyntax.TokenOParen {
-				c.popTo(o)
-			}
+		case hclsyntax.TokenCBrack:
+			c.pop(hclsyntax.TokenOBrack)
 			operand = true
-		case hclsyntax.TokenCBrace, hclsyntax.TokenTemplateSeqEnd:
-			c.popTo(hclsyntax.TokenOBrace, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl)
+		case hclsyntax.TokenCParen:
+			c.pop(hclsyntax.TokenOParen)
+			operand = true
+		case hclsyntax.TokenCBrace:
+			c.pop(hclsyntax.TokenOBrace)
+			operand = true
+		case hclsyntax.TokenTemplateSeqEnd:
+			// The lexer also ends a sequence with "~}" after a plain '{'.
+			c.pop(hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl, hclsyntax.TokenOBrace)
 			operand = true
 		case hclsyntax.TokenCQuote:
-			c.popTo(hclsyntax.TokenOQuote)
+			c.pop(hclsyntax.TokenOQuote)
 			operand = true
 		case hclsyntax.TokenCHeredoc:
-			c.popTo(hclsyntax.TokenOHeredoc)
+			c.pop(hclsyntax.TokenOHeredoc)
 			operand = true
 		case hclsyntax.TokenComma, hclsyntax.TokenEqual:
 			c.endExpr()

@@ -44,6 +44,7 @@ func TestSource(t *testing.T) {
 		{"brackets after a heredoc", "a = <<-EOT\n  \" [ \n  EOT\nb = " + strings.Repeat("[", 5000) + "\n", "["},
 		{"an escaped quote does not end a string", `a = "\" ` + strings.Repeat("[", 5000) + `"`, ""},
 		{"$${ is not a template sequence", `a = "` + strings.Repeat("$${", 5000) + `"`, ""},
+		{"closers that do not match close nothing", "a = " + strings.Repeat("[(}", 200), "[|("},
 		{"a template sequence inside a heredoc", "a = <<EOT\n" + deep("${[", "1", "]}", 200) + "\nEOT\n", "${|["},
 	}
 	for _, tc := range tests {
