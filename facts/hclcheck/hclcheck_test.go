@@ -148,3 +148,51 @@ func parse(t *testing.T, src []byte) {
 		walk(b)
 	}
 }
+
+// depthWalker measures how deeply the syntax tree of a file nests.
+type depthWalker struct{ cur, max int }
+
+func (w *depthWalker) Enter(hclsyntax.Node) hcl.Diagnostics {
+	w.cur++
+	w.max = max(w.max, w.cur)
+	return nil
+}
+func (w *depthWalker) Exit(hclsyntax.Node) hcl.Diagnostics { w.cur--; return nil }
+
+// FuzzCountBoundsTree: the count is sound. Whatever the file, when the
+// count stays within a small limit, so does the depth of the syntax tree
+// the parser builds from it (each level of the count is at most a few
+// nodes: an object item's key wrapper, a template's parts, a splat's
+// parts); the parser's and the evaluator's recursion follow that tree.
+func FuzzCountBoundsTree(f *testing.F) {
+	f.Add([]byte("a = [[1], {b = (2 + 3)}]\n"))
+	f.Add([]byte("a = \"${x}%{ if y }z%{ endif }\"\nb { c = d[e][f].g }\n"))
+	f.Add([]byte("a = [for k, v in x : k => -v if !v]\nb = x[*].y ? 1 : 2\n"))
+	f.Add([]byte("a = <<EOT\n${[1]}\nEOT\n"))
+	// Each of these nests its tree 50 levels deep through one kind of
+	// token: a count that missed that kind would let it through.
+	for _, deep := range []string{
+		"a = 1" + strings.Repeat(" + 1", 50), "a = " + strings.Repeat("!", 50) + "true",
+		"a = " + strings.Repeat("x ? 1 : ", 50) + "1", "a = b" + strings.Repeat("[c]", 50),
+		"a = " + deep("[", "1", "]", 50), "a = " + deep("f(", "1", ")", 50), "a = " + deep("{b = ", "1", "}", 50),
+		"a = " + deep(`"${`, "1", `}"`, 50), "a = \"" + deep("%{ if x }", "y", "%{ endif }", 50) + "\"",
+		deep("b {\n", "", "}\n", 50),
+	} {
+		f.Add([]byte(deep + "\n"))
+	}
+	const limit = 8
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if len(src) > 4096 || tooDeep("f.hcl", src, limit) != nil {
+			return
+		}
+		file, _ := hclsyntax.ParseConfig(src, "f.hcl", hcl.InitialPos)
+		if file == nil {
+			return
+		}
+		w := &depthWalker{}
+		hclsyntax.Walk(file.Body.(*hclsyntax.Body), w)
+		if w.max > 4*(limit+2) {
+			t.Fatalf("counted at most %d levels, but the tree nests %d nodes deep", limit, w.max)
+		}
+	})
+}
