@@ -365,7 +365,7 @@ func (s *Schema) Validate(key string, raw []byte) (Key, error) {
 		return Key{}, err
 	}
 	if _, err := k.Type.Value.Decode(raw); err != nil {
-		return Key{}, fmt.Errorf("invalid value %s for %s: %w", truncate(raw, 80), key, err)
+		return Key{}, fmt.Errorf("invalid value %s for %s: %w", Shorten(raw, 80), key, err)
 	}
 	return k, nil
 }
@@ -378,7 +378,7 @@ func (s *Schema) Decode(key string, raw []byte) (Key, any, error) {
 	}
 	v, err := k.Type.Value.Decode(raw)
 	if err != nil {
-		return Key{}, nil, fmt.Errorf("invalid value %s for %s: %w", truncate(raw, 80), key, err)
+		return Key{}, nil, fmt.Errorf("invalid value %s for %s: %w", Shorten(raw, 80), key, err)
 	}
 	return k, v, nil
 }
@@ -391,15 +391,15 @@ func (s *Schema) Encode(key string, v any) ([]byte, error) {
 	}
 	raw, err := k.Type.Value.Encode(v)
 	if err != nil {
-		return nil, fmt.Errorf("invalid value %s for %s: %w", truncate([]byte(fmt.Sprint(v)), 80), key, err)
+		return nil, fmt.Errorf("invalid value %s for %s: %w", Shorten([]byte(fmt.Sprint(v)), 80), key, err)
 	}
 	return raw, nil
 }
 
-// truncate renders at most n bytes of a value for an error message, with
-// the characters CheckText refuses escaped: a message must neither carry a
-// 5 MB value whole nor let a bidirectional override reorder the log line.
-func truncate(b []byte, n int) string {
+// Shorten renders at most n bytes of a value for a message, with the
+// characters CheckText refuses escaped: a message must neither carry a
+// 5 MB value whole nor let a bidirectional override reorder its line.
+func Shorten(b []byte, n int) string {
 	var out strings.Builder
 	for i := 0; i < len(b); {
 		if i >= n {

@@ -78,3 +78,14 @@ func TestDecodeAtTheLimits(t *testing.T) {
 		t.Fatalf("refused at the limits: %s", diags.Error())
 	}
 }
+
+// A change over a value written straight to etcd prints a short, clean
+// line, whatever that value holds.
+func TestChangeStringShortens(t *testing.T) {
+	c := Change{Op: OpChange, Key: "desired/service/web/image",
+		Old: []byte(`"` + strings.Repeat("a", 10<<20) + `"`), New: []byte("\"nginx\u202e:1.28\"")}
+	s := c.String()
+	if len(s) > 600 || strings.ContainsRune(s, '\u202e') || !strings.Contains(s, `\u202e`) || !strings.HasPrefix(s, `~ desired/service/web/image = "aaa`) {
+		t.Errorf("Change.String() is %d bytes: %.600q", len(s), s)
+	}
+}
