@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccattler/ccattler/facts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -110,10 +111,17 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// 10 MB where a rogue node may write (an instance's report), where an
+	// admin may (auth/), and as the image of a service a user declared
+	// past apply.
 	huge := `"` + strings.Repeat("a", 10<<20) + `"`
-	for _, k := range []string{"observed/instance/fffff/image", "auth/mallory/rules"} {
-		if _, err := cli.Put(ctx, "/ccattler/"+k, huge); err != nil {
-			t.Fatalf("put 10 MB at %s: %v", k, err)
+	for _, kv := range [][2]string{
+		{"observed/instance/fffff/image", huge}, {"auth/mallory/rules", huge},
+		{"desired/service/rogue", "{}"}, {"desired/service/rogue/instances", "1"},
+		{"intent/user/service/rogue/instances", "1"}, {"desired/service/rogue/image", huge},
+	} {
+		if _, err := cli.Put(ctx, "/ccattler/"+kv[0], kv[1]); err != nil {
+			t.Fatalf("put %d bytes at %s: %v", len(kv[1]), kv[0], err)
 		}
 	}
 
@@ -125,6 +133,19 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		t.Fatalf("the server exited with %d:\n%.5000s", srv.exitCode, srv.logText())
 	default:
 	}
+	// The agents decode the image through the schema: none starts the
+	// rogue service's instances with it (they fail), or reports it back.
+	obs, _, _ := srv.factsUnder(t, "observed/instance/")
+	for k, v := range obs {
+		if strings.HasSuffix(k, "/image") && k != "observed/instance/fffff/image" && len(v) > facts.MaxImageBytes+2 {
+			t.Errorf("%s reports an image of %d bytes", k, len(v))
+		}
+	}
+	rogue := readFleet(t, srv, "rogue")
+	if rogue.running() > 0 {
+		t.Errorf("%d instances of the service with a 10 MB image run", rogue.running())
+	}
+	t.Logf("the service with a 10 MB image has %d instances, none running", len(rogue.state))
 	if n := len(srv.logText()); n > 1<<20 {
 		t.Errorf("the server's log is %d bytes: a 10 MB value was logged whole", n)
 	}
