@@ -64,7 +64,7 @@ func LoadWithFiles(dir string, opts ...Option) (*RuleSet, map[string]*hcl.File, 
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
+		b, err := hclcheck.ReadFile(p)
 		if err != nil {
 			return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule file",
 				Detail: fmt.Sprintf("Reading %s: %v.", p, err)}}

@@ -3,6 +3,8 @@ package hclcheck
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"unicode/utf8"
 
 	"github.com/ccattler/ccattler/facts"
@@ -18,8 +20,8 @@ func Source(filename string, src []byte) hcl.Diagnostics {
 		return hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  fmt.Sprintf("File larger than %d bytes (MaxFileBytes)", facts.MaxFileBytes),
-			Detail: fmt.Sprintf("%s is %d bytes; an HCL file may hold at most %d (facts.MaxFileBytes), so it is refused before parsing. Split it into several files.",
-				filename, len(src), facts.MaxFileBytes),
+			Detail: fmt.Sprintf("%s holds more than %d bytes, the most an HCL file may hold (facts.MaxFileBytes), so it is refused before parsing. Split it into several files.",
+				filename, facts.MaxFileBytes),
 			Subject: pointAt(filename, src, facts.MaxFileBytes),
 		}}
 	}
@@ -33,6 +35,18 @@ func Source(filename string, src []byte) hcl.Diagnostics {
 		}}
 	}
 	return nil
+}
+
+// ReadFile reads at most facts.MaxFileBytes+1 bytes of a file: enough for
+// Source to refuse one that is too large, without first holding a 10 GB
+// file (or /dev/zero) in memory.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, facts.MaxFileBytes+1))
 }
 
 // pointAt is the range of the one character at byte off of src.

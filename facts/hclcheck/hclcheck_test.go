@@ -196,3 +196,27 @@ func FuzzCountBoundsTree(f *testing.F) {
 		}
 	})
 }
+
+// A file of 10 GB (sparse here) or an endless one is read only up to one
+// byte past the limit, and refused.
+func TestReadFileBounded(t *testing.T) {
+	huge := filepath.Join(t.TempDir(), "huge.hcl")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 10<<30); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{huge, "/dev/zero"} {
+		b, err := ReadFile(p)
+		if err != nil || len(b) != facts.MaxFileBytes+1 {
+			t.Fatalf("ReadFile(%s) = %d bytes, %v; want %d", p, len(b), err, facts.MaxFileBytes+1)
+		}
+		if d := Source(p, b); !d.HasErrors() || !strings.Contains(d[0].Summary, "MaxFileBytes") {
+			t.Errorf("%s: %v", p, d)
+		}
+	}
+	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.hcl")); !os.IsNotExist(err) {
+		t.Errorf("a missing file: %v", err)
+	}
+}

@@ -81,7 +81,7 @@ func ReadFiles(paths []string) ([]Source, error) {
 			slices.Sort(names)
 		}
 		for _, n := range names {
-			b, err := os.ReadFile(n)
+			b, err := hclcheck.ReadFile(n)
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", n, err)
 			}

@@ -3,7 +3,6 @@ package ruletest
 import (
 	"fmt"
 	"math/big"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -94,7 +93,7 @@ func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File,
 	var diags hcl.Diagnostics
 	files := map[string]*hcl.File{}
 	for _, p := range paths {
-		src, err := os.ReadFile(p)
+		src, err := hclcheck.ReadFile(p)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read test file", Detail: err.Error()})
 			continue
