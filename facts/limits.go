@@ -21,8 +21,10 @@ import (
 // the same built-in schema.
 const (
 	// MaxFileBytes bounds one HCL file: a service file, a rule file or a
-	// rule test. The default policies are under 15 KiB each.
-	MaxFileBytes = 1 << 20
+	// rule test. The default policies are under 15 KiB each. The worst
+	// file at the bound (one token per byte) costs about 60 ms and 125 MB
+	// of allocation to check (BenchmarkSource), and as much to parse.
+	MaxFileBytes = 256 << 10
 
 	// MaxNestingDepth bounds how deeply an HCL file nests: each open
 	// bracket, brace, parenthesis, string, heredoc and template sequence is

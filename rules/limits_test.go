@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/ccattler/ccattler/facts"
 )
 
 // A rule file that nests past any parser's stack, in HCL or in the CEL of
@@ -15,7 +17,7 @@ func TestLoadHostileFiles(t *testing.T) {
 		name, src, want string
 	}{
 		{"150 KB of nested HCL brackets", head + strings.Repeat("[", 150000) + "\n}\n", "f.hcl:7:109: error: File nests deeper than 100 levels (MaxNestingDepth)"},
-		{"a file over MaxFileBytes", head + `"true"` + tail + "# " + strings.Repeat("x", 1<<20) + "\n", "File larger than 1048576 bytes (MaxFileBytes)"},
+		{"a file over MaxFileBytes", head + `"true"` + tail + "# " + strings.Repeat("x", facts.MaxFileBytes) + "\n", "File larger than 262144 bytes (MaxFileBytes)"},
 		{"150 KB of nested CEL parentheses", head + `"` + strings.Repeat("(", 75000) + "true" + strings.Repeat(")", 75000) + `"` + tail, "f.hcl:7:"},
 		{"a 144 KB CEL chain", head + `"true` + strings.Repeat(" && true", 18000) + `"` + tail, "f.hcl:7:"},
 		{"150 KB of CEL negations", head + `"` + strings.Repeat("!", 150000) + `true"` + tail, "f.hcl:7:"},

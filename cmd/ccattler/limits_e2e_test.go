@@ -55,7 +55,7 @@ func TestHostileFilesRefused(t *testing.T) {
 			[]string{":2:21: error: Character U+202E not allowed in \"image\"", "RIGHT-TO-LEFT OVERRIDE"}},
 		{"a 5 MB image", "huge.hcl",
 			"service \"web\" {\n  image     = \"" + strings.Repeat("a", 5<<20) + "\"\n  instances = 1\n}\n",
-			[]string{": error: File larger than 1048576 bytes (MaxFileBytes)", "Split it into several files."}},
+			[]string{": error: File larger than 262144 bytes (MaxFileBytes)", "Split it into several files."}},
 		{"a 2 KB image", "long.hcl",
 			"service \"web\" {\n  image     = \"" + strings.Repeat("a", 2048) + "\"\n  instances = 1\n}\n",
 			[]string{":2:1040: error: image of 2048 bytes is over the limit of 1024 (MaxImageBytes)"}},
@@ -86,7 +86,7 @@ func TestHostileFilesRefused(t *testing.T) {
 	}
 	t.Run("apply of an endless file", func(t *testing.T) {
 		r := srv.ccattler(t, "apply", "-f", "/dev/zero")
-		if r.code != 1 || !strings.Contains(r.stderr, "/dev/zero:1:1048577: error: File larger than 1048576 bytes (MaxFileBytes)") {
+		if r.code != 1 || !strings.Contains(r.stderr, "/dev/zero:1:262145: error: File larger than 262144 bytes (MaxFileBytes)") {
 			t.Errorf("exit %d\n%.3000s", r.code, r.stderr)
 		}
 	})

@@ -17,6 +17,6 @@
 // Brackets inside quoted strings, heredocs and comments do not count;
 // template sequences (${ and %{) inside them do, and so do the if and for
 // directives of a template, which nest like brackets. Lexing is linear and
-// bounded by facts.MaxFileBytes (a 1 MiB file of '[' lexes in about 0.6 s);
+// bounded by facts.MaxFileBytes (256 KiB of '[' is checked in about 60 ms);
 // the parser that follows lexes the file again anyway.
 package hclcheck

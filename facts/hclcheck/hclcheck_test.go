@@ -32,12 +32,12 @@ func TestSource(t *testing.T) {
 		{"blocks", deep("b {\n", "", "}\n", 200), "{"},
 		{"nested template sequences", "a = " + deep(`"${`, "1", `}"`, 100), `${|"`},
 		{"nested if directives", "a = \"" + deep("%{ if true }", "x", "%{ endif }", 200) + "\"", "%{"},
-		{"a chain of additions", "a = 1" + strings.Repeat(" + 1", 200000), "+"},
+		{"a chain of additions", "a = 1" + strings.Repeat(" + 1", 50000), "+"},
 		{"a chain of negations", "a = " + strings.Repeat("-", 5000) + "1", "-"},
 		{"a chain of conditionals", "a = " + strings.Repeat("true ? 1 : ", 5000) + "1", "?"},
 		{"a chain of index operations", "a = b" + strings.Repeat("[c]", 5000), "["},
-		{"a long flat list", "a = [" + strings.Repeat("1 + 1, ", 50000) + "1]", ""},
-		{"many attributes", strings.Repeat("a = 1 + 1 + 1\n", 20000), ""},
+		{"a long flat list", "a = [" + strings.Repeat("1 + 1, ", 30000) + "1]", ""},
+		{"many attributes", strings.Repeat("a = 1 + 1 + 1\n", 15000), ""},
 		{"brackets in a string", `a = "` + strings.Repeat("[", 5000) + `"`, ""},
 		{"brackets in a comment", "# " + strings.Repeat("[", 5000) + "\n// " + strings.Repeat("(", 5000) + "\n/* " + strings.Repeat("{", 5000) + " */\na = 1\n", ""},
 		{"brackets in a heredoc", "a = <<EOT\n" + strings.Repeat("[", 5000) + "\n\"\nEOT\nb = 1\n", ""},
@@ -218,5 +218,25 @@ func TestReadFileBounded(t *testing.T) {
 	}
 	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.hcl")); !os.IsNotExist(err) {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// BenchmarkSource: the check on the largest default policy, and on the
+// worst file under the size limit (one token per byte, refused).
+func BenchmarkSource(b *testing.B) {
+	policy, err := os.ReadFile("../../policies/rollout.hcl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, in := range []struct {
+		name string
+		src  []byte
+	}{{"rollout.hcl", policy}, {"256KiB-of-brackets", []byte(strings.Repeat("[", facts.MaxFileBytes))}} {
+		b.Run(in.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in.src)))
+			for b.Loop() {
+				Source("f.hcl", in.src)
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ func TestDecodeLimits(t *testing.T) {
 		{"100,000 nested brackets", "service \"web\" {\n  instances = " + strings.Repeat("[", 100000) + "\n}\n",
 			"f.hcl:2:114: File nests deeper than 100 levels (MaxNestingDepth)", "["},
 		{"a file over MaxFileBytes", "service \"web\" {\n  image = \"" + strings.Repeat("a", facts.MaxFileBytes) + "\"\n}\n",
-			"f.hcl:2:1048561: File larger than 1048576 bytes (MaxFileBytes)", "a"},
+			fmt.Sprintf("f.hcl:2:%d: File larger than %d bytes (MaxFileBytes)", facts.MaxFileBytes-16+1, facts.MaxFileBytes), "a"},
 		{"a billion instances", "service \"web\" {\n  instances = 1000000000\n}\n",
 			"f.hcl:2:15: instances = 1000000000 is over the limit of 10000 instances (MaxInstances)", "1"},
 		{"an autoscaler range past the limit", "service \"web\" {\n  autoscale { max = 20000 }\n}\n",
