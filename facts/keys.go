@@ -13,6 +13,7 @@ var (
 	vName    = ValueType{Kind: KindString, Format: "name"}
 	vString  = ValueType{Kind: KindString}
 	vCount   = ValueType{Kind: KindInt, Min: f(0)}
+	vInstN   = ValueType{Kind: KindInt, Min: f(0), Max: f(MaxInstances), MaxName: "MaxInstances", Unit: "instances"}
 	vCPU     = ValueType{Kind: KindCPU, Min: f(0)}
 	vMemory  = ValueType{Kind: KindMemory}
 	vInstSt  = ValueType{Kind: KindEnum, Enum: []string{"pending", "running", "failed", "stopped"}}
@@ -61,7 +62,7 @@ type builtin struct {
 var builtins = []builtin{
 	{"desired.service", "desired/service/{name}", vObject, "A service exists; its attributes are the keys below it."},
 	{"desired.service.image", "desired/service/{name}/image", vImage, "The container image of the service."},
-	{"desired.service.instances", "desired/service/{name}/instances", vCount, "The number of instances the user asked for."},
+	{"desired.service.instances", "desired/service/{name}/instances", vInstN, "The number of instances the user asked for."},
 	{"desired.service.expose", "desired/service/{name}/expose/{port}", vObject, "A port the service exposes."},
 	{"desired.service.resources.cpu", "desired/service/{name}/resources/cpu", vCPU, "Cpu requested per instance, in cores."},
 	{"desired.service.resources.memory", "desired/service/{name}/resources/memory", vMemory, "Memory requested per instance."},
@@ -71,20 +72,20 @@ var builtins = []builtin{
 	{"desired.service.health.failures", "desired/service/{name}/health/failures", vChecks, "Consecutive failed health checks after which an instance is replaced."},
 	{"desired.service.autoscale.metric", "desired/service/{name}/autoscale/metric", vName, "The metric the autoscaler follows, e.g. cpu."},
 	{"desired.service.autoscale.threshold", "desired/service/{name}/autoscale/threshold", vThresh, "The per-instance target of the metric."},
-	{"desired.service.autoscale.min", "desired/service/{name}/autoscale/min", vCount, "The fewest instances the autoscaler may ask for."},
-	{"desired.service.autoscale.max", "desired/service/{name}/autoscale/max", vCount, "The most instances the autoscaler may ask for."},
+	{"desired.service.autoscale.min", "desired/service/{name}/autoscale/min", vInstN, "The fewest instances the autoscaler may ask for."},
+	{"desired.service.autoscale.max", "desired/service/{name}/autoscale/max", vInstN, "The most instances the autoscaler may ask for."},
 	{"desired.service.autoscale.stabilization", "desired/service/{name}/autoscale/stabilization", vDur, "How long the autoscaler keeps its highest recommendation before scaling down (default 300s)."},
 	{"desired.service.placement.architecture", "desired/service/{name}/placement/architecture", vName, "Instances run only on nodes of this architecture."},
 	{"desired.service.placement.zone", "desired/service/{name}/placement/zone", vName, "Instances run only on nodes in this zone."},
-	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vCount, "Instances a rollout may take below the target."},
-	{"desired.service.update.max_extra", "desired/service/{name}/update/max_extra", vCount, "Instances a rollout may add above the target."},
+	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vInstN, "Instances a rollout may take below the target."},
+	{"desired.service.update.max_extra", "desired/service/{name}/update/max_extra", vInstN, "Instances a rollout may add above the target."},
 	{"desired.service.volume", "desired/service/{name}/volume", vName, "The volume the service's instances mount, at /volumes/{volume}."},
 	{"desired.volume", "desired/volume/{name}", vObject, "A volume exists; its attributes are the keys below it."},
 	{"desired.volume.size", "desired/volume/{name}/size", vMemory, "The size of the volume."},
 	{"desired.volume.persistent", "desired/volume/{name}/persistent", vBool, "Whether the volume's data outlives its instances."},
 	{"desired.volume.access_mode", "desired/volume/{name}/access_mode", vAccess, "Whether instances on one node or on many may use the volume."},
 
-	{"effective.service.instances", "effective/service/{name}/instances", vCount, "The target after user, autoscaler and policy intents are resolved."},
+	{"effective.service.instances", "effective/service/{name}/instances", vInstN, "The target after user, autoscaler and policy intents are resolved."},
 
 	{"observed.node", "observed/node/{node-id}", vObject, "A node has registered."},
 	{"observed.node.state", "observed/node/{node-id}/state", vNodeSt, "Whether the node is alive, unreachable or draining."},
@@ -123,7 +124,7 @@ var builtins = []builtin{
 	{"placement.service.node", "placement/service/{name}/node", vName, "The node every instance of the service must run on: where its single-node volume is attached."},
 	{"placement.service.colocate", "placement/service/{name}/colocate", vBool, "Every instance of the service runs on one node: it uses a single-node volume."},
 	{"endpoint.service", "endpoint/service/{name}/{instance-id}", vEndpnt, "An address that serves the service."},
-	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vCount, "One writer's wish for a service's instance count."},
+	{"intent.service.instances", "intent/{layer}/service/{name}/instances", vInstN, "One writer's wish for a service's instance count."},
 	{"lease.node", "lease/node/{node-id}", vObject, "Held on a TTL lease by the node's agent while it is alive."},
 	{"event", "event/{event-id}", vObject, "A record of a rule firing or of something the system did."},
 	{"auth.rules", "auth/{principal}/rules", vAnyJSON, "The keys and prefixes a principal (user:{name}, node:{id}, engine, auditor: a client certificate's Common Name) may read and write, as a JSON list such as [{\"prefix\": \"observed/node/{node}/\", \"access\": \"readwrite\"}]; the server makes them etcd's users, roles and permissions (docs/security.md)."},

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // ErrUnknownKey is returned (wrapped) for a key that matches no fact type.
@@ -386,7 +387,7 @@ func (s *Schema) Validate(key string, raw []byte) (Key, error) {
 		return Key{}, err
 	}
 	if _, err := k.Type.Value.Decode(raw); err != nil {
-		return Key{}, fmt.Errorf("invalid value %s for %s: %v", truncate(raw, 80), key, err)
+		return Key{}, fmt.Errorf("invalid value %s for %s: %w", Shorten(raw, 80), key, err)
 	}
 	return k, nil
 }
@@ -399,7 +400,7 @@ func (s *Schema) Decode(key string, raw []byte) (Key, any, error) {
 	}
 	v, err := k.Type.Value.Decode(raw)
 	if err != nil {
-		return Key{}, nil, fmt.Errorf("invalid value %s for %s: %v", truncate(raw, 80), key, err)
+		return Key{}, nil, fmt.Errorf("invalid value %s for %s: %w", Shorten(raw, 80), key, err)
 	}
 	return k, v, nil
 }
@@ -412,16 +413,30 @@ func (s *Schema) Encode(key string, v any) ([]byte, error) {
 	}
 	raw, err := k.Type.Value.Encode(v)
 	if err != nil {
-		return nil, fmt.Errorf("invalid value %v for %s: %v", v, key, err)
+		return nil, fmt.Errorf("invalid value %s for %s: %w", Shorten([]byte(fmt.Sprint(v)), 80), key, err)
 	}
 	return raw, nil
 }
 
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
+// Shorten renders at most n bytes of a value for a message, with the
+// characters CheckText refuses escaped: a message must neither carry a
+// 5 MB value whole nor let a bidirectional override reorder its line.
+func Shorten(b []byte, n int) string {
+	var out strings.Builder
+	for i := 0; i < len(b); {
+		if i >= n {
+			out.WriteString("...")
+			break
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if CheckText(string(b[i:i+size])) != nil {
+			fmt.Fprintf(&out, "\\u%04x", r)
+		} else {
+			out.Write(b[i : i+size])
+		}
+		i += size
 	}
-	return string(b[:n]) + "..."
+	return out.String()
 }
 
 // Registration is the value stored at schema/{fact-type}.
@@ -462,6 +477,9 @@ func EncodeRegistration(r Registration) []byte {
 // ParseRegistration decodes a schema/{fact-type} value.
 func ParseRegistration(raw []byte) (Registration, ValueType, error) {
 	var r Registration
+	if err := checkValueSize(raw); err != nil {
+		return r, ValueType{}, err
+	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return r, ValueType{}, fmt.Errorf("not a fact type registration: %v", err)
 	}

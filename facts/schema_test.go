@@ -194,7 +194,7 @@ func TestValidateRejects(t *testing.T) {
 		{"observed/instance/a8f31/state", `"sleeping"`, "expected one of pending|running|failed|stopped"},
 		{"observed/node/n1/state", `"gone"`, "expected one of alive|unreachable|draining"},
 		{"observed/volume/v/state", `"lost"`, "expected one of attached|detached|error"},
-		{"desired/service/web/instances", `-1`, "expected an integer >= 0"},
+		{"desired/service/web/instances", `-1`, "expected an integer from 0 to 10000"},
 		{"desired/service/web/instances", `"3"`, "expected an integer"},
 		{"desired/service/web/instances", `3.5`, "expected an integer"},
 		{"desired/service/web/resources/memory", `"12XB"`, "expected a memory quantity"},

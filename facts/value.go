@@ -64,6 +64,10 @@ type ValueType struct {
 	Max    *float64             // KindInt, KindNumber, KindCPU: the greatest allowed value
 	Fields map[string]ValueKind // KindObject: fields that must be present, with their kinds
 	Format string               // KindString: "path" (starts with /), "name" (a key segment), "image"
+	// MaxName and Unit mark a Max that is one of the limits of limits.go:
+	// a value above it is a *LimitError naming the limit, not a plain
+	// "expected ...", so that the user learns it is a bound.
+	MaxName, Unit string
 }
 
 // Describe says in words what a value of this type looks like; it is the
@@ -131,6 +135,9 @@ func (t ValueType) rangeText() string {
 // int64 (int; memory in bytes), float64 (number; cpu in cores), bool,
 // time.Duration, time.Time, any (json).
 func (t ValueType) Decode(raw []byte) (any, error) {
+	if err := checkValueSize(raw); err != nil {
+		return nil, err
+	}
 	if v, ok := plainJSON(raw); ok {
 		return t.check(v)
 	}
@@ -184,6 +191,9 @@ func (t ValueType) check(v any) (any, error) {
 			return bad()
 		}
 		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err == nil && t.MaxName != "" && t.Max != nil && float64(i) > *t.Max {
+			return nil, &LimitError{What: t.Unit, Name: t.MaxName, Unit: t.Unit, Max: int64(*t.Max), Got: i, Offset: -1}
+		}
 		if err != nil || !t.inRange(float64(i)) {
 			return bad()
 		}
@@ -225,6 +235,14 @@ func (t ValueType) check(v any) (any, error) {
 	}
 	switch t.Kind {
 	case KindString:
+		// Bounds and characters first: a 5 MB or a disguised image is
+		// refused for what it is, and never reaches a log whole.
+		if limit, name, what := stringLimit(t.Format); len(s) > limit {
+			return nil, &LimitError{What: what, Name: name, Unit: "bytes", Max: int64(limit), Got: int64(len(s)), Offset: limit}
+		}
+		if err := CheckText(s); err != nil {
+			return nil, err
+		}
 		switch t.Format {
 		case "path":
 			if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, " \t\n") {

@@ -3,7 +3,9 @@ package rules
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -600,7 +602,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(vs), ", "))
 			}
 			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
-			if strings.Contains(s.val, "\n") {
+			if strings.Contains(s.val, "\n") || len(s.val) > maxQuoted {
 				where = "In " + a.Name // the caret shows the line
 			}
 			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
@@ -609,10 +611,26 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 		return nil
 	}
 	if want != nil && !want(comp.out) {
-		c.errorf(s.rng, "CEL type error", "%s = %q has type %s; expected %s.", a.Name, s.val, comp.out, what)
+		c.errorf(s.rng, "CEL type error", "%s = %s has type %s; expected %s.", a.Name, quoteShort(s.val), comp.out, what)
 		return nil
 	}
 	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Fast: comp.fast, Type: comp.out, AST: comp.ast}
+}
+
+// maxQuoted is the longest expression a diagnostic's detail repeats whole;
+// the snippet under the headline shows where a longer one went wrong.
+const maxQuoted = 200
+
+// quoteShort quotes an expression for a detail, cut after maxQuoted bytes.
+func quoteShort(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
 }
 
 func sortedNames(vs *vars) []string {

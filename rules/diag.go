@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -47,6 +48,9 @@ func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnos
 	return err
 }
 
+// snippetWidth is the most characters of a source line a snippet shows.
+const snippetWidth = 160
+
 // snippet writes the subject's first line with carets under the subject.
 func snippet(b *bytes.Buffer, src []byte, r hcl.Range) {
 	lines := bytes.Split(src, []byte("\n"))
@@ -54,13 +58,17 @@ func snippet(b *bytes.Buffer, src []byte, r hcl.Range) {
 		return
 	}
 	line := strings.ReplaceAll(string(lines[r.Start.Line-1]), "\t", " ")
-	num := fmt.Sprintf("%4d", r.Start.Line)
-	fmt.Fprintf(b, "%s | %s\n", num, line)
 	width := 1
 	if r.End.Line == r.Start.Line && r.End.Column > r.Start.Column {
 		width = r.End.Column - r.Start.Column
 	} else if r.End.Line > r.Start.Line {
 		width = max(1, utf8.RuneCountInString(line)-r.Start.Column+1)
 	}
-	fmt.Fprintf(b, "%s | %s%s\n", strings.Repeat(" ", len(num)), strings.Repeat(" ", max(0, r.Start.Column-1)), strings.Repeat("^", width))
+	// A hostile file's line may be 150 KB or hold characters that reorder
+	// the terminal's text: show a clean window of it.
+	line, col := hclcheck.Excerpt(line, r.Start.Column, snippetWidth)
+	width = max(1, min(width, utf8.RuneCountInString(line)-col+1))
+	num := fmt.Sprintf("%4d", r.Start.Line)
+	fmt.Fprintf(b, "%s | %s\n", num, line)
+	fmt.Fprintf(b, "%s | %s%s\n", strings.Repeat(" ", len(num)), strings.Repeat(" ", max(0, col-1)), strings.Repeat("^", width))
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,9 @@ func FuzzLoad(f *testing.F) {
 		}
 	}
 	f.Add([]byte(okRule))
+	// The 150 KB rule file that killed `rules check` and a watching
+	// server with a stack overflow (testdata holds a short one).
+	f.Add([]byte("rule \"x\" {\n  when = " + strings.Repeat("[", 150000) + "\n}\n"))
 	f.Add([]byte(`rule "x" { when = "a >" }`))
 	f.Add([]byte("rule \"x\" {\n  match { a = \"observed/{x}/{y}\" }\n}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {

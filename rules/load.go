@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -63,7 +64,7 @@ func LoadWithFiles(dir string, opts ...Option) (*RuleSet, map[string]*hcl.File, 
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
+		b, err := hclcheck.ReadFile(p)
 		if err != nil {
 			return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule file",
 				Detail: fmt.Sprintf("Reading %s: %v.", p, err)}}
@@ -110,6 +111,11 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		src := files[name]
 		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(name), len(src))
 		h.Write(src)
+		// Size and depth before the parser, which recurses per level.
+		if d := hclcheck.Source(name, src); d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
 		f, d := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 		diags = append(diags, d...)
 		if f == nil {

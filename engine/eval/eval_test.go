@@ -240,14 +240,16 @@ func TestProblems(t *testing.T) {
 		}
 	})
 	t.Run("a value too large for the untracked program is evaluated with tracking", func(t *testing.T) {
-		// Within the limit for any image up to rules.FastSize bytes (CEL
+		// Within the limit for any string up to rules.FastSize bytes (CEL
 		// charges a fraction of a unit per byte searched), so the guard has
-		// an untracked program; a far larger image must still be charged.
+		// an untracked program; a far larger string must still be charged.
+		// An image may be at most facts.MaxImageBytes, so the large string
+		// is a JSON fact's, which only facts.MaxValueBytes bounds.
 		rs := loadSrc(t, `rule "search" {
-  doc       = "A guard whose cost grows with the image's length."
+  doc       = "A guard whose cost grows with the string's length."
   principal = "intent-resolver"
   match {
-    img = "desired/service/{name}/image"
+    img = "auth/{name}/rules"
   }
   when = "!img.contains('zzz')"
   derive "effective/service/{name}/instances" {
@@ -260,8 +262,8 @@ func TestProblems(t *testing.T) {
 			t.Fatal("the guard has no untracked program: nothing to test")
 		}
 		tb := newTable()
-		tb.put(facts.ServiceImage("small"), `"nginx:1.28"`)
-		tb.put(facts.ServiceImage("huge"), `"`+strings.Repeat("a", 64*rules.FastSize)+`"`)
+		tb.put(facts.AuthRules("small"), `"nginx:1.28"`)
+		tb.put(facts.AuthRules("huge"), `"`+strings.Repeat("a", facts.MaxValueBytes-2)+`"`)
 		p := eval.New(rs).Full(tb)
 		if len(p.Problems) != 1 || !strings.Contains(p.Problems[0].Err.Error(), "cost budget") {
 			t.Errorf("problems %v firings %d: want the huge image over the budget", p.Problems, len(p.Firings))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 )
@@ -270,7 +271,7 @@ func ReadDir(dir string) (map[string][]byte, hcl.Diagnostics) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
+		b, err := hclcheck.ReadFile(p)
 		if err != nil {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read rule file",
 				Detail: fmt.Sprintf("Reading %s: %v.", p, err)}}

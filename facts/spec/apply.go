@@ -35,14 +35,18 @@ type Change struct {
 
 // String renders the change as the CLI prints it:
 // "+ key = value", "~ key = old -> new", "- key (was value)".
+// Values are shortened: one written straight to etcd may be megabytes, or
+// hold characters that reorder the terminal's line.
 func (c Change) String() string {
+	const n = 200
+	key := facts.Shorten([]byte(c.Key), n) // a key written past apply is unchecked too
 	switch c.Op {
 	case OpPut:
-		return fmt.Sprintf("+ %s = %s", c.Key, c.New)
+		return fmt.Sprintf("+ %s = %s", key, facts.Shorten(c.New, n))
 	case OpChange:
-		return fmt.Sprintf("~ %s = %s -> %s", c.Key, c.Old, c.New)
+		return fmt.Sprintf("~ %s = %s -> %s", key, facts.Shorten(c.Old, n), facts.Shorten(c.New, n))
 	}
-	return fmt.Sprintf("- %s (was %s)", c.Key, c.Old)
+	return fmt.Sprintf("- %s (was %s)", key, facts.Shorten(c.Old, n))
 }
 
 // Options tune Apply and Delete.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
@@ -158,8 +159,21 @@ func show(v cty.Value) string {
 	case !v.IsKnown():
 		return "an unknown value"
 	case v.Type() == cty.String:
-		return fmt.Sprintf("%q", v.AsString())
+		// Quoted, so that control and bidirectional characters show as
+		// escapes; cut, so that a 5 MB value is not repeated whole.
+		s := v.AsString()
+		if len(s) > 60 {
+			cut := 60
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			return fmt.Sprintf("%q...", s[:cut])
+		}
+		return fmt.Sprintf("%q", s)
 	case v.Type() == cty.Number:
+		if bf := v.AsBigFloat(); bf.IsInt() && bf.MinPrec() <= 64 {
+			return bf.Text('f', 0) // 1000000000, not 1e+09
+		}
 		return v.AsBigFloat().Text('g', -1)
 	case v.Type() == cty.Bool:
 		if v.True() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -80,7 +81,7 @@ func ReadFiles(paths []string) ([]Source, error) {
 			slices.Sort(names)
 		}
 		for _, n := range names {
-			b, err := os.ReadFile(n)
+			b, err := hclcheck.ReadFile(n)
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", n, err)
 			}
@@ -138,6 +139,12 @@ func (d *decoder) add(diags hcl.Diagnostics) {
 }
 
 func (d *decoder) file(src Source) {
+	// Size and depth before anything lexes or parses the file: its
+	// recursion cannot be stopped once it has started.
+	if diags := hclcheck.Source(src.Name, src.Bytes); diags.HasErrors() {
+		d.diags = append(d.diags, diags...)
+		return
+	}
 	split, at := splitLines(src.Bytes, src.Name)
 	d.m = remapper{src: src.Bytes, at: at}
 	f, diags := hclsyntax.ParseConfig(split, src.Name, hcl.InitialPos)
@@ -224,10 +231,9 @@ func (d *decoder) body(body hcl.Body, gr *group, base string, o *Object) {
 		if diags.HasErrors() {
 			continue
 		}
-		raw, gv, ok := encode(v, a.vt)
-		if !ok {
-			d.errorf(at.Expr.Range().Ptr(), at.Range.Ptr(), fmt.Sprintf("Invalid value for %q", a.name),
-				"%q expects %s, but got %s.", a.name, expected(a.vt), show(v))
+		raw, gv, err := encode(v, a.vt)
+		if err != nil {
+			d.badValue(at, a, v, err)
 			continue
 		}
 		got[a.name] = decoded{val: gv, attr: at}
@@ -260,16 +266,16 @@ func (d *decoder) body(body hcl.Body, gr *group, base string, o *Object) {
 }
 
 // encode converts an HCL value to the fact's canonical stored form.
-func encode(v cty.Value, vt facts.ValueType) ([]byte, any, bool) {
+func encode(v cty.Value, vt facts.ValueType) ([]byte, any, error) {
 	gv, ok := goValue(v, vt)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, errWrongType
 	}
 	raw, err := vt.Encode(gv)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, err
 	}
-	return raw, gv, true
+	return raw, gv, nil
 }
 
 // expose turns expose = [8080, 8443] into one expose/{port} fact per port.
@@ -278,6 +284,13 @@ func (d *decoder) expose(at *hcl.Attribute, base string, o *Object) {
 	elems, diags := hcl.ExprList(at.Expr)
 	if diags.HasErrors() {
 		d.errorf(at.Expr.Range().Ptr(), at.Range.Ptr(), `Invalid value for "expose"`, `"expose" expects %s.`, want)
+		return
+	}
+	if len(elems) > facts.MaxExposePorts {
+		d.errorf(elems[facts.MaxExposePorts].Range().Ptr(), at.Range.Ptr(),
+			fmt.Sprintf("More than %d ports (MaxExposePorts)", facts.MaxExposePorts),
+			`"expose" lists %d ports; a service may expose at most %d (facts.MaxExposePorts), since each port is a key and an endpoint per instance. Expose fewer ports, or split the service.`,
+			len(elems), facts.MaxExposePorts)
 		return
 	}
 	seen := map[int64]bool{}

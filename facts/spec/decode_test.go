@@ -148,11 +148,11 @@ func TestDecodeBadInput(t *testing.T) {
 		{"unknown top-level block", "servce \"web\" {}\n",
 			[]string{`f.hcl:1:1: Unsupported block type: Blocks of type "servce" are not expected here. Did you mean "service"?`}},
 		{"negative instances", "service \"web\" {\n  instances = -1\n}\n",
-			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer >= 0, but got -1.`}},
+			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer from 0 to 10000, but got -1.`}},
 		{"fractional instances", "service \"web\" {\n  instances = 1.5\n}\n",
-			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer >= 0, but got 1.5.`}},
+			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer from 0 to 10000, but got 1.5.`}},
 		{"string instances", "service \"web\" {\n  instances = \"3\"\n}\n",
-			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer >= 0, but got "3".`}},
+			[]string{`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer from 0 to 10000, but got "3".`}},
 		{"bad memory", "service \"web\" {\n  resources { memory = \"12XB\" }\n}\n",
 			[]string{`f.hcl:2:24: Invalid value for "memory": "memory" expects a memory quantity such as "256Mi", "1Gi" or "512" (bytes), but got "12XB".`}},
 		{"bad cpu", "service \"web\" {\n  resources { cpu = -1 }\n}\n",
@@ -189,7 +189,7 @@ func TestDecodeBadInput(t *testing.T) {
 			[]string{`f.hcl:2:11: Variables not allowed: Variables may not be used here.`}},
 		{"every problem at once", "service \"web\" {\n  instances = -2\n  expose = [99999]\n  resources { memory = \"12XB\" }\n}\nvolume \"Data\" {}\n",
 			[]string{
-				`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer >= 0, but got -2.`,
+				`f.hcl:2:15: Invalid value for "instances": "instances" expects an integer from 0 to 10000, but got -2.`,
 				`f.hcl:3:13: Invalid port: Each port in "expose" must be an integer from 1 to 65535, but got 99999.`,
 				`f.hcl:4:24: Invalid value for "memory": "memory" expects a memory quantity such as "256Mi", "1Gi" or "512" (bytes), but got "12XB".`,
 				`f.hcl:6:8: Invalid volume name: The volume name becomes a key segment (desired/volume/{name}): "Data" is not a valid name: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit.`,
@@ -232,7 +232,7 @@ func TestWriteDiagnosticsShowsSourceAndCaret(t *testing.T) {
 	want := "web.hcl:2:14: error: Invalid value for \"instances\"\n" +
 		"    2 | \tinstances = -1\n" +
 		"      | \t            ^^\n" +
-		"  \"instances\" expects an integer >= 0, but got -1.\n\n"
+		"  \"instances\" expects an integer from 0 to 10000, but got -1.\n\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}

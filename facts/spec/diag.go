@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/ccattler/ccattler/facts/hclcheck"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -37,7 +40,7 @@ func DiagString(d *hcl.Diagnostic) string {
 //	web.hcl:3:15: error: Invalid value for "instances"
 //	    3 |   instances = -1
 //	      |               ^^
-//	  "instances" expects an integer >= 0, but got -1.
+//	  "instances" expects an integer from 0 to 10000, but got -1.
 //
 // hcl's own text writer shows the line but marks the token only with
 // terminal colours, which a log or a CI page loses; the caret survives both.
@@ -64,6 +67,9 @@ func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnos
 	return bw.Flush()
 }
 
+// snippetWidth is the most characters of a source line a snippet shows.
+const snippetWidth = 160
+
 // writeSnippet prints the subject's first line and a caret line under the
 // subject. Tabs in the line are kept in the padding so the caret lines up.
 func writeSnippet(w io.Writer, src []byte, r hcl.Range) {
@@ -77,15 +83,23 @@ func writeSnippet(w io.Writer, src []byte, r hcl.Range) {
 	}
 	line := strings.TrimRight(string(src[lineStart:lineEnd]), "\r")
 	end := min(max(r.End.Byte, r.Start.Byte), lineStart+len(line))
+	width := max(len([]rune(string(src[r.Start.Byte:max(end, r.Start.Byte)]))), 1)
+	// A hostile file's line may be 100,000 characters or hold characters
+	// that reorder the terminal's text: show a clean window of it.
+	shown, col := hclcheck.Excerpt(line, 1+utf8.RuneCount(src[lineStart:r.Start.Byte]), snippetWidth)
 	var pad strings.Builder
-	for _, c := range string(src[lineStart:r.Start.Byte]) {
+	for i, c := range []rune(shown) {
+		if i >= col-1 {
+			break
+		}
 		if c == '\t' {
 			pad.WriteByte('\t')
 		} else {
 			pad.WriteByte(' ')
 		}
 	}
-	width := max(len([]rune(string(src[r.Start.Byte:max(end, r.Start.Byte)]))), 1)
+	width = max(min(width, utf8.RuneCountInString(shown)-col+1), 1)
+	line = shown
 	gutter := fmt.Sprintf("%5d", r.Start.Line)
 	fmt.Fprintf(w, "%s | %s\n", gutter, line)
 	fmt.Fprintf(w, "%s | %s%s\n", strings.Repeat(" ", len(gutter)), pad.String(), strings.Repeat("^", width))

@@ -42,7 +42,7 @@ func ExampleWriteDiagnostics() {
 	// web.hcl:2:15: error: Invalid value for "instances"
 	//     2 |   instances = -1
 	//       |               ^^
-	//   "instances" expects an integer >= 0, but got -1.
+	//   "instances" expects an integer from 0 to 10000, but got -1.
 	//
 	// web.hcl:3:35: error: Invalid value for "memory"
 	//     3 |   resources { cpu = 0.5  memory = "12XB" }

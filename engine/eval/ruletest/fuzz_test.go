@@ -3,6 +3,7 @@ package ruletest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
@@ -19,6 +20,8 @@ func FuzzParseFile(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`test "x" { facts = { "a/b" = 1 } expect { writes = { "*" = [1, 2] } } }`))
+	// Nesting past the parser's stack (testdata holds a short one).
+	f.Add([]byte(`test "x" { facts = { "a/b" = ` + strings.Repeat("{ c = ", 100000) + ` } }`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		tests, _, diags := ParseFile("f_test.hcl", src, facts.Default)
 		if diags.HasErrors() {

@@ -3,13 +3,13 @@ package ruletest
 import (
 	"fmt"
 	"math/big"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/hclcheck"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -93,7 +93,7 @@ func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File,
 	var diags hcl.Diagnostics
 	files := map[string]*hcl.File{}
 	for _, p := range paths {
-		src, err := os.ReadFile(p)
+		src, err := hclcheck.ReadFile(p)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read test file", Detail: err.Error()})
 			continue
@@ -108,6 +108,10 @@ func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File,
 
 // ParseFile parses one test file.
 func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.File, hcl.Diagnostics) {
+	// Size and depth before the parser, which recurses per level.
+	if diags := hclcheck.Source(name, src); diags.HasErrors() {
+		return nil, nil, diags
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, f, diags
