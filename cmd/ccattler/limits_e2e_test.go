@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The inputs that used to crash the control plane, through the real
@@ -113,12 +112,7 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		t.Errorf("status after the rejected file: %v; want version %s, no reload", st, v0)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.client}, DialTimeout: 5 * time.Second,
-		MaxCallSendMsgSize: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := srv.dial(t).Client
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// 10 MB where a rogue node may write (an instance's report), where an
@@ -163,3 +157,4 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+

@@ -71,6 +71,11 @@ func startSimNodes(t *testing.T, srv *server, n int, prefix string) {
 			t.Errorf("agent did not stop within 15s of SIGINT:\n%s", log.String())
 			mu.Unlock()
 		}
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("agent %s*:\n%.20000s", prefix, log.String())
+			mu.Unlock()
+		}
 	})
 	// Every node holds its lease and reports itself alive with its
 	// capacity before the test schedules anything: placements depend on it.

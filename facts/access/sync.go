@@ -59,8 +59,9 @@ func (c Changes) String() string {
 // in the plan, and roles named RolePrefix... that are not; the root user and
 // role, and users and roles of other names, are left alone. A principal
 // whose rules are gone loses its access here: its user is deleted.
-// Permissions are granted before a user gets a role and taken after it
-// loses one, so no step widens access beyond either plan.
+// A role's permissions are changed before users get it, and a user gets
+// its new roles before it loses old ones: a principal keeps what both
+// plans grant it throughout.
 func Sync(ctx context.Context, cli *clientv3.Client, plan Plan) (Changes, error) {
 	var ch Changes
 	roles, err := cli.RoleList(ctx)
@@ -112,19 +113,23 @@ func Sync(ctx context.Context, cli *clientv3.Client, plan Plan) (Changes, error)
 		had := map[string]bool{}
 		for _, r := range cur {
 			had[r] = true
-			if !want[r] {
-				if _, err := cli.UserRevokeRole(ctx, user, r); err != nil {
-					return ch, fmt.Errorf("access: take role %s from %s: %w", r, user, err)
-				}
-				ch.Revoked++
-			}
 		}
+		// New roles first: a principal moving from one role to another
+		// never holds neither.
 		for _, r := range plan.Users[user] {
 			if !had[r] {
 				if _, err := cli.UserGrantRole(ctx, user, r); err != nil {
 					return ch, fmt.Errorf("access: give role %s to %s: %w", r, user, err)
 				}
 				ch.Granted++
+			}
+		}
+		for _, r := range cur {
+			if !want[r] {
+				if _, err := cli.UserRevokeRole(ctx, user, r); err != nil {
+					return ch, fmt.Errorf("access: take role %s from %s: %w", r, user, err)
+				}
+				ch.Revoked++
 			}
 		}
 	}

@@ -39,6 +39,7 @@ func Want(root string, principals map[string]Rules, services []string) Plan {
 			continue
 		}
 		var own, shared []Perm
+		var common Rules // the grants behind shared, which name the role
 		for _, gr := range rules {
 			personal := strings.Contains(gr.Prefix+gr.Key, "{node}") || strings.Contains(gr.Prefix+gr.Key, "{user}")
 			perms := expand(root, gr, id, services)
@@ -46,6 +47,7 @@ func Want(root string, principals map[string]Rules, services []string) Plan {
 				own = append(own, perms...)
 			} else {
 				shared = append(shared, perms...)
+				common = append(common, gr)
 			}
 		}
 		var roles []string
@@ -54,8 +56,11 @@ func Want(root string, principals map[string]Rules, services []string) Plan {
 			p.Roles[r] = own
 			roles = append(roles, r)
 		}
+		// Named by its grants, not by what they expand to, so that a
+		// service coming or going changes the role's permissions, never
+		// which role a principal holds.
 		if shared = normalize(shared); len(shared) > 0 {
-			r := RolePrefix + "-" + digest(shared)
+			r := RolePrefix + "-" + digest(common)
 			p.Roles[r] = shared
 			roles = append(roles, r)
 		}
@@ -134,10 +139,15 @@ func normalize(ps []Perm) []Perm {
 	return out
 }
 
-func digest(ps []Perm) string {
+func digest(rules Rules) string {
+	lines := make([]string, len(rules))
+	for i, gr := range rules {
+		lines[i] = gr.Prefix + "\x00" + gr.Key + "\x00" + string(gr.Access)
+	}
+	sort.Strings(lines)
 	h := sha256.New()
-	for _, p := range ps {
-		h.Write([]byte(p.Key + "\x00" + p.End + "\x00" + string(rune('0'+p.Type)) + "\n"))
+	for _, l := range lines {
+		h.Write([]byte(l + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
