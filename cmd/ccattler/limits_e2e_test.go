@@ -157,4 +157,3 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
