@@ -88,6 +88,11 @@ func runRuleTest(t *testing.T, store *facts.Store, rs *rules.RuleSet, tc *rulete
 		}
 	}()
 
+	// A fixture's leased facts go on one real etcd lease, as an agent's do.
+	lease, err := store.Grant(ctx, time.Hour)
+	if err != nil {
+		t.Fatalf("grant a lease: %v", err)
+	}
 	state := map[string][]byte{}
 	for i, step := range tc.Steps {
 		txn := facts.Txn{}
@@ -96,7 +101,11 @@ func runRuleTest(t *testing.T, store *facts.Store, rs *rules.RuleSet, tc *rulete
 			before[k] = val
 		}
 		for _, f := range step.Puts {
-			txn.Ops = append(txn.Ops, facts.Put(f.Key, f.Value))
+			op := facts.Put(f.Key, f.Value)
+			if f.Lease != 0 {
+				op.Lease = lease
+			}
+			txn.Ops = append(txn.Ops, op)
 			before[f.Key] = f.Value
 		}
 		for _, k := range step.Dels {

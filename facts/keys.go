@@ -41,6 +41,9 @@ var (
 // volatileTypes are the built-in types whose reads are not guarded (see FactType.Volatile).
 var volatileTypes = map[string]bool{"observed.clock": true}
 
+// leasedTypes are the built-in types valid only on an etcd lease (see FactType.Leased).
+var leasedTypes = map[string]bool{"lease.node": true}
+
 // VolatileKeys returns the keys of the volatile built-in types (they have no variables).
 func VolatileKeys() map[string]bool {
 	out := map[string]bool{}

@@ -240,6 +240,9 @@ func putFact(t *facts.Table, k, v string) facts.Change {
 		cr, prev = old.CreateRevision, old.Value
 	}
 	f := facts.Fact{Key: k, Value: []byte(v), ModRevision: rev, CreateRevision: cr}
+	if strings.HasPrefix(k, "lease/") {
+		f.Lease = 1 // an agent's lease: held on a live etcd lease
+	}
 	t.Put(f)
 	return facts.Change{Fact: f, Prev: prev, PrevKnown: true}
 }

@@ -232,7 +232,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	switch {
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	case len(changes) <= e.adjustLimit(r) && prevKnown(changes):
+	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
 		e.advance(r, changes)
 	default:
 		for _, c := range changes {
