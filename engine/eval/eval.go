@@ -347,6 +347,7 @@ type round struct {
 	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
 	osc        []string                                 // rules found oscillating: the round is redone without them
 	leftover   []task                                   // bindings of a task cut at the firing budget (body)
+	onSkip     func(s *sol)                             // set by a view's task: a binding its data broke is skipped (body)
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
 	gkBuf                []byte     // the group key aggregateOf looks up
