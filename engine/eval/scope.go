@@ -361,8 +361,13 @@ func (rd *round) eval(e *rules.Expr, b *binding, what what) (ref.Val, error) {
 	// One activation for the round: an evaluation calls no other.
 	a := &rd.activation
 	a.b, a.now = b, rd.now
-	out, _, err := prog.Eval(a)
+	out, det, err := prog.Eval(a)
 	a.b = nil
+	if det != nil {
+		if c := det.ActualCost(); c != nil {
+			rd.cost += *c
+		}
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "cost limit exceeded") {
 			return nil, fmt.Errorf("%s %q: %w (limit %d): %v", what, e.Src, errBudget, rd.e.rs.CostLimit, err)
