@@ -96,6 +96,13 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		}
 		n.nodeFacts[k] = string(raw)
 	}
+	if nc.Address != "" {
+		raw, err := s.Encode(facts.NodeAddress(nc.ID), nc.Address)
+		if err != nil {
+			panic(err) // NodeConfig.Validate admits only valid values
+		}
+		n.nodeFacts[facts.NodeAddress(nc.ID)] = string(raw)
+	}
 	return n
 }
 

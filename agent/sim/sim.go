@@ -19,7 +19,7 @@ type Config struct {
 	StartDelay  time.Duration // how long a start takes
 	FailureRate float64       // share of starts that fail, 0..1
 	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
-	Range       netip.Prefix  // addresses handed out in order; never dialled
+	Range       netip.Prefix  // node addresses handed out in order; never dialled
 	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
 }
 
@@ -73,8 +73,24 @@ func (f *Fleet) Node(id string) agent.Runtime {
 		return r
 	}
 	r := &runtime{f: f, ctrs: map[string]*agent.Status{}}
+	if f.cfg.Range.Contains(f.next) {
+		r.addr, f.next = f.next, f.next.Next()
+	}
 	f.nodes[id] = r
 	return r
+}
+
+// Address returns the address of a simulated node, drawn from the range
+// when the node was created ("" once the range is exhausted): its
+// instances are reached there, as with host networking.
+func (f *Fleet) Address(id string) string {
+	f.mu.Lock()
+	r := f.nodes[id]
+	f.mu.Unlock()
+	if r == nil || !r.addr.IsValid() {
+		return ""
+	}
+	return r.addr.String()
 }
 
 // Exit makes a running simulated container exit with the given status, as
@@ -96,26 +112,19 @@ func (f *Fleet) Exit(node, id string, status uint32) bool {
 	return true
 }
 
-// draw returns the next address and whether a start fails or is unhealthy.
-func (f *Fleet) draw() (netip.Addr, bool, bool, error) {
+// draw returns whether a start fails or is unhealthy.
+func (f *Fleet) draw() (fail, unhealthy bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fail := f.rng.Float64() < f.cfg.FailureRate
-	unhealthy := f.rng.Float64() < f.cfg.Unhealthy
-	if fail {
-		return netip.Addr{}, true, false, nil
-	}
-	a := f.next
-	if !f.cfg.Range.Contains(a) {
-		return netip.Addr{}, false, false, fmt.Errorf("simulated address range %s is exhausted", f.cfg.Range)
-	}
-	f.next = a.Next()
-	return a, false, unhealthy, nil
+	fail = f.rng.Float64() < f.cfg.FailureRate
+	unhealthy = f.rng.Float64() < f.cfg.Unhealthy
+	return fail, unhealthy && !fail
 }
 
 // runtime is the in-memory runtime of one simulated node.
 type runtime struct {
 	f    *Fleet
+	addr netip.Addr // the node's address; its instances report it
 	mu   sync.Mutex // guards ctrs
 	ctrs map[string]*agent.Status
 }
@@ -139,14 +148,14 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 		case <-t.C:
 		}
 	}
-	ip, fail, unhealthy, err := r.f.draw()
-	if err != nil {
-		return agent.Status{}, err
+	if !r.addr.IsValid() {
+		return agent.Status{}, fmt.Errorf("simulated address range %s is exhausted: the node has no address", r.f.cfg.Range)
 	}
+	fail, unhealthy := r.f.draw()
 	if fail {
 		return agent.Status{}, ErrStartFailed
 	}
-	st := &agent.Status{Spec: sp, Image: sp.Image, IP: ip.String(), Running: true,
+	st := &agent.Status{Spec: sp, Image: sp.Image, IP: r.addr.String(), Running: true,
 		StartedAt: time.Now().UTC(), Health: agent.Healthy}
 	if unhealthy || strings.Contains(sp.Image, UnhealthyImage) {
 		st.Health = agent.Unhealthy
