@@ -4,7 +4,7 @@
 # The key schema has one endpoint per instance, so an instance of a service
 # that exposes several ports is published on the lowest of them.
 rule "publish_endpoint" {
-  doc       = "endpoint/service/{svc}/{id} holds the address of the node the instance is placed on (observed/node/{node}/address) and the service's lowest exposed port, for every running, healthy instance whose report names that node, on a node that is not unreachable."
+  doc       = "endpoint/service/{svc}/{id} holds the address of the node the instance is placed on (observed/node/{node}/address) and the service's lowest exposed port, for every running, healthy instance whose report names that node, on a node that has held a lease and is not unreachable."
   principal = "network"
   match {
     svc    = "observed/instance/{id}/service"
@@ -13,6 +13,7 @@ rule "publish_endpoint" {
     inode  = "observed/instance/{id}/node"
     node   = "placement/instance/{id}"
     nstate = "observed/node/{node}/state"
+    held   = "observed/node/{node}/leased"
     addr   = "observed/node/{node}/address"
   }
   aggregate "port" {
