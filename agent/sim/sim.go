@@ -2,8 +2,10 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/netip"
 	"sort"
@@ -19,7 +21,7 @@ type Config struct {
 	StartDelay  time.Duration // how long a start takes
 	FailureRate float64       // share of starts that fail, 0..1
 	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
-	Range       netip.Prefix  // node addresses handed out in order; never dialled
+	Range       netip.Prefix  // node addresses, placed by a hash of the node id; never dialled
 	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
 }
 
@@ -44,12 +46,11 @@ func (c Config) Validate() error {
 }
 
 // Fleet is the shared state of every simulated node of a process: the
-// address pool and the random source.
+// random source and the nodes.
 type Fleet struct {
 	cfg Config
 
-	mu     sync.Mutex // guards next, rng, nodes and loads
-	next   netip.Addr
+	mu     sync.Mutex // guards rng, nodes and loads
 	rng    *rand.Rand
 	nodes  map[string]*runtime
 	loads  map[string]float64 // service -> synthetic cpu load in cores (knobs.go)
@@ -61,7 +62,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Fleet{cfg: cfg, next: cfg.Range.Masked().Addr().Next(),
+	return &Fleet{cfg: cfg,
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), nodes: map[string]*runtime{}}, nil
 }
 
@@ -72,17 +73,30 @@ func (f *Fleet) Node(id string) agent.Runtime {
 	if r, ok := f.nodes[id]; ok {
 		return r
 	}
-	r := &runtime{f: f, ctrs: map[string]*agent.Status{}}
-	if f.cfg.Range.Contains(f.next) {
-		r.addr, f.next = f.next, f.next.Next()
-	}
+	r := &runtime{f: f, ctrs: map[string]*agent.Status{}, addr: f.addressOf(id)}
 	f.nodes[id] = r
 	return r
 }
 
-// Address returns the address of a simulated node, drawn from the range
-// when the node was created ("" once the range is exhausted): its
-// instances are reached there, as with host networking.
+// addressOf places a node in the range by a hash of its id, so that nodes
+// of different agent processes get different addresses (as far as the
+// range allows), and one node the same address after a restart.
+func (f *Fleet) addressOf(id string) netip.Addr {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	base := f.cfg.Range.Masked().Addr().As4()
+	size := uint64(1) << (32 - f.cfg.Range.Bits())
+	if size < 4 {
+		return f.cfg.Range.Masked().Addr()
+	}
+	n := binary.BigEndian.Uint32(base[:]) + 1 + uint32(h.Sum64()%(size-2)) // neither the network's nor the broadcast address
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], n)
+	return netip.AddrFrom4(b)
+}
+
+// Address returns the address of a simulated node: its instances are
+// reached there, as with host networking.
 func (f *Fleet) Address(id string) string {
 	f.mu.Lock()
 	r := f.nodes[id]
@@ -147,9 +161,6 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 			return agent.Status{}, ctx.Err()
 		case <-t.C:
 		}
-	}
-	if !r.addr.IsValid() {
-		return agent.Status{}, fmt.Errorf("simulated address range %s is exhausted: the node has no address", r.f.cfg.Range)
 	}
 	fail, unhealthy := r.f.draw()
 	if fail {
