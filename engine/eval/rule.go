@@ -342,6 +342,14 @@ func (rd *round) deriveUnder(r *rules.Rule, b *binding) ([]map[string]derived, e
 	return out, err
 }
 
+// bindHead binds a key found under a view's head: a key there holding a
+// value that breaks the schema (written by someone else) is the view's too,
+// to overwrite or delete like any key it no longer derives.
+func (rd *round) bindHead(hp *rules.Pattern, f facts.Fact, b *binding) bool {
+	f.Invalid = ""
+	return rd.bindFact(hp, f, b)
+}
+
 // headBound reports whether b binds every variable of h's key.
 func headBound(h *rules.Head, b *binding) bool {
 	for _, v := range h.Vars() {
@@ -405,7 +413,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 		} else {
 			rd.scan(hp, hb, func(f facts.Fact, own bool) bool {
 				mark := hb.len()
-				if rd.bindFact(hp, f, hb) {
+				if rd.bindHead(hp, f, hb) {
 					if _, ok := got[i][f.Key]; !ok {
 						stale = append(stale, staleKey{f, own})
 					}
@@ -420,7 +428,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			f := st.f
 			if recheck {
 				kb := &binding{}
-				if rd.bindFact(hp, f, kb) {
+				if rd.bindHead(hp, f, kb) {
 					if !byReach && !rd.joinsWith(r, kb, b) {
 						continue // derived by bindings b does not touch: not this task's to check
 					}
@@ -435,7 +443,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 				}
 			}
 			kb := &binding{}
-			rd.bindFact(hp, f, kb)
+			rd.bindHead(hp, f, kb)
 			if err := rd.commit(Firing{Rule: r.Name, Bindings: kb.strings(), Kind: "derive",
 				Reads: []Read{readOf(f, st.own)}, Writes: []Write{{Key: f.Key}}}); err != nil {
 				return err

@@ -242,3 +242,18 @@ test "a bad fact past apply is absent for the bindings that read it; other servi
     firings = { resolve_intent = 2, create_instances = 2, schedule = 2 }
   }
 }
+
+test "an endpoint someone else wrote under the network view, bad value or not, is deleted" {
+  facts = {
+    "desired/service/web"             = {}
+    "desired/service/web/expose/8080" = {}
+  }
+  raw = {
+    "endpoint/service/web/b0001" = "\"garbage\""
+    "endpoint/service/web/b0002" = "{\"ip\": \"6.6.6.6\", \"port\": 8080}"
+  }
+  expect {
+    deletes = ["endpoint/service/web/b0001", "endpoint/service/web/b0002"]
+    firings = { publish_endpoint = 2 }
+  }
+}
