@@ -18,6 +18,7 @@ import (
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Untrusted and broken input through the real binary: every rogue write is
@@ -293,4 +294,87 @@ func processCPU(t *testing.T, pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // clock ticks of 10ms
+}
+
+// A rule just under the per-evaluation CEL budget over 200 bindings does not
+// hold an unrelated service back: the round budget cuts the rule's work into
+// slices, and the next round starts with the rules after it.
+func TestCostlyRuleDoesNotStarveOthersEndToEnd(t *testing.T) {
+	pol := t.TempDir()
+	entries, err := os.ReadDir("../../policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".hcl") {
+			b, err := os.ReadFile(filepath.Join("../../policies", e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pol, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	xs := make([]string, 300)
+	for i := range xs {
+		xs[i] = strconv.Itoa(i)
+	}
+	list := "[" + strings.Join(xs, ",") + "]"
+	costly := `rule "costly" {
+  doc       = "Looks at every metric at great cost and never writes."
+  principal = "autoscaler"
+  after     = ["autoscale_recommend"]
+  match {
+    m = "observed/service/{name}/metrics/{metric}/{id}"
+  }
+  # m keeps the comprehension from being folded at load time.
+  when = "` + list + `.all(x, ` + list + `.all(y, x + y >= int(m) - 1)) && !name.contains(id) && m < 0.0"
+  emit "observed/service/{name}/autoscale/recommendation" {
+    value = "1"
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(pol, "costly.hcl"), []byte(costly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterArgs(t, "--policies", pol, "--admin-addr", "")
+	c.agent("fleet", "--nodes", "2", "--node-prefix", "n-")
+	c.waitFor(20*time.Second, "two nodes hold leases", func() bool { return len(c.list("lease/node/")) == 2 })
+	dir := t.TempDir()
+	converge := func(name string) time.Duration {
+		t.Helper()
+		p := filepath.Join(dir, name+".hcl")
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("service %q {\n  image = \"nginx:1.28\"\n  instances = 1\n  expose = [8080]\n}\n", name)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if r := c.srv.ccattler(t, "apply", "-f", p); r.code != 0 {
+			t.Fatalf("apply %s: %s", name, r.stderr)
+		}
+		c.waitFor(60*time.Second, "an endpoint of "+name, func() bool { return len(c.list("endpoint/service/"+name+"/")) == 1 })
+		return time.Since(start)
+	}
+	alone := converge("alone")
+	ops := make([]string, 0, 200)
+	for i := 0; i < 200; i++ {
+		ops = append(ops, fmt.Sprintf("observed/service/noise/metrics/cpu/%05x", i))
+	}
+	// In one transaction: one round meets all 200 bindings.
+	var puts []clientv3.Op
+	for _, k := range ops {
+		puts = append(puts, clientv3.OpPut(c.store.Abs(k), "0.5"))
+	}
+	if _, err := c.store.Client.Txn(context.Background()).Then(puts...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the costly rule is at work
+	busy := converge("unrelated")
+	t.Logf("an unrelated service converged in %s alone, %s beside the costly rule", alone, busy)
+	if strings.Contains(c.srv.logText(), "over its CEL cost budget") {
+		t.Fatalf("the costly rule is over the per-evaluation budget, not under it:\n%s", c.srv.logText())
+	}
+	if busy > alone+3*time.Second {
+		t.Errorf("an unrelated service took %s beside the costly rule, %s alone", busy, alone)
+	}
 }
