@@ -70,9 +70,10 @@ type NodeConfig struct {
 	Memory       int64   // --memory: bytes offered
 	Architecture string  // --architecture
 	Zone         string  // --zone
-	// Address is where the node's instances are reached (host networking):
-	// --advertise-address, or a simulated node's own. The agent registers
-	// it as observed/node/{id}/address, and endpoints take it from there.
+	// Address is where the node's instances are reached (host networking);
+	// "" takes the runtime's (Addresser: --advertise-address, a simulated
+	// node's own). The agent registers it as observed/node/{id}/address,
+	// and endpoints take it from there.
 	Address string
 	Runtime Runtime
 }

@@ -95,18 +95,6 @@ func (f *Fleet) addressOf(id string) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// Address returns the address of a simulated node: its instances are
-// reached there, as with host networking.
-func (f *Fleet) Address(id string) string {
-	f.mu.Lock()
-	r := f.nodes[id]
-	f.mu.Unlock()
-	if r == nil || !r.addr.IsValid() {
-		return ""
-	}
-	return r.addr.String()
-}
-
 // Exit makes a running simulated container exit with the given status, as
 // if its process had died. It reports whether the container existed.
 func (f *Fleet) Exit(node, id string, status uint32) bool {
@@ -143,7 +131,13 @@ type runtime struct {
 	ctrs map[string]*agent.Status
 }
 
-var _ agent.Runtime = (*runtime)(nil)
+var (
+	_ agent.Runtime   = (*runtime)(nil)
+	_ agent.Addresser = (*runtime)(nil)
+)
+
+// Address is the node's address: its instances report it.
+func (r *runtime) Address() string { return r.addr.String() }
 
 // UnhealthyImage marks an image whose simulated instances always report
 // unhealthy (e.g. "web:2-unhealthy"): how tests roll out a bad version.

@@ -153,7 +153,6 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 				n.ID = f.nodeID // one simulated node under its own name, e.g. node-2
 			}
 			n.Runtime = fleet.Node(n.ID)
-			n.Address = fleet.Address(n.ID)
 			nodes = append(nodes, n)
 		}
 		go fleet.Follow(ctx, store, log) // the sim/ knobs: synthetic loads, health overrides
@@ -175,7 +174,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		}
 		defer rt.Close()
 		n := base
-		n.ID, n.Runtime, n.Address = f.nodeID, rt, rc.Address4
+		n.ID, n.Runtime = f.nodeID, rt
 		nodes = append(nodes, n)
 	}
 	a, err := agent.New(cfg, nodes)
