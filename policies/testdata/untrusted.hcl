@@ -257,3 +257,55 @@ test "an endpoint someone else wrote under the network view, bad value or not, i
     firings = { publish_endpoint = 2 }
   }
 }
+
+test "fake instances of the new image on a fake node make no real instance of a rollout look replaced" {
+  seed = 3
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
+    "observed/node/node-1/capacity/cpu"    = 8
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "lease/node/node-1"                    = {}
+    "observed/node/fake/state"             = "alive"
+    "desired/service/web"                  = {}
+    "desired/service/web/image"            = "nginx:2"
+    "intent/user/service/web/instances"    = 2
+    "effective/service/web/instances"      = 2
+    "observed/instance/a0001/service"      = "web"
+    "observed/instance/a0001/state"        = "running"
+    "observed/instance/a0001/health"       = "healthy"
+    "observed/instance/a0001/image"        = "nginx:1"
+    "observed/instance/a0001/node"         = "node-1"
+    "placement/instance/a0001"             = "node-1"
+    "observed/instance/a0002/service"      = "web"
+    "observed/instance/a0002/state"        = "running"
+    "observed/instance/a0002/health"       = "healthy"
+    "observed/instance/a0002/image"        = "nginx:1"
+    "observed/instance/a0002/node"         = "node-1"
+    "placement/instance/a0002"             = "node-1"
+    "observed/instance/f0001/service"      = "web"
+    "observed/instance/f0001/state"        = "running"
+    "observed/instance/f0001/health"       = "healthy"
+    "observed/instance/f0001/image"        = "nginx:2"
+    "observed/instance/f0001/node"         = "fake"
+    "placement/instance/f0001"             = "fake"
+    "observed/instance/f0002/service"      = "web"
+    "observed/instance/f0002/state"        = "running"
+    "observed/instance/f0002/health"       = "healthy"
+    "observed/instance/f0002/image"        = "nginx:2"
+    "observed/instance/f0002/node"         = "fake"
+    "placement/instance/f0002"             = "fake"
+  }
+  # The rollout goes on as without the fakes: one new instance first
+  # (max_extra 1), and no old one is stopped before a real new one serves.
+  expect {
+    writes = {
+      "observed/instance/*/service"  = "web"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/*"         = "node-1"
+      "observed/service/web/rollout" = { image = "nginx:2", reason = "", state = "progressing", total = 2, updated = 0 }
+    }
+    firings = { replace_first = 1, schedule = 1, rollout_status = 1 }
+  }
+}
