@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -69,7 +70,12 @@ type NodeConfig struct {
 	Memory       int64   // --memory: bytes offered
 	Architecture string  // --architecture
 	Zone         string  // --zone
-	Runtime      Runtime
+	// Address is where the node's instances are reached (host networking);
+	// "" takes the runtime's (Addresser: --advertise-address, a simulated
+	// node's own). The agent registers it as observed/node/{id}/address,
+	// and endpoints take it from there.
+	Address string
+	Runtime Runtime
 }
 
 // Validate names the first bad field.
@@ -88,6 +94,11 @@ func (n NodeConfig) Validate() error {
 	}
 	if err := facts.CheckSegment("name", n.Zone); err != nil {
 		return fmt.Errorf("--zone: %w", err)
+	}
+	if n.Address != "" {
+		if _, err := netip.ParseAddr(n.Address); err != nil {
+			return fmt.Errorf("node address %q: expected an IP address such as 10.0.0.5", n.Address)
+		}
 	}
 	if n.Runtime == nil {
 		return fmt.Errorf("node %s: no runtime", n.ID)

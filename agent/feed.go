@@ -34,6 +34,7 @@ type Feed struct {
 	instService map[string]string            // instance -> service, for placed instances of subscribed nodes
 	lookedUp    map[string]time.Time         // instance -> last failed service lookup
 	subs        map[string]chan struct{}     // node -> change notification (buffered 1)
+	badKeys     map[string]bool              // placement keys ignored as invalid, logged once each
 }
 
 // NewFeed returns a feed over store; call Run to fill it.
@@ -47,6 +48,7 @@ func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
 		instService: map[string]string{},
 		lookedUp:    map[string]time.Time{},
 		subs:        map[string]chan struct{}{},
+		badKeys:     map[string]bool{},
 	}
 }
 
@@ -201,6 +203,17 @@ func (f *Feed) watch(ctx context.Context, rev int64) error {
 // applyLocked applies one put (raw != nil) or delete and notifies the nodes it concerns.
 func (f *Feed) applyLocked(key string, raw []byte) {
 	if id, ok := strings.CutPrefix(key, "placement/instance/"); ok {
+		if err := facts.CheckSegment("instance-id", id); err != nil {
+			// Not a placement the scheduler makes: an instance under a key
+			// no report could name. Ignored, and said once per key.
+			if raw != nil && !f.badKeys[key] {
+				if len(f.badKeys) < 10000 {
+					f.badKeys[key] = true
+				}
+				f.log.Warn("ignoring a placement whose key is not a valid instance id", "key", key, "err", err)
+			}
+			return
+		}
 		old := f.placements[id]
 		node := ""
 		if raw != nil {

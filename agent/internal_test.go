@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -249,4 +251,26 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx:1.29"`))
 	f.mu.Unlock()
 	check("nginx:1.29")
+}
+
+// A placement whose key is not an instance id is not a placement the
+// scheduler makes: the feed ignores it and logs it once, however often it
+// is seen (relists, rewrites).
+func TestFeedIgnoresInvalidPlacementKeys(t *testing.T) {
+	var logs bytes.Buffer
+	f := NewFeed(facts.NewStore(nil, facts.DefaultRoot, facts.Default), slog.New(slog.NewTextHandler(&logs, nil)))
+	f.mu.Lock()
+	f.synced = true
+	for range 3 {
+		f.applyLocked("placement/instance/hidden", []byte(`"node-1"`))
+	}
+	f.applyLocked(facts.Placement("a8f31"), []byte(`"node-1"`))
+	f.mu.Unlock()
+	got, _ := f.Desired("node-1")
+	if _, ok := got["hidden"]; ok || len(got) != 1 {
+		t.Errorf("Desired = %v, want a8f31 alone", got)
+	}
+	if n := strings.Count(logs.String(), "placement/instance/hidden"); n != 1 {
+		t.Errorf("the ignored placement was logged %d times, want once:\n%s", n, logs.String())
+	}
 }

@@ -96,6 +96,18 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		}
 		n.nodeFacts[k] = string(raw)
 	}
+	addr := nc.Address
+	if a, ok := nc.Runtime.(Addresser); ok && addr == "" {
+		addr = a.Address()
+	}
+	if addr != "" {
+		raw, err := s.Encode(facts.NodeAddress(nc.ID), addr)
+		if err != nil {
+			n.log.Error("the node's address is not an IP address; not registered", "address", addr, "err", err)
+		} else {
+			n.nodeFacts[facts.NodeAddress(nc.ID)] = string(raw)
+		}
+	}
 	return n
 }
 

@@ -25,6 +25,13 @@ type Runtime interface {
 	List(ctx context.Context) ([]Status, error)
 }
 
+// Addresser is a Runtime that knows the address its node's instances are
+// reached at (host networking): the agent registers it as
+// observed/node/{id}/address unless NodeConfig.Address names one.
+type Addresser interface {
+	Address() string
+}
+
 // Spec is what the agent asks a runtime to run: one instance of a service,
 // with the service's desired attributes resolved.
 type Spec struct {

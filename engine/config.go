@@ -56,6 +56,12 @@ type Config struct {
 	// the first placements reach the nodes while the rest are evaluated.
 	// 0: no budget.
 	RoundFirings int
+	// RoundCost and RoundTime are a round's budget of CEL cost and of
+	// time (eval.WithRoundBudget), passed like RoundFirings: past either,
+	// the round commits what it has and the rest is evaluated next, so one
+	// costly rule cannot hold the others back. 0: no budget of that kind.
+	RoundCost uint64
+	RoundTime time.Duration
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
 }
@@ -84,6 +90,10 @@ func NewConfig() Config {
 		PruneInterval: 30 * time.Second,
 		TickInterval:  time.Second,
 		RoundFirings:  5000,
+		// Five evaluations at the default per-evaluation limit
+		// (rules.DefaultCostLimit), or a quarter second.
+		RoundCost: 5_000_000,
+		RoundTime: 250 * time.Millisecond,
 	}
 }
 
@@ -110,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: TickInterval %s: expected a positive duration", c.TickInterval)
 	case c.RoundFirings < 0:
 		return fmt.Errorf("engine: RoundFirings %d: expected 0 (no budget) or more", c.RoundFirings)
+	case c.RoundTime < 0:
+		return fmt.Errorf("engine: RoundTime %s: expected 0 (no budget) or a positive duration", c.RoundTime)
 	case c.PruneInterval <= 0:
 		return fmt.Errorf("engine: PruneInterval %s: expected a positive duration", c.PruneInterval)
 	}

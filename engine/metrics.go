@@ -32,6 +32,7 @@ type Stats struct {
 	MaxCommitTime    time.Duration    // slowest successful commit
 	EventsPruned     int64            // firing records deleted by retention
 	RejectionRecords int64            // records of choices that placed nothing
+	InvalidRecords   int64            // records of facts that break the schema (KindInvalid)
 	LastRev          int64            // revision of the last commit
 	SettledRev       int64            // every change up to this revision is evaluated and its plan committed
 	RuleSetVersion   string           // version of the evaluator in use

@@ -81,28 +81,39 @@ func (e *Engine) recordRejections(ctx context.Context, t *term, p eval.Plan, las
 		ops = append(ops, facts.Put(facts.Event(id), rec))
 		sigs[k] = string(sig)
 	}
-	for len(ops) > 0 {
-		n := min(len(ops), e.opsLimit())
-		_, err := e.store.Commit(ctx, facts.Txn{Ops: ops[:n], Guard: e.guardsFor(t), Checked: true})
-		if errors.Is(err, facts.ErrConflict) {
-			if lead, lerr := e.stillLeader(ctx, t); lerr == nil && !lead {
-				return errLostLeadership
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			e.log.Warn("engine: writing rejection records failed; they are written again when the choice next fails", "err", err, "records", len(ops))
-			return nil
-		}
-		ops = ops[n:]
+	if ok, err := e.writeRecords(ctx, t, ops, "rejection records; they are written again when the choice next fails"); err != nil || !ok {
+		return err
 	}
 	for k, s := range sigs {
 		last[k] = s
 	}
 	e.m.update(func(s *Stats) { s.RejectionRecords += int64(len(sigs)) })
 	return nil
+}
+
+// writeRecords commits records that explain and change nothing, in
+// transactions within the operation limit, guarded by the leadership. A
+// failure is logged (what names them) and reported as !ok; only the end of
+// ctx or the loss of leadership is an error.
+func (e *Engine) writeRecords(ctx context.Context, t *term, ops []facts.Op, what string) (bool, error) {
+	for len(ops) > 0 {
+		n := min(len(ops), e.opsLimit())
+		_, err := e.store.Commit(ctx, facts.Txn{Ops: ops[:n], Guard: e.guardsFor(t), Checked: true})
+		if errors.Is(err, facts.ErrConflict) {
+			if lead, lerr := e.stillLeader(ctx, t); lerr == nil && !lead {
+				return false, errLostLeadership
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			e.log.Warn("engine: writing "+what+" failed", "err", err, "records", len(ops))
+			return false, nil
+		}
+		ops = ops[n:]
+	}
+	return true, nil
 }
 
 // bindingKey renders a binding in a stable order.

@@ -32,6 +32,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	var seen int64                  // the mirror revision of the latest evaluation
 	from := int64(-1)               // for a Continuer: the view revision up to which every change was evaluated
 	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
+	invalid := invalidMemory{}      // invalid fact -> the revision it was recorded at (recordInvalid)
 	more := false                   // the evaluator stopped at its firing budget with work left (eval.Plan.More)
 	ticker := time.NewTicker(e.cfg.TickInterval)
 	defer ticker.Stop()
@@ -145,6 +146,14 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
 		if p.RuleSetVersion == "" {
 			p.RuleSetVersion = ev.Version()
+		}
+		// A full round looks at every fact, an incremental one at what changed.
+		bad := invalidOf(changes)
+		if wasFull {
+			bad = e.mirror.Invalid()
+		}
+		if err := e.recordInvalid(ctx, t, bad, p.RuleSetVersion, invalid); err != nil {
+			return err
 		}
 		if err := e.recordRejections(ctx, t, p, rejected); err != nil {
 			return err

@@ -88,15 +88,24 @@ func runRuleTest(t *testing.T, store *facts.Store, rs *rules.RuleSet, tc *rulete
 		}
 	}()
 
+	// A fixture's leased facts go on one real etcd lease, as an agent's do.
+	lease, err := store.Grant(ctx, time.Hour)
+	if err != nil {
+		t.Fatalf("grant a lease: %v", err)
+	}
 	state := map[string][]byte{}
 	for i, step := range tc.Steps {
-		txn := facts.Txn{}
+		txn := facts.Txn{Checked: true} // fixtures are encoded already; raw ones are meant to be invalid
 		before := map[string][]byte{}
 		for k, val := range state {
 			before[k] = val
 		}
 		for _, f := range step.Puts {
-			txn.Ops = append(txn.Ops, facts.Put(f.Key, f.Value))
+			op := facts.Put(f.Key, f.Value)
+			if f.Lease != 0 {
+				op.Lease = lease
+			}
+			txn.Ops = append(txn.Ops, op)
 			before[f.Key] = f.Value
 		}
 		for _, k := range step.Dels {

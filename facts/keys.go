@@ -42,6 +42,9 @@ var (
 // volatileTypes are the built-in types whose reads are not guarded (see FactType.Volatile).
 var volatileTypes = map[string]bool{"observed.clock": true}
 
+// leasedTypes are the built-in types valid only on an etcd lease (see FactType.Leased).
+var leasedTypes = map[string]bool{"lease.node": true}
+
 // VolatileKeys returns the keys of the volatile built-in types (they have no variables).
 func VolatileKeys() map[string]bool {
 	out := map[string]bool{}
@@ -95,6 +98,9 @@ var builtins = []builtin{
 	{"observed.node.available.memory", "observed/node/{node-id}/available/memory", vMemory, "Memory the agent reports free."},
 	{"observed.node.architecture", "observed/node/{node-id}/architecture", vName, "The node's cpu architecture, e.g. amd64."},
 	{"observed.node.zone", "observed/node/{node-id}/zone", vName, "The node's zone."},
+	{"observed.node.address", "observed/node/{node-id}/address", vIP, "The address the node's instances are reached at (host networking), written by its agent when it registers: an endpoint takes it, never an instance's own report."},
+	{"observed.node.leased", "observed/node/{node-id}/leased", vBool, "The failure policy has seen the node hold lease/node/{node-id} on a live etcd lease: only such a node counts for placement, live instances and the mass-loss shares, so a node that never held a lease counts for nothing."},
+	{"observed.instance.disowned", "observed/instance/{instance-id}/disowned", vName, "The node an instance's report names when it is not the node of its placement: the report is not believed (no endpoint, not counted) while it holds."},
 	{"observed.node.lost_at", "observed/node/{node-id}/lost_at", vTime, "When the failure policy first saw the alive node without its lease outside a mass loss (the clock then); dropped during a mass loss, so the grace restarts when it ends."},
 	{"observed.clock", "observed/clock", vTime, "The control plane's clock, written every second by the server: rules about elapsed time read it, so a decision that depends on time is explained by a fact."},
 	{"observed.instance", "observed/instance/{instance-id}", vObject, "An instance exists."},
@@ -180,6 +186,9 @@ func NodeAvailableMemory(id string) string    { return NodeAttr(id, "available/m
 func NodeArchitecture(id string) string       { return NodeAttr(id, "architecture") }
 func NodeZone(id string) string               { return NodeAttr(id, "zone") }
 func NodeLostAt(id string) string             { return NodeAttr(id, "lost_at") }
+func NodeAddress(id string) string            { return NodeAttr(id, "address") }
+func NodeLeased(id string) string             { return NodeAttr(id, "leased") }
+func InstanceDisowned(id string) string       { return InstanceAttr(id, "disowned") }
 func Clock() string                           { return "observed/clock" }
 func Instance(id string) string               { return "observed/instance/" + id }
 func InstanceAttr(id, attr string) string     { return "observed/instance/" + id + "/" + attr }

@@ -62,6 +62,7 @@ type MirrorStats struct {
 	Events  int64 // watch events applied
 	Relists int64 // full relists, the first one included
 	Untyped int64 // facts whose key matches no fact type (kept, not indexed)
+	Invalid int64 // facts that break the schema (Fact.Invalid), untyped ones included: rules see them as absent
 }
 
 // NewMirror returns an empty mirror of the store. Call Run to fill and follow it.
@@ -168,7 +169,7 @@ func (m *Mirror) watch(ctx context.Context) error {
 		changes := make([]Change, 0, len(resp.Events))
 		for _, ev := range resp.Events {
 			c := Change{Fact: Fact{Key: m.store.Rel(string(ev.Kv.Key)), Value: ev.Kv.Value,
-				ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision}}
+				ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision, Lease: ev.Kv.Lease}}
 			if ev.Type == mvccpb.DELETE {
 				c.Deleted = true
 			}
@@ -198,6 +199,7 @@ func (m *Mirror) applyEvents(changes []Change, rev int64) {
 			}
 			c.PrevKnown = true
 			m.t.Put(c.Fact)
+			c.Invalid = m.t.byKey[c.Key].Invalid
 		}
 		out = append(out, c)
 	}
@@ -222,7 +224,7 @@ func (m *Mirror) applyRelist(facts []Fact, rev int64) {
 			continue
 		}
 		m.t.Put(f)
-		out = append(out, Change{Fact: f})
+		out = append(out, Change{Fact: m.t.byKey[f.Key].Fact})
 	}
 	var gone []string
 	for k := range m.t.byKey {
@@ -266,6 +268,7 @@ func (m *Mirror) Stats() (MirrorStats, int) {
 	defer m.mu.RUnlock()
 	st := m.stats
 	st.Untyped = int64(m.t.untyped)
+	st.Invalid = int64(len(m.t.invalid))
 	return st, len(m.t.byKey)
 }
 
@@ -299,6 +302,17 @@ func (m *Mirror) WaitRev(ctx context.Context, rev int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// Invalid returns the facts that break the schema, in key order, with
+// Fact.Invalid saying why.
+func (m *Mirror) Invalid() []Fact {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []Fact
+	m.t.Invalid(func(f Fact) bool { out = append(out, f); return true })
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // View runs fn with a consistent read-only view of the mirror. fn must not

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,5 +366,80 @@ func TestDialUnreachable(t *testing.T) {
 	}
 	if !contains(err.Error(), ep) {
 		t.Errorf("error %q does not name the endpoint", err)
+	}
+}
+
+// The mirror marks every fact that breaks the schema, with the reason: a
+// bad value, a key of no valid form, and a lease key put without an etcd
+// lease (through the watch and through a relist alike); a lease key on a
+// live lease is valid, and gone when the lease is revoked.
+func TestMirrorMarksInvalidFacts(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	ctx := context.Background()
+	raw := func(k, v string) {
+		t.Helper()
+		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw("lease/node/early", `{}`) // before the first list
+	m, _ := runMirror(t, s)
+	id, err := s.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw(facts.ServiceCPU("web"), `-3`)
+	raw(facts.ServiceImage("web"), `12345`)
+	raw("desired/service/web/expose/notaport", `{}`)
+	raw(facts.Lease("fake"), `{}`)
+	raw(facts.NodeState("node-1"), `"alive"`)
+	rev, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{{Key: facts.Lease("node-1"), Value: []byte(`{}`), Lease: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitRev(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		facts.ServiceCPU("web"):               "invalid value -3",
+		facts.ServiceImage("web"):             "invalid value 12345",
+		"desired/service/web/expose/notaport": `"notaport" is not a valid port`,
+		facts.Lease("fake"):                   "not attached to an etcd lease",
+		facts.Lease("early"):                  "not attached to an etcd lease",
+	}
+	got := map[string]string{}
+	for _, f := range m.Invalid() {
+		got[f.Key] = f.Invalid
+	}
+	for k, reason := range want {
+		if !strings.Contains(got[k], reason) {
+			t.Errorf("%s: invalid %q, want it to say %q", k, got[k], reason)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("invalid facts %v, want exactly %v", got, want)
+	}
+	m.View(func(r facts.Reader) {
+		if f, ok := r.Get(facts.Lease("node-1")); !ok || f.Invalid != "" || f.Lease != int64(id) {
+			t.Errorf("lease/node/node-1 on lease %x: %+v", id, f)
+		}
+	})
+	if st, _ := m.Stats(); st.Invalid != int64(len(want)) {
+		t.Errorf("Stats().Invalid = %d, want %d", st.Invalid, len(want))
+	}
+	if err := s.Revoke(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gone := true
+		m.View(func(r facts.Reader) { _, ok := r.Get(facts.Lease("node-1")); gone = !ok })
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease/node/node-1 outlived its revoked lease in the mirror")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -37,6 +37,10 @@ type FactType struct {
 	// later value keeps a rule about elapsed time true, and guarding it
 	// would fail every transaction that takes longer than one tick.
 	Volatile bool
+	// Leased marks a fact that means something only while it is attached
+	// to a live etcd lease, the node's liveness: one put without a lease
+	// would never expire, so it is invalid (see CheckFact).
+	Leased bool
 }
 
 // Key is a parsed key: its fact type and the values of its variables, in
@@ -242,6 +246,7 @@ func NewSchema() *Schema {
 			panic(err)
 		}
 		s.byName[b.name].Volatile = volatileTypes[b.name]
+		s.byName[b.name].Leased = leasedTypes[b.name]
 	}
 	return s
 }
@@ -390,6 +395,27 @@ func (s *Schema) Validate(key string, raw []byte) (Key, error) {
 		return Key{}, fmt.Errorf("invalid value %s for %s: %w", Shorten(raw, 80), key, err)
 	}
 	return k, nil
+}
+
+// CheckFact returns why a stored fact breaks the schema, or nil: its key
+// (a known form with valid segments), its value, and for a Leased type its
+// etcd lease. It is what a Table records as Fact.Invalid.
+func (s *Schema) CheckFact(f Fact) (Key, error) {
+	k, err := s.Parse(f.Key)
+	if err != nil {
+		return Key{}, err
+	}
+	return k, s.checkValue(k, f)
+}
+
+func (s *Schema) checkValue(k Key, f Fact) error {
+	if _, err := k.Type.Value.Decode(f.Value); err != nil {
+		return fmt.Errorf("invalid value %s for %s: %v", Shorten(f.Value, 80), f.Key, err)
+	}
+	if k.Type.Leased && f.Lease == 0 {
+		return fmt.Errorf("%s is not attached to an etcd lease: it would never expire, so it says nothing about liveness (an agent puts it with its lease)", f.Key)
+	}
+	return nil
 }
 
 // Decode parses key and returns its decoded value (see ValueType.Decode).

@@ -25,6 +25,13 @@ type Fact struct {
 	Value          []byte
 	ModRevision    int64
 	CreateRevision int64
+	// Lease is the etcd lease the key is attached to (0: none). Liveness
+	// rests on it, never on the key's text: a key put without a lease never
+	// expires (FactType.Leased).
+	Lease int64
+	// Invalid says why the fact breaks the schema ("": it does not), as a
+	// Table finds it on Put: rules treat such a fact as absent.
+	Invalid string
 }
 
 // Store is a thin layer over an etcd client that keeps every key under Root
@@ -138,7 +145,7 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 		}
 		for _, kv := range resp.Kvs {
 			out = append(out, Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value,
-				ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision})
+				ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, rev, nil
@@ -157,7 +164,7 @@ func (s *Store) Get(ctx context.Context, key string) (Fact, bool, error) {
 		return Fact{}, false, nil
 	}
 	kv := resp.Kvs[0]
-	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}, true, nil
+	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, true, nil
 }
 
 // Op is one write of a transaction: a put (Value != nil) or a delete.

@@ -36,6 +36,9 @@ type Table struct {
 	idx     map[varIndexKey]map[string]*entry
 	rev     int64
 	untyped int // facts whose key matches no fact type (kept, not indexed)
+	// invalid holds the facts that break the schema (Fact.Invalid), so
+	// that they can be counted and recorded without a scan.
+	invalid map[string]*entry
 }
 
 // NewTable returns an empty table that types keys with schema (nil: Default).
@@ -44,12 +47,13 @@ func NewTable(schema *Schema) *Table {
 		schema = Default
 	}
 	return &Table{
-		schema: schema,
-		log:    slog.New(slog.DiscardHandler),
-		byKey:  map[string]*entry{},
-		tree:   btree.NewG(32, less),
-		byType: map[*FactType]map[string]*entry{},
-		idx:    map[varIndexKey]map[string]*entry{},
+		schema:  schema,
+		log:     slog.New(slog.DiscardHandler),
+		byKey:   map[string]*entry{},
+		tree:    btree.NewG(32, less),
+		byType:  map[*FactType]map[string]*entry{},
+		idx:     map[varIndexKey]map[string]*entry{},
+		invalid: map[string]*entry{},
 	}
 }
 
@@ -59,13 +63,25 @@ func (m *Table) Put(f Fact) {
 		m.remove(old)
 	}
 	e := &entry{Fact: f}
+	e.Invalid = ""
 	if k, err := m.schema.Parse(f.Key); err == nil {
 		e.typ = k.Type
-		if e.typ.Name == "schema" {
+		// Firing records are left undecoded: no rule reads them, and
+		// the engine writes one for every firing.
+		if k.Type.Name != "event" {
+			if err := m.schema.checkValue(k, f); err != nil {
+				e.Invalid = err.Error()
+			}
+		}
+		if e.Invalid == "" && e.typ.Name == "schema" {
 			m.registerPlugin(k.Args[0], f.Value)
 		}
 	} else {
 		m.untyped++
+		e.Invalid = err.Error()
+	}
+	if e.Invalid != "" {
+		m.invalid[f.Key] = e
 	}
 	m.byKey[f.Key] = e
 	m.tree.ReplaceOrInsert(e)
@@ -84,6 +100,16 @@ func (m *Table) Delete(key string) (Fact, bool) {
 	return e.Fact, true
 }
 
+// Invalid visits the facts that break the schema (Fact.Invalid says why),
+// in no particular order; keys of no known form included.
+func (m *Table) Invalid(fn func(Fact) bool) {
+	for _, e := range m.invalid {
+		if !fn(e.Fact) {
+			return
+		}
+	}
+}
+
 // SetRev records the revision the table reflects.
 func (m *Table) SetRev(rev int64) { m.rev = rev }
 
@@ -96,6 +122,7 @@ func (m *Table) Keys() []string {
 
 func (m *Table) remove(e *entry) {
 	delete(m.byKey, e.Key)
+	delete(m.invalid, e.Key)
 	m.tree.Delete(e)
 	if e.typ != nil {
 		m.index(e, false)
@@ -127,6 +154,12 @@ func (m *Table) registerPlugin(name string, raw []byte) {
 		if k, err := m.schema.Parse(e.Key); err == nil {
 			e.typ = k.Type
 			m.untyped--
+			e.Invalid = ""
+			delete(m.invalid, e.Key)
+			if err := m.schema.checkValue(k, e.Fact); err != nil {
+				e.Invalid = err.Error()
+				m.invalid[e.Key] = e
+			}
 			m.index(e, true)
 		}
 	}

@@ -27,7 +27,8 @@ func applyWorld(tb testing.TB, nodes, services, instances int) *facts.Table {
 		put(facts.NodeCapacityMemory(id), `"8Gi"`)
 		put(facts.NodeArchitecture(id), `"amd64"`)
 		put(facts.NodeZone(id), `"zone-1"`)
-		put(facts.Lease(id), `{}`)
+		put(facts.NodeAddress(id), fmt.Sprintf(`"10.0.%d.%d"`, i>>8&255, i&255))
+		t.Put(facts.Fact{Key: facts.Lease(id), Value: []byte(`{}`), ModRevision: 1, CreateRevision: 1, Lease: 1}) // an agent's live lease
 	}
 	put(facts.Clock(), `"2026-11-29T21:00:00Z"`)
 	var src strings.Builder
@@ -240,6 +241,9 @@ func putFact(t *facts.Table, k, v string) facts.Change {
 		cr, prev = old.CreateRevision, old.Value
 	}
 	f := facts.Fact{Key: k, Value: []byte(v), ModRevision: rev, CreateRevision: cr}
+	if strings.HasPrefix(k, "lease/") {
+		f.Lease = 1 // an agent's lease: held on a live etcd lease
+	}
 	t.Put(f)
 	return facts.Change{Fact: f, Prev: prev, PrevKnown: true}
 }

@@ -13,11 +13,31 @@
 # back last after a mass loss get the whole grace too. Time comes from
 # observed/clock, which the server writes every second, so the decision is
 # explained by facts.
-rule "note_lost_lease" {
-  doc       = "An alive node without lease/node/{node} gets observed/node/{node}/lost_at: the clock when it was first seen without one outside a mass loss (more than 55% of all nodes or of its zone without a lease)."
+# Liveness is a lease key attached to a live etcd lease (the mirror treats
+# lease/node/{node} put without one as absent), never the key's text. Only a
+# node seen holding such a lease is marked leased, and only marked nodes
+# count: in the shares of a mass loss here, for live instances and extras
+# (instances.hcl). A node that never held a lease, e.g. a dozen
+# observed/node/fake-NN/state keys, counts for nothing.
+rule "note_leased" {
+  doc       = "A node that holds lease/node/{node} on a live etcd lease gets observed/node/{node}/leased: from then on it counts in the failure policy's shares and its instances count as live; a node that never held a lease counts for nothing."
   principal = "failure"
   match {
     state = "observed/node/{node}/state"
+    lease = "lease/node/{node}"
+  }
+  absent = ["observed/node/{node}/leased"]
+  emit "observed/node/{node}/leased" {
+    value = "true"
+  }
+}
+
+rule "note_lost_lease" {
+  doc       = "An alive node that held a lease (observed/node/{node}/leased) and has none now gets observed/node/{node}/lost_at: the clock when it was first seen without one outside a mass loss (more than 55% of the leased nodes, of all or of its zone, without a lease)."
+  principal = "failure"
+  match {
+    state = "observed/node/{node}/state"
+    held  = "observed/node/{node}/leased"
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
@@ -26,29 +46,33 @@ rule "note_lost_lease" {
   }
   aggregate "nodes" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     count = true
   }
   aggregate "leaseless" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     count  = true
   }
   aggregate "zone_nodes" {
     match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
+      s    = "observed/node/{n}/state"
+      nz   = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     where = "zone.hasValue() && nz == zone.value()"
     count = true
   }
   aggregate "zone_leaseless" {
     match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
+      s    = "observed/node/{n}/state"
+      nz   = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     where  = "zone.hasValue() && nz == zone.value()"
@@ -78,29 +102,33 @@ rule "restart_grace_in_disruption" {
   }
   aggregate "nodes" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     count = true
   }
   aggregate "leaseless" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     count  = true
   }
   aggregate "zone_nodes" {
     match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
+      s    = "observed/node/{n}/state"
+      nz   = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     where = "zone.hasValue() && nz == zone.value()"
     count = true
   }
   aggregate "zone_leaseless" {
     match {
-      s  = "observed/node/{n}/state"
-      nz = "observed/node/{n}/zone"
+      s    = "observed/node/{n}/state"
+      nz   = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     where  = "zone.hasValue() && nz == zone.value()"
@@ -169,13 +197,15 @@ rule "detect_disruption" {
   }
   aggregate "nodes" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     count = true
   }
   aggregate "leaseless" {
     match {
-      s = "observed/node/{n}/state"
+      s    = "observed/node/{n}/state"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     count  = true
@@ -195,12 +225,14 @@ rule "detect_zone_disruption" {
   aggregate "nodes" {
     match {
       zone = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     count = true
   }
   aggregate "leaseless" {
     match {
       zone = "observed/node/{n}/zone"
+      held = "observed/node/{n}/leased"
     }
     absent = ["lease/node/{n}"]
     count  = true

@@ -1,7 +1,11 @@
 # Instances: keep as many live instances of each service as its effective
 # target. An instance is live while it is pending and not yet placed, or
 # pending or running on a node that is not unreachable. An instance whose
-# placement was deleted is being stopped and no longer counts.
+# placement was deleted is being stopped and no longer counts. Counts and
+# choices rest on what the engine writes (placement/, a node marked leased
+# by failure.hcl) and on reports from the placed node only: an instance on a
+# node that never held a lease, or whose report names another node than its
+# placement, is not counted and never chosen.
 rule "create_instances" {
   doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids."
   principal = "instances"
@@ -23,8 +27,12 @@ rule "create_instances" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   let {
@@ -61,8 +69,12 @@ rule "cancel_waiting_extras" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   aggregate "waiting" {
@@ -80,14 +92,16 @@ rule "cancel_waiting_extras" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
@@ -129,8 +143,12 @@ rule "stop_placed_extras" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   aggregate "starting" {
@@ -139,8 +157,12 @@ rule "stop_placed_extras" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "state == 'pending' && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "state == 'pending' && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   aggregate "healthy" {
@@ -150,8 +172,12 @@ rule "stop_placed_extras" {
       health = "observed/instance/{i}/health"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   aggregate "waiting" {
@@ -169,14 +195,16 @@ rule "stop_placed_extras" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
@@ -193,13 +221,16 @@ rule "stop_placed_extras" {
       vstate = "observed/instance/{v}/state"
       vnode  = "placement/instance/{v}"
       vnst   = "observed/node/{vnode}/state"
+      vheld  = "observed/node/{vnode}/leased"
     }
     optional {
       vhealth  = "observed/instance/{v}/health"
       vstarted = "observed/instance/{v}/started_at"
+      vinode   = "observed/instance/{v}/node"
     }
     filters {
       live             = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable'"
+      believed         = "vinode.orValue(vnode) == vnode"
       not_last_healthy = "want == 0 || healthy > 1 || vhealth.orValue('unknown') != 'healthy' || vstate != 'running'"
     }
     # Pending before unhealthy before healthy; among equals the newest start goes first.

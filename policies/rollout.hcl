@@ -1,4 +1,5 @@
-# Rolling replacement. An instance is replaced when it runs an image or
+# Rolling replacement. Counts rest on placements on nodes that held a lease
+# and on reports from the placed node (instances.hcl). An instance is replaced when it runs an image or
 # resources other than its service's current ones (the agent starts every
 # instance with the service's spec of the moment and reports its image in
 # observed/instance/{id}/image, its cpu and memory in resources/cpu|memory;
@@ -41,12 +42,14 @@ rule "rollout_status" {
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
+      held   = "observed/node/{node}/leased"
     }
     optional {
-      icpu = "observed/instance/{i}/resources/cpu"
+      inode = "observed/instance/{i}/node"
+      icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "outdated" {
@@ -55,12 +58,14 @@ rule "rollout_status" {
       state  = "observed/instance/{i}/state"
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
+      held   = "observed/node/{node}/leased"
     }
     optional {
-      icpu = "observed/instance/{i}/resources/cpu"
+      inode = "observed/instance/{i}/node"
+      icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -68,14 +73,16 @@ rule "rollout_status" {
       svc   = "observed/instance/{i}/service"
       state = "observed/instance/{i}/state"
       node  = "placement/instance/{i}"
+      held  = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   let {
@@ -108,12 +115,14 @@ rule "replace_first" {
       state  = "observed/instance/{i}/state"
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
+      held   = "observed/node/{node}/leased"
     }
     optional {
-      icpu = "observed/instance/{i}/resources/cpu"
+      inode = "observed/instance/{i}/node"
+      icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -121,14 +130,16 @@ rule "replace_first" {
       svc   = "observed/instance/{i}/service"
       state = "observed/instance/{i}/state"
       node  = "placement/instance/{i}"
+      held  = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -146,8 +157,12 @@ rule "replace_first" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   aggregate "stopping" {
@@ -165,14 +180,16 @@ rule "replace_first" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   let {
@@ -215,12 +232,14 @@ rule "stop_replaced" {
       state  = "observed/instance/{i}/state"
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
+      held   = "observed/node/{node}/leased"
     }
     optional {
-      icpu = "observed/instance/{i}/resources/cpu"
+      inode = "observed/instance/{i}/node"
+      icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "bad" {
@@ -228,14 +247,16 @@ rule "stop_replaced" {
       svc   = "observed/instance/{i}/service"
       state = "observed/instance/{i}/state"
       node  = "placement/instance/{i}"
+      held  = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       health = "observed/instance/{i}/health"
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -253,14 +274,16 @@ rule "stop_replaced" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "renewed" {
@@ -269,14 +292,16 @@ rule "stop_replaced" {
       state  = "observed/instance/{i}/state"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       iimage   = "observed/instance/{i}/image"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "renewed_healthy" {
@@ -287,13 +312,15 @@ rule "stop_replaced" {
       iimage = "observed/instance/{i}/image"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
     optional {
+      inode    = "observed/instance/{i}/node"
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
     }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
     count = true
   }
   aggregate "healthy" {
@@ -303,8 +330,12 @@ rule "stop_replaced" {
       health = "observed/instance/{i}/health"
       node   = "placement/instance/{i}"
       nstate = "observed/node/{node}/state"
+      held   = "observed/node/{node}/leased"
     }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable'"
+    optional {
+      inode = "observed/instance/{i}/node"
+    }
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
   }
   let {
@@ -321,8 +352,10 @@ rule "stop_replaced" {
       vstate = "observed/instance/{v}/state"
       vnode  = "placement/instance/{v}"
       vnst   = "observed/node/{vnode}/state"
+      vheld  = "observed/node/{vnode}/leased"
     }
     optional {
+      vinode    = "observed/instance/{v}/node"
       vhealth   = "observed/instance/{v}/health"
       vimage    = "observed/instance/{v}/image"
       vretiring = "observed/instance/{v}/retiring"
@@ -335,6 +368,7 @@ rule "stop_replaced" {
     filters {
       replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image || (vcpu.hasValue() && vcpu.value() != dcpu.orValue(0.0)) || (vmem.hasValue() && vmem.value() != dmem.orValue(0)))"
       available = "!serving || healthy - 1 >= want - unavailable"
+      believed  = "vinode.orValue(vnode) == vnode"
     }
     score = "serving ? 0.0 : 1.0"
   }

@@ -1,6 +1,8 @@
 # Scheduler: place every pending instance on one node. Filters (each
 # rejection is recorded, so `ccattler why-not instance ID` names them all):
 #   alive         the node is alive
+#   lease         the node holds lease/node/{node} on a live etcd lease (a
+#                 lease key put without one counts for nothing)
 #   architecture  the node's architecture, if the service asks for one
 #   zone          the node's zone, if the service asks for one
 #   volume        the node its single-node volume is attached to, or before
@@ -46,8 +48,9 @@ rule "schedule" {
       cap_mem  = "observed/node/{node}/capacity/memory"
     }
     optional {
-      narch = "observed/node/{node}/architecture"
-      nzone = "observed/node/{node}/zone"
+      narch  = "observed/node/{node}/architecture"
+      nzone  = "observed/node/{node}/zone"
+      nlease = "lease/node/{node}"
     }
     aggregate "used_cpu" {
       match {
@@ -80,6 +83,7 @@ rule "schedule" {
     }
     filters {
       alive        = "nstate == 'alive'"
+      lease        = "nlease.hasValue()"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
       volume       = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"

@@ -87,7 +87,14 @@ type Runtime struct {
 	usage usageCache // previous cpu readings (metrics.go)
 }
 
-var _ agent.Runtime = (*Runtime)(nil)
+var (
+	_ agent.Runtime   = (*Runtime)(nil)
+	_ agent.Addresser = (*Runtime)(nil)
+)
+
+// Address is --advertise-address: with host networking the node's
+// instances are reached there.
+func (r *Runtime) Address() string { return r.cfg.Address4 }
 
 // New connects to containerd, checks that it answers, and imports the
 // archives of ImageDir. The error names the flag to fix.

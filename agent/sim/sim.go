@@ -2,8 +2,10 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/netip"
 	"sort"
@@ -19,7 +21,7 @@ type Config struct {
 	StartDelay  time.Duration // how long a start takes
 	FailureRate float64       // share of starts that fail, 0..1
 	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
-	Range       netip.Prefix  // addresses handed out in order; never dialled
+	Range       netip.Prefix  // node addresses, placed by a hash of the node id; never dialled
 	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
 }
 
@@ -44,12 +46,11 @@ func (c Config) Validate() error {
 }
 
 // Fleet is the shared state of every simulated node of a process: the
-// address pool and the random source.
+// random source and the nodes.
 type Fleet struct {
 	cfg Config
 
-	mu     sync.Mutex // guards next, rng, nodes and loads
-	next   netip.Addr
+	mu     sync.Mutex // guards rng, nodes and loads
 	rng    *rand.Rand
 	nodes  map[string]*runtime
 	loads  map[string]float64 // service -> synthetic cpu load in cores (knobs.go)
@@ -61,7 +62,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Fleet{cfg: cfg, next: cfg.Range.Masked().Addr().Next(),
+	return &Fleet{cfg: cfg,
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), nodes: map[string]*runtime{}}, nil
 }
 
@@ -72,9 +73,26 @@ func (f *Fleet) Node(id string) agent.Runtime {
 	if r, ok := f.nodes[id]; ok {
 		return r
 	}
-	r := &runtime{f: f, ctrs: map[string]*agent.Status{}}
+	r := &runtime{f: f, ctrs: map[string]*agent.Status{}, addr: f.addressOf(id)}
 	f.nodes[id] = r
 	return r
+}
+
+// addressOf places a node in the range by a hash of its id, so that nodes
+// of different agent processes get different addresses (as far as the
+// range allows), and one node the same address after a restart.
+func (f *Fleet) addressOf(id string) netip.Addr {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	base := f.cfg.Range.Masked().Addr().As4()
+	size := uint64(1) << (32 - f.cfg.Range.Bits())
+	if size < 4 {
+		return f.cfg.Range.Masked().Addr()
+	}
+	n := binary.BigEndian.Uint32(base[:]) + 1 + uint32(h.Sum64()%(size-2)) // neither the network's nor the broadcast address
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], n)
+	return netip.AddrFrom4(b)
 }
 
 // Exit makes a running simulated container exit with the given status, as
@@ -96,31 +114,30 @@ func (f *Fleet) Exit(node, id string, status uint32) bool {
 	return true
 }
 
-// draw returns the next address and whether a start fails or is unhealthy.
-func (f *Fleet) draw() (netip.Addr, bool, bool, error) {
+// draw returns whether a start fails or is unhealthy.
+func (f *Fleet) draw() (fail, unhealthy bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fail := f.rng.Float64() < f.cfg.FailureRate
-	unhealthy := f.rng.Float64() < f.cfg.Unhealthy
-	if fail {
-		return netip.Addr{}, true, false, nil
-	}
-	a := f.next
-	if !f.cfg.Range.Contains(a) {
-		return netip.Addr{}, false, false, fmt.Errorf("simulated address range %s is exhausted", f.cfg.Range)
-	}
-	f.next = a.Next()
-	return a, false, unhealthy, nil
+	fail = f.rng.Float64() < f.cfg.FailureRate
+	unhealthy = f.rng.Float64() < f.cfg.Unhealthy
+	return fail, unhealthy && !fail
 }
 
 // runtime is the in-memory runtime of one simulated node.
 type runtime struct {
 	f    *Fleet
+	addr netip.Addr // the node's address; its instances report it
 	mu   sync.Mutex // guards ctrs
 	ctrs map[string]*agent.Status
 }
 
-var _ agent.Runtime = (*runtime)(nil)
+var (
+	_ agent.Runtime   = (*runtime)(nil)
+	_ agent.Addresser = (*runtime)(nil)
+)
+
+// Address is the node's address: its instances report it.
+func (r *runtime) Address() string { return r.addr.String() }
 
 // UnhealthyImage marks an image whose simulated instances always report
 // unhealthy (e.g. "web:2-unhealthy"): how tests roll out a bad version.
@@ -139,14 +156,11 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 		case <-t.C:
 		}
 	}
-	ip, fail, unhealthy, err := r.f.draw()
-	if err != nil {
-		return agent.Status{}, err
-	}
+	fail, unhealthy := r.f.draw()
 	if fail {
 		return agent.Status{}, ErrStartFailed
 	}
-	st := &agent.Status{Spec: sp, Image: sp.Image, IP: ip.String(), Running: true,
+	st := &agent.Status{Spec: sp, Image: sp.Image, IP: r.addr.String(), Running: true,
 		StartedAt: time.Now().UTC(), Health: agent.Healthy}
 	if unhealthy || strings.Contains(sp.Image, UnhealthyImage) {
 		st.Health = agent.Unhealthy

@@ -104,7 +104,7 @@ that health from then on.`,
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "sim: how long a simulated start takes")
 	fl.Float64Var(&f.simFailure, "sim-failure-rate", 0, "sim: share of starts that fail, 0..1")
 	fl.Float64Var(&f.simUnhealthy, "sim-unhealthy", 0, "sim: share of instances reported unhealthy, 0..1")
-	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: addresses handed out (never dialled)")
+	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: the range node addresses are drawn from, by a hash of the node id (never dialled)")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "sim: seed of the failure and health draws")
 	return cmd
 }

@@ -108,8 +108,15 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 			if err != nil {
 				continue // a fact of an unknown type has no column
 			}
+			// A value that breaks the schema is shown as such, never as
+			// data: the rules treat it as absent.
+			_, bad := s.Schema.CheckFact(f)
 			if k.Type.Name == "endpoint.service" {
-				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: address(f.Value)})
+				addr := address(f.Value)
+				if bad != nil {
+					addr = invalidCell(f.Value)
+				}
+				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: addr})
 				continue
 			}
 			if len(k.Args) == 0 {
@@ -121,9 +128,12 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 				m = map[string]string{}
 				w.attrs[k.Type.Name] = m
 			}
-			if k.Type.Name == "desired.service.expose" {
+			switch {
+			case bad != nil:
+				m[id] = invalidCell(f.Value)
+			case k.Type.Name == "desired.service.expose":
 				m[id] = joinNonEmpty(m[id], k.Args[1])
-			} else {
+			default:
 				m[id] = display(f.Value)
 			}
 		}
@@ -150,6 +160,15 @@ func display(raw []byte) string {
 		return s
 	}
 	return string(raw)
+}
+
+// invalidCell renders a value that breaks the schema: marked, and cut short.
+func invalidCell(raw []byte) string {
+	v := display(raw)
+	if len(v) > 24 {
+		v = strings.ToValidUTF8(v[:24], "") + "…"
+	}
+	return "invalid(" + strconv.QuoteToGraphic(v) + ")"
 }
 
 func address(raw []byte) string {

@@ -95,3 +95,31 @@ func trimLines(s string) []string {
 	}
 	return out
 }
+
+// A value written past apply that breaks the schema is shown as invalid,
+// never as data: `get nodes` printed "lots/4" for a capacity of "lots".
+func TestGetShowsInvalidValues(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	for k, v := range map[string]string{
+		facts.NodeState("node-1"): `"alive"`, facts.NodeCapacityCPU("node-1"): `"lots"`,
+		facts.NodeAvailableCPU("node-1"): `4`, facts.ServiceImage("web"): `12345`,
+		facts.DesiredService("web"): `{}`,
+	} {
+		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil { // as a rogue writer would, unchecked
+			t.Fatal(err)
+		}
+	}
+	w, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := w.nodes()
+	if len(nodes) != 1 || nodes[0].CPU != `invalid("lots")/4` {
+		t.Errorf("get nodes: cpu %+v, want invalid(\"lots\")/4", nodes)
+	}
+	svcs := w.services()
+	if len(svcs) != 1 || svcs[0].Image != `invalid("12345")` {
+		t.Errorf("get services: %+v, want image invalid(\"12345\")", svcs)
+	}
+}

@@ -37,11 +37,14 @@ type cluster struct {
 	agents map[string]*exec.Cmd
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T) *cluster { t.Helper(); return newClusterArgs(t) }
+
+// newClusterArgs is newCluster with more server flags.
+func newClusterArgs(t *testing.T, args ...string) *cluster {
 	t.Helper()
-	srv := startServer(t, "--data-dir", t.TempDir(),
+	srv := startServer(t, append([]string{"--data-dir", t.TempDir(),
 		"--listen-client", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
-		"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)))
+		"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))}, args...)...)
 	return &cluster{t: t, srv: srv, store: srv.dial(t), agents: map[string]*exec.Cmd{}}
 }
 

@@ -370,6 +370,28 @@ func prevKnown(changes []facts.Change) bool {
 	return true
 }
 
+// allValid reports whether no change is to or from a fact that breaks the
+// schema: adjusting kept results goes by values alone, so a batch with one
+// drops the results it could alter instead. A leased fact's validity is not
+// its value's alone (it needs an etcd lease): its changes, rare, always drop.
+func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool {
+	for _, c := range changes {
+		k, err := schema.Parse(c.Key)
+		if err != nil || k.Type.Leased {
+			return false
+		}
+		if f, ok := r.Get(c.Key); ok && f.Invalid != "" {
+			return false
+		}
+		if c.Prev != nil && k.Type.Name != "event" {
+			if _, err := k.Type.Value.Decode(c.Prev); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // advance adjusts the kept results for each change in turn, from the
 // store's revision to r's (the round's end records it: aggStore.keep).
 func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {

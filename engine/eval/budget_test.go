@@ -3,9 +3,12 @@ package eval_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
 )
 
 const budgetRules = `
@@ -80,5 +83,97 @@ func TestBudgetDoesNotStarveLaterRules(t *testing.T) {
 	}
 	if _, ok := tb.Get("effective/service/web/instances"); !ok || placed != 20 {
 		t.Errorf("%d of 20 placed, effective count written: %v; plans %v", placed, ok, plans)
+	}
+}
+
+// costlyRules has a rule whose guard costs a lot for every one of its many
+// bindings, and a cheap rule after it that nothing else waits for.
+func costlyRules(n int) string {
+	var xs []string
+	for i := 0; i < n; i++ {
+		xs = append(xs, fmt.Sprint(i))
+	}
+	list := "[" + strings.Join(xs, ",") + "]"
+	return `
+rule "costly" {
+  doc       = "Every metric is looked at at great cost, and nothing is ever written."
+  principal = "autoscaler"
+  match {
+    m = "observed/service/{name}/metrics/{metric}/{id}"
+  }
+  # name.contains(id) makes the cost estimate exceed the limit, so the
+  # evaluation is cost-tracked: its actual cost is far below the limit.
+  when = "` + list + `.all(x, ` + list + `.all(y, x + y >= 0)) && !name.contains(id) && m < 0.0"
+  emit "observed/service/{name}/autoscale/recommendation" {
+    value = "1"
+  }
+}
+rule "scale" {
+  doc       = "The effective count follows the desired one."
+  principal = "intent-resolver"
+  after     = ["costly"]
+  match {
+    n = "desired/service/{name}/instances"
+  }
+  emit "effective/service/{name}/instances" {
+    value = "n"
+  }
+}
+`
+}
+
+// A round over its time or cost budget commits what it has and goes on in
+// the next, which starts after the rule it was cut in: a costly rule over
+// many bindings does not hold an unrelated one back until it is done.
+func TestRoundBudgetDoesNotStarveOtherRules(t *testing.T) {
+	rs := loadSrc(t, costlyRules(120))
+	for _, tc := range []struct {
+		name string
+		opt  eval.Option
+	}{
+		{"time", eval.WithRoundBudget(0, 20*time.Millisecond)},
+		{"cost", eval.WithRoundBudget(200_000, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTable()
+			for i := 0; i < 200; i++ {
+				tb.put(fmt.Sprintf("observed/service/api/metrics/cpu/a%04x", i), `0.5`)
+			}
+			ev := eval.New(rs, tc.opt)
+			p := ev.Full(tb)
+			// The cheap rule's input arrives while the costly one still has
+			// work: the next round reaches it before the costly rule's rest.
+			from := tb.Rev()
+			changes := []facts.Change{tb.put("desired/service/web/instances", `3`)}
+			if !p.More {
+				t.Fatalf("the first round ran all 200 costly bindings: no budget applied")
+			}
+			rounds := 0
+			for {
+				rounds++
+				rev := tb.Rev()
+				p = ev.Continue(from, tb, changes, false)
+				from = rev
+				changes = tb.apply(p)
+				if _, ok := tb.Get("effective/service/web/instances"); ok {
+					break
+				}
+				if !p.More || rounds > 3 {
+					t.Fatalf("effective/service/web/instances not written after %d rounds (more: %v)", rounds, p.More)
+				}
+			}
+			if rounds > 1 {
+				t.Errorf("the cheap rule fired in round %d after the change, want the first", rounds)
+			}
+			// And the costly rule's bindings all get their turn.
+			for n := 0; p.More; n++ {
+				if n > 1000 {
+					t.Fatal("the costly rule never finished")
+				}
+				rev := tb.Rev()
+				p = ev.Continue(from, tb, tb.apply(p), false)
+				from = rev
+			}
+		})
 	}
 }

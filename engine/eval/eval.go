@@ -69,6 +69,17 @@ func WithMaxAdjust(n int) Option { return func(e *Evaluator) { e.maxAdjust = n }
 // are when their turn comes, the slice's writes included.
 func WithMaxFirings(n int) Option { return func(e *Evaluator) { e.maxFirings = n } }
 
+// WithRoundBudget ends a round, like WithMaxFirings, once its CEL
+// evaluations have cost maxCost (0: no bound) or it has run for maxTime (0:
+// no bound), so that one costly rule cannot starve the others: the round
+// commits what it has, and the next starts with the rules after the one it
+// was cut in. A round always runs at least one task, and one CEL evaluation
+// is never interrupted (the rule set's per-evaluation cost limit bounds
+// it); a view's task is not cut either, as with WithMaxFirings.
+func WithRoundBudget(maxCost uint64, maxTime time.Duration) Option {
+	return func(e *Evaluator) { e.maxCost, e.maxTime = maxCost, maxTime }
+}
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -101,8 +112,10 @@ type Evaluator struct {
 	maxAggReads int
 	maxAdjust   int
 	maxFirings  int
-	carry       []task // tasks a round left at its firing budget (WithMaxFirings)
-	resume      int    // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
+	maxCost     uint64        // WithRoundBudget: CEL cost per round
+	maxTime     time.Duration // WithRoundBudget: wall time per round
+	carry       []task        // tasks a round left at its firing budget (WithMaxFirings)
+	resume      int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
@@ -232,7 +245,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	switch {
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
-	case len(changes) <= e.adjustLimit(r) && prevKnown(changes):
+	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
 		e.advance(r, changes)
 	default:
 		for _, c := range changes {
@@ -347,6 +360,9 @@ type round struct {
 	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
 	osc        []string                                 // rules found oscillating: the round is redone without them
 	leftover   []task                                   // bindings of a task cut at the firing budget (body)
+	onSkip     func(s *sol)                             // set by a view's task: a binding its data broke is skipped (body)
+	start      time.Time                                // when the round began (WithRoundBudget)
+	cost       uint64                                   // CEL cost the round has spent (WithRoundBudget)
 	// The bindings dispatch and maintain match a changed key into (scratch).
 	dispatchB, maintainB *binding
 	gkBuf                []byte     // the group key aggregateOf looks up
@@ -363,7 +379,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		queued:  make([]map[string]bool, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{},
-		aggCache: e.store.groups}
+		aggCache: e.store.groups, start: time.Now()}
 	if e.noAggCache {
 		rd.aggCache = map[*rules.Aggregate]map[string]aggEntry{}
 	}
@@ -467,9 +483,19 @@ func (rd *round) loop() {
 	}
 }
 
-// atBudget reports whether the round's plan holds its budget of firings.
+// atBudget reports whether the round has spent a budget: its plan holds
+// its firings, or its CEL evaluations their cost or its time.
 func (rd *round) atBudget() bool {
-	return rd.e.maxFirings > 0 && len(rd.plan.Firings) >= rd.e.maxFirings
+	e := rd.e
+	switch {
+	case e.maxFirings > 0 && len(rd.plan.Firings) >= e.maxFirings:
+		return true
+	case e.maxCost > 0 && rd.cost >= e.maxCost:
+		return true
+	case e.maxTime > 0 && time.Since(rd.start) >= e.maxTime:
+		return true
+	}
+	return false
 }
 
 // carryRest ends a round at its firing budget: the current rule's tasks

@@ -32,6 +32,9 @@ func newTable() *table { return &table{Table: facts.NewTable(nil)} }
 func (tb *table) put(key, value string) facts.Change {
 	tb.rev++
 	f := facts.Fact{Key: key, Value: []byte(value), ModRevision: tb.rev, CreateRevision: tb.rev}
+	if strings.HasPrefix(key, "lease/") {
+		f.Lease = 1 // an agent's lease: held on a live etcd lease
+	}
 	if old, ok := tb.Get(key); ok {
 		f.CreateRevision = old.CreateRevision // an update, as etcd reports it
 	}

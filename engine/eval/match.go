@@ -149,6 +149,13 @@ func (rd *round) bindFact(p *rules.Pattern, f facts.Fact, b *binding) bool {
 	if n != len(p.Segs) {
 		return false
 	}
+	if f.Invalid != "" {
+		// A fact that breaks the schema is absent for every rule: a
+		// key of no valid form met by a prefix scan, a bad value, a
+		// lease key on no etcd lease.
+		rd.e.stats.BadValues++
+		return false
+	}
 	rest := f.Key
 	for i := range p.Segs {
 		var part string

@@ -40,12 +40,16 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 		if err == nil {
 			continue
 		}
-		// An action skips the one binding the world's data broke (a bad
-		// value for one service must not stall the others) and goes on.
-		// A view does not: a skipped binding would delete its key. Over
-		// budget, a rule is stopped: every binding would burn the budget.
-		if r.Derives() || errors.Is(err, errBudget) || errors.Is(err, errOscillation) {
+		// A rule skips the one binding the world's data broke (a bad
+		// value for one service must not stall the others) and goes on;
+		// a view keeps the keys of the binding it skips as they are
+		// (onSkip), rather than delete them. Over budget, a rule is
+		// stopped: every binding would burn the budget.
+		if errors.Is(err, errBudget) || errors.Is(err, errOscillation) || (r.Derives() && rd.onSkip == nil) {
 			return err
+		}
+		if rd.onSkip != nil {
+			rd.onSkip(s)
 		}
 		rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: r.Name,
 			Err: fmt.Errorf("binding %s skipped: %w", renderBinding(s.b, r.Body.Binds), err)})
@@ -303,6 +307,24 @@ func (rd *round) deriveUnder(r *rules.Rule, b *binding) ([]map[string]derived, e
 	for i := range out {
 		out[i] = map[string]derived{}
 	}
+	parent := rd.onSkip
+	defer func() { rd.onSkip = parent }()
+	rd.onSkip = func(s *sol) {
+		// A binding that cannot be evaluated keeps what it derived
+		// before, unchanged: its key is neither rewritten nor deleted.
+		for i, h := range r.Heads {
+			if !headBound(h, s.b) {
+				continue
+			}
+			key := h.Format(s.b.str)
+			if _, dup := out[i][key]; dup {
+				continue
+			}
+			if cur, ok, _ := rd.ov.get(key); ok {
+				out[i][key] = derived{raw: cur.Value, s: &sol{b: s.b.clone()}}
+			}
+		}
+	}
 	err := rd.body(r, b, func(s *sol) error {
 		for i, h := range r.Heads {
 			key := h.Format(s.b.str)
@@ -318,6 +340,24 @@ func (rd *round) deriveUnder(r *rules.Rule, b *binding) ([]map[string]derived, e
 		return nil
 	})
 	return out, err
+}
+
+// bindHead binds a key found under a view's head: a key there holding a
+// value that breaks the schema (written by someone else) is the view's too,
+// to overwrite or delete like any key it no longer derives.
+func (rd *round) bindHead(hp *rules.Pattern, f facts.Fact, b *binding) bool {
+	f.Invalid = ""
+	return rd.bindFact(hp, f, b)
+}
+
+// headBound reports whether b binds every variable of h's key.
+func headBound(h *rules.Head, b *binding) bool {
+	for _, v := range h.Vars() {
+		if !b.has(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // derive maintains a rule's view for the keys affected under b: it puts
@@ -373,7 +413,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 		} else {
 			rd.scan(hp, hb, func(f facts.Fact, own bool) bool {
 				mark := hb.len()
-				if rd.bindFact(hp, f, hb) {
+				if rd.bindHead(hp, f, hb) {
 					if _, ok := got[i][f.Key]; !ok {
 						stale = append(stale, staleKey{f, own})
 					}
@@ -388,7 +428,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 			f := st.f
 			if recheck {
 				kb := &binding{}
-				if rd.bindFact(hp, f, kb) {
+				if rd.bindHead(hp, f, kb) {
 					if !byReach && !rd.joinsWith(r, kb, b) {
 						continue // derived by bindings b does not touch: not this task's to check
 					}
@@ -403,7 +443,7 @@ func (rd *round) derive(r *rules.Rule, b *binding) error {
 				}
 			}
 			kb := &binding{}
-			rd.bindFact(hp, f, kb)
+			rd.bindHead(hp, f, kb)
 			if err := rd.commit(Firing{Rule: r.Name, Bindings: kb.strings(), Kind: "derive",
 				Reads: []Read{readOf(f, st.own)}, Writes: []Write{{Key: f.Key}}}); err != nil {
 				return err

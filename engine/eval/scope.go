@@ -52,7 +52,7 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) bool {
 	for _, p := range sc.Optional {
 		key, f, ok, own := rd.ov.getPattern(p, b)
-		if ok {
+		if ok && f.Invalid == "" {
 			dv, err := decode(p.Type.Value, f.Value)
 			if err == nil {
 				v := goVal(dv)
@@ -60,9 +60,15 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 				*reads = append(*reads, readOf(f, own))
 				continue
 			}
-			rd.e.stats.BadValues++
 		}
 		b.push(p.Alias, val{cel: types.OptionalNone, str: ""})
+		if ok {
+			// Absent because invalid: guarded by the invalid fact's
+			// revision, not by its absence, which no commit could meet.
+			rd.e.stats.BadValues++
+			*reads = append(*reads, readOf(f, own))
+			continue
+		}
 		*reads = append(*reads, Read{Key: key, Own: own})
 	}
 	for _, p := range sc.Absent {
@@ -78,22 +84,34 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 func (rd *round) absent(p *rules.Pattern, b *binding, reads *[]Read) bool {
 	acc, _, _ := rd.e.plan(p, b)
 	if acc == accGet {
-		key, _, ok, own := rd.ov.getPattern(p, b)
-		if !ok {
+		key, f, ok, own := rd.ov.getPattern(p, b)
+		switch {
+		case !ok:
 			*reads = append(*reads, Read{Key: key, Own: own})
+		case f.Invalid != "":
+			rd.e.stats.BadValues++
+			*reads = append(*reads, readOf(f, own)) // absent while it stays invalid
+			return true
 		}
 		return !ok
 	}
-	found := false
+	found, invalid := false, false
 	probe := b.clone()
 	rd.scan(p, probe, func(f facts.Fact, own bool) bool {
 		mark := probe.len()
 		found = rd.bindFact(p, f, probe)
+		invalid = invalid || f.Invalid != ""
 		probe.truncate(mark)
 		return !found
 	})
 	if found {
 		return false
+	}
+	if invalid {
+		// An invalid fact under the prefix would fail the ranged
+		// compare below on every commit; the next change catches what
+		// the missing guard lets through.
+		return true
 	}
 	// Guard "still nothing" with a ranged compare when the unbound
 	// variables are all trailing; otherwise the next round catches it.
@@ -343,8 +361,13 @@ func (rd *round) eval(e *rules.Expr, b *binding, what what) (ref.Val, error) {
 	// One activation for the round: an evaluation calls no other.
 	a := &rd.activation
 	a.b, a.now = b, rd.now
-	out, _, err := prog.Eval(a)
+	out, det, err := prog.Eval(a)
 	a.b = nil
+	if det != nil {
+		if c := det.ActualCost(); c != nil {
+			rd.cost += *c
+		}
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "cost limit exceeded") {
 			return nil, fmt.Errorf("%s %q: %w (limit %d): %v", what, e.Src, errBudget, rd.e.rs.CostLimit, err)

@@ -51,12 +51,14 @@ var (
 	dCommitMax     = desc("engine_commit_duration_seconds_max", "Slowest successful commit.")
 	dPruned        = desc("engine_events_pruned_total", "Firing records deleted by retention.")
 	dRejections    = desc("engine_rejection_records_total", "Records of choices that placed nothing.")
+	dInvalid       = desc("engine_invalid_fact_records_total", "Records of facts that break the schema (event kind invalid); rules treat those facts as absent.")
 	dLastRev       = desc("engine_last_commit_revision", "etcd revision of the engine's last commit.")
 	dSettledRev    = desc("engine_settled_revision", "Every change up to this revision is evaluated and its plan committed.")
 	dMirrorFacts   = desc("mirror_facts", "Facts in the in-memory mirror.")
 	dMirrorEvents  = desc("mirror_events_total", "Watch events the mirror applied.")
 	dMirrorRelists = desc("mirror_relists_total", "Full relists of the mirror, the first included.")
 	dMirrorUntyped = desc("mirror_untyped_facts", "Facts whose key matches no fact type.")
+	dMirrorInvalid = desc("mirror_invalid_facts", "Facts that break the schema (a bad key or value, a lease key on no etcd lease), untyped ones included: rules treat them as absent.")
 	dRuleSet       = desc("ruleset_info", "The running rule set: 1 for its version.", "version", "source")
 	dLoaded        = desc("ruleset_loaded_timestamp_seconds", "When the running rule set was loaded (Unix time).")
 	dRuleCount     = desc("ruleset_rules", "Rules in the running rule set.")
@@ -68,8 +70,8 @@ var (
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
 		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
-		dCommitMax, dPruned, dRejections, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
-		dMirrorUntyped, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails} {
+		dCommitMax, dPruned, dRejections, dInvalid, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
+		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails} {
 		ch <- d
 	}
 }
@@ -109,6 +111,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dCommitMax, s.MaxCommitTime.Seconds())
 		counter(dPruned, float64(s.EventsPruned))
 		counter(dRejections, float64(s.RejectionRecords))
+		counter(dInvalid, float64(s.InvalidRecords))
 		gauge(dLastRev, float64(s.LastRev))
 		gauge(dSettledRev, float64(s.SettledRev))
 	}
@@ -118,6 +121,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dMirrorEvents, float64(st.Events))
 		counter(dMirrorRelists, float64(st.Relists))
 		gauge(dMirrorUntyped, float64(st.Untyped))
+		gauge(dMirrorInvalid, float64(st.Invalid))
 	}
 	if c.src.Reload != nil {
 		st := c.src.Reload()

@@ -7,6 +7,8 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 16
     "observed/node/node-1/capacity/memory" = "16Gi"
     "lease/node/node-1"                    = {}
@@ -23,25 +25,28 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
     "observed/instance/d0001/health"     = "healthy"
     "observed/instance/d0001/image"      = "nginx:1"
     "observed/instance/d0001/ip"         = "10.1.0.5"
+    "observed/instance/d0001/node"       = "node-1"
     "placement/instance/d0001"           = "node-1"
     "observed/instance/d0002/service"    = "web"
     "observed/instance/d0002/state"      = "running"
     "observed/instance/d0002/health"     = "healthy"
     "observed/instance/d0002/image"      = "nginx:1"
-    "observed/instance/d0002/ip"         = "10.1.0.9"
+    "observed/instance/d0002/ip"         = "10.1.0.5"
+    "observed/instance/d0002/node"       = "node-1"
     "placement/instance/d0002"           = "node-1"
     "observed/instance/d0003/service"    = "web"
     "observed/instance/d0003/state"      = "running"
     "observed/instance/d0003/health"     = "healthy"
     "observed/instance/d0003/image"      = "nginx:1"
-    "observed/instance/d0003/ip"         = "10.1.0.12"
+    "observed/instance/d0003/ip"         = "10.1.0.5"
+    "observed/instance/d0003/node"       = "node-1"
     "placement/instance/d0003"           = "node-1"
   }
   expect {
     writes = {
       "endpoint/service/web/d0001" = { ip = "10.1.0.5", port = 8080 }
-      "endpoint/service/web/d0002" = { ip = "10.1.0.9", port = 8080 }
-      "endpoint/service/web/d0003" = { ip = "10.1.0.12", port = 8080 }
+      "endpoint/service/web/d0002" = { ip = "10.1.0.5", port = 8080 }
+      "endpoint/service/web/d0003" = { ip = "10.1.0.5", port = 8080 }
     }
     firings = { publish_endpoint = 3 }
   }
@@ -61,7 +66,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
       "observed/clock"                 = "2026-11-29T12:00:05Z"
     }
     expect {
-      writes  = { "endpoint/service/web/d0002" = { ip = "10.1.0.9", port = 8080 } }
+      writes  = { "endpoint/service/web/d0002" = { ip = "10.1.0.5", port = 8080 } }
       deletes = ["observed/instance/d0002/unhealthy_since"]
       firings = { forget_unhealthy = 1, publish_endpoint = 1 }
     }
@@ -101,10 +106,11 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
       "observed/instance/11e84/state"  = "running"
       "observed/instance/11e84/health" = "healthy"
       "observed/instance/11e84/image"  = "nginx:1"
-      "observed/instance/11e84/ip"     = "10.1.0.17"
+      "observed/instance/11e84/ip"     = "10.1.0.5"
+      "observed/instance/11e84/node"   = "node-1"
     }
     expect {
-      writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.17", port = 8080 } }
+      writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.5", port = 8080 } }
       deletes = ["placement/instance/d0002"]
       firings = { stop_replaced = 1, publish_endpoint = 1 }
     }
@@ -134,6 +140,7 @@ test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" 
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"            = "alive"
+    "observed/node/node-1/leased"           = true
     "observed/node/node-1/capacity/cpu"     = 16
     "observed/node/node-1/capacity/memory"  = "16Gi"
     "lease/node/node-1"                     = {}

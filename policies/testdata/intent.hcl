@@ -62,6 +62,7 @@ test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
     "intent/user/service/web/instances" = 1
     "effective/service/web/instances"   = 3
     "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
     "lease/node/node-1" = {}
     "observed/node/node-1/capacity/cpu"    = 8
     "observed/node/node-1/capacity/memory" = "8Gi"

@@ -1,16 +1,24 @@
-# The key schema's worked examples, through the default policies.
+# The key schema's worked examples, through the default policies. Each node
+# registered with its lease (leased) and its address, which its instances'
+# endpoints take.
 test "service lifecycle, node failure, heal" {
   seed = 1
   facts = {
     "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
     "lease/node/node-1"                    = {}
     "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/leased"          = true
+    "observed/node/node-2/address"         = "10.1.0.9"
     "observed/node/node-2/capacity/cpu"    = 4
     "observed/node/node-2/capacity/memory" = "8Gi"
     "lease/node/node-2"                    = {}
     "observed/node/node-3/state"           = "alive"
+    "observed/node/node-3/leased"          = true
+    "observed/node/node-3/address"         = "10.1.0.12"
     "observed/node/node-3/capacity/cpu"    = 4
     "observed/node/node-3/capacity/memory" = "8Gi"
     "lease/node/node-3"                    = {}
@@ -94,12 +102,13 @@ test "service lifecycle, node failure, heal" {
     facts = {
       "observed/instance/0f2f5/node"       = "node-1"
       "observed/instance/0f2f5/state"      = "running"
-      "observed/instance/0f2f5/ip"         = "10.1.0.17"
+      "observed/instance/0f2f5/ip"         = "10.1.0.5"
       "observed/instance/0f2f5/health"     = "healthy"
       "observed/instance/0f2f5/started_at" = "2026-11-29T11:00:00Z"
     }
     expect {
-      writes  = { "endpoint/service/web/0f2f5" = { ip = "10.1.0.17", port = 8080 } }
+      # With host networking the replacement is reached at node-1's address.
+      writes  = { "endpoint/service/web/0f2f5" = { ip = "10.1.0.5", port = 8080 } }
       firings = { publish_endpoint = 1 }
     }
   }

@@ -6,6 +6,7 @@ test "image change: one new instance first, an old one stopped when it is health
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"                = "alive"
+    "observed/node/node-1/leased"               = true
     "observed/node/node-1/capacity/cpu"         = 16
     "observed/node/node-1/capacity/memory"      = "16Gi"
     "lease/node/node-1"                         = {}
@@ -135,6 +136,7 @@ test "a rollout to the end: the view is gone once no instance runs the old image
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
     "observed/node/node-1/capacity/cpu"    = 16
     "observed/node/node-1/capacity/memory" = "16Gi"
     "lease/node/node-1"                    = {}
@@ -181,6 +183,7 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"                 = "alive"
+    "observed/node/node-1/leased"                = true
     "observed/node/node-1/capacity/cpu"          = 16
     "observed/node/node-1/capacity/memory"       = "16Gi"
     "lease/node/node-1"                          = {}
@@ -240,6 +243,7 @@ test "a changed cpu request replaces instances like a changed image; agents that
   now  = "2026-11-29T12:00:00Z"
   facts = {
     "observed/node/node-1/state"            = "alive"
+    "observed/node/node-1/leased"           = true
     "observed/node/node-1/capacity/cpu"     = 16
     "observed/node/node-1/capacity/memory"  = "16Gi"
     "lease/node/node-1"                     = {}

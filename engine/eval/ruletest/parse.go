@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -51,13 +52,16 @@ type Expect struct {
 	has        map[string]bool // which of the above were written
 }
 
+// FixtureLease is the etcd lease id a fixture's leased facts are attached to.
+const FixtureLease = 1
+
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "test", LabelNames: []string{"name"}}}}
 var testSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}},
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}, {Type: "then", LabelNames: []string{"name"}}},
 }
 var stepSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "delete"}},
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}},
 }
 var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -180,6 +184,36 @@ func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostic
 				continue
 			}
 			s.Puts = append(s.Puts, facts.Fact{Key: k.AsString(), Value: raw})
+		}
+	}
+	// raw facts are stored as written, unchecked: what a rogue or careless
+	// writer puts past apply, for rules to treat as absent.
+	if a := c.Attributes["raw"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(nil)
+			diags = append(diags, d...)
+			v, d2 := kv.Value.Value(nil)
+			diags = append(diags, d2...)
+			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String || v.Type() != cty.String {
+				rng := kv.Value.Range()
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid raw fact",
+					Detail: "A raw fact is a key and the stored bytes as a string, such as \"desired/service/web/image\" = \"12345\".", Subject: &rng})
+				continue
+			}
+			s.Puts = append(s.Puts, facts.Fact{Key: k.AsString(), Value: []byte(v.AsString())})
+		}
+	}
+	// A fixture's fact of a leased type (lease/node/{id}) stands for one an
+	// agent holds on a live etcd lease, unless it is listed in unleased.
+	var unleased []string
+	if a := c.Attributes["unleased"]; a != nil {
+		unleased, diags = strList(a, diags)
+	}
+	for i := range s.Puts {
+		if k, err := schema.Parse(s.Puts[i].Key); err == nil && k.Type.Leased && !slices.Contains(unleased, s.Puts[i].Key) {
+			s.Puts[i].Lease = FixtureLease
 		}
 	}
 	if a := c.Attributes["delete"]; a != nil {

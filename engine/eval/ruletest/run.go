@@ -36,7 +36,7 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 	tb := facts.NewTable(rs.Schema)
 	ev := eval.New(rs, eval.WithSeed(t.Seed), eval.WithClock(func() time.Time { return t.Now }))
 	var rev int64
-	apply := func(key string, value []byte) facts.Change {
+	apply := func(key string, value []byte, lease int64) facts.Change {
 		rev++
 		tb.SetRev(rev)
 		if value == nil {
@@ -48,18 +48,19 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 		if old, ok := tb.Get(key); ok {
 			cr = old.CreateRevision
 		}
-		f := facts.Fact{Key: key, Value: value, ModRevision: rev, CreateRevision: cr}
+		f := facts.Fact{Key: key, Value: value, ModRevision: rev, CreateRevision: cr, Lease: lease}
 		tb.Put(f)
+		f, _ = tb.Get(key) // with Invalid
 		return facts.Change{Fact: f}
 	}
 	for i, s := range t.Steps {
 		var changes []facts.Change
 		for _, f := range s.Puts {
-			changes = append(changes, apply(f.Key, f.Value))
+			changes = append(changes, apply(f.Key, f.Value, f.Lease))
 		}
 		for _, k := range s.Dels {
 			if _, ok := tb.Get(k); ok {
-				changes = append(changes, apply(k, nil))
+				changes = append(changes, apply(k, nil, 0))
 			}
 		}
 		before := snapshot(tb)
@@ -95,7 +96,7 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 							continue
 						}
 					}
-					changes = append(changes, apply(w.Key, w.Value))
+					changes = append(changes, apply(w.Key, w.Value, 0))
 				}
 			}
 			plan = ev.Incremental(tb, changes)
