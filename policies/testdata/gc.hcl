@@ -1,6 +1,7 @@
 test "a stopped instance's facts are kept an hour, then collected" {
   facts = {
     "observed/clock"                     = "2026-11-29T12:00:00Z"
+    "desired/service/web"                = {}
     "observed/instance/a0001/service"    = "web"
     "observed/instance/a0001/state"      = "stopped"
     "observed/instance/a0001/node"       = "node-1"
@@ -15,8 +16,13 @@ test "a stopped instance's facts are kept an hour, then collected" {
     writes = {
       "observed/instance/a0001/stopped_at" = "2026-11-29T12:00:00Z"
       "observed/instance/a0002/failed_at"  = "2026-11-29T12:00:00Z"
+      # the restart policy counts the failure (restart.hcl)
+      "observed/service/web/restart/failures"     = 1
+      "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+      "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
+      "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
     }
-    firings = { note_stopped = 1, note_failed = 1 }
+    firings = { note_stopped = 1, note_failed = 1, count_failure = 1 }
   }
   then "59 minutes later: kept" {
     facts = { "observed/clock" = "2026-11-29T12:59:00Z" }
