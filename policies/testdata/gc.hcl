@@ -41,3 +41,44 @@ test "a stopped instance's facts are kept an hour, then collected" {
     }
   }
 }
+
+test "a crash loop keeps only the five newest failed instances of its service" {
+  facts = {
+    "observed/clock"                     = "2026-11-29T12:00:00Z"
+    "desired/service/bad"                = {}
+    "observed/instance/f0001/service"    = "bad"
+    "observed/instance/f0001/state"      = "failed"
+    "observed/instance/f0001/failed_at"  = "2026-11-29T11:59:01Z"
+    "observed/instance/f0001/reason"     = "start: port 8080 is not free on this node"
+    "observed/instance/f0001/stopped_at" = "2026-11-29T11:59:01Z"
+    "observed/instance/f0002/service"    = "bad"
+    "observed/instance/f0002/state"      = "failed"
+    "observed/instance/f0002/failed_at"  = "2026-11-29T11:59:02Z"
+    "observed/instance/f0002/stopped_at" = "2026-11-29T11:59:02Z"
+    "observed/instance/f0003/service"    = "bad"
+    "observed/instance/f0003/state"      = "failed"
+    "observed/instance/f0003/failed_at"  = "2026-11-29T11:59:03Z"
+    "observed/instance/f0003/stopped_at" = "2026-11-29T11:59:03Z"
+    "observed/instance/f0004/service"    = "bad"
+    "observed/instance/f0004/state"      = "failed"
+    "observed/instance/f0004/failed_at"  = "2026-11-29T11:59:04Z"
+    "observed/instance/f0004/stopped_at" = "2026-11-29T11:59:04Z"
+    "observed/instance/f0005/service"    = "bad"
+    "observed/instance/f0005/state"      = "failed"
+    "observed/instance/f0005/failed_at"  = "2026-11-29T11:59:05Z"
+    "observed/instance/f0005/stopped_at" = "2026-11-29T11:59:05Z"
+    "observed/instance/f0006/service"    = "bad"
+    "observed/instance/f0006/state"      = "failed"
+    "observed/instance/f0006/failed_at"  = "2026-11-29T11:59:06Z"
+    "observed/instance/f0006/stopped_at" = "2026-11-29T11:59:06Z"
+    "observed/service/bad/restart/last_failure" = "2026-11-29T11:59:06Z"
+  }
+  expect {
+    # f0001 has five newer failures: collected within the hour
+    deletes = [
+      "observed/instance/f0001/service", "observed/instance/f0001/state", "observed/instance/f0001/failed_at",
+      "observed/instance/f0001/reason", "observed/instance/f0001/stopped_at",
+    ]
+    firings = { collect_stopped = 1 }
+  }
+}
