@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -69,7 +70,14 @@ type NodeConfig struct {
 	Memory       int64   // --memory: bytes offered
 	Architecture string  // --architecture
 	Zone         string  // --zone
-	Runtime      Runtime
+	// HostNetwork says the node's instances share its network, so that a
+	// port is taken on the whole node: reported as observed/node/{id}/network
+	// = "host", which the scheduler's port filter reads.
+	HostNetwork bool
+	// LogsAddr is where the node serves its containers' output (host:port),
+	// reported as observed/node/{id}/logs for `ccattler logs`; "" for none.
+	LogsAddr string
+	Runtime  Runtime
 }
 
 // Validate names the first bad field.
@@ -88,6 +96,11 @@ func (n NodeConfig) Validate() error {
 	}
 	if err := facts.CheckSegment("name", n.Zone); err != nil {
 		return fmt.Errorf("--zone: %w", err)
+	}
+	if n.LogsAddr != "" {
+		if _, p, err := net.SplitHostPort(n.LogsAddr); err != nil || p == "" || p == "0" {
+			return fmt.Errorf("--logs-address %q: expected host:port such as 127.0.0.1:7070", n.LogsAddr)
+		}
 	}
 	if n.Runtime == nil {
 		return fmt.Errorf("node %s: no runtime", n.ID)

@@ -89,13 +89,25 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		facts.NodeArchitecture(nc.ID):   nc.Architecture,
 		facts.NodeZone(nc.ID):           nc.Zone,
 	} {
-		raw, err := s.Encode(k, v)
-		if err != nil {
-			panic(err) // NodeConfig.Validate admits only valid values
-		}
-		n.nodeFacts[k] = string(raw)
+		n.nodeFacts[k] = encodeNodeFact(s, k, v)
+	}
+	if nc.HostNetwork {
+		n.nodeFacts[facts.NodeNetwork(nc.ID)] = encodeNodeFact(s, facts.NodeNetwork(nc.ID), "host")
+	}
+	if nc.LogsAddr != "" {
+		n.nodeFacts[facts.NodeLogs(nc.ID)] = encodeNodeFact(s, facts.NodeLogs(nc.ID), nc.LogsAddr)
 	}
 	return n
+}
+
+// encodeNodeFact encodes one of the node's own facts, which
+// NodeConfig.Validate admits only valid values for.
+func encodeNodeFact(s *facts.Schema, k string, v any) string {
+	raw, err := s.Encode(k, v)
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
 }
 
 func (n *node) run(ctx context.Context) {

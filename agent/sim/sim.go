@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,11 @@ type Config struct {
 	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
 	Range       netip.Prefix  // addresses handed out in order; never dialled
 	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
+	// HostNetwork makes the simulated nodes behave like containerd's: their
+	// instances share the node's network, so a start fails when another
+	// running instance of the node holds one of its ports, and the nodes
+	// report network = "host" (the scheduler's port filter).
+	HostNetwork bool
 }
 
 // NewConfig returns the defaults of `ccattler agent --runtime sim`.
@@ -96,6 +102,15 @@ func (f *Fleet) Exit(node, id string, status uint32) bool {
 	return true
 }
 
+// nodeAddr hands out the next address of the range to a node.
+func (f *Fleet) nodeAddr() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.next
+	f.next = a.Next()
+	return a.String()
+}
+
 // draw returns the next address and whether a start fails or is unhealthy.
 func (f *Fleet) draw() (netip.Addr, bool, bool, error) {
 	f.mu.Lock()
@@ -116,8 +131,17 @@ func (f *Fleet) draw() (netip.Addr, bool, bool, error) {
 // runtime is the in-memory runtime of one simulated node.
 type runtime struct {
 	f    *Fleet
-	mu   sync.Mutex // guards ctrs
+	mu   sync.Mutex // guards ctrs and ip
 	ctrs map[string]*agent.Status
+	ip   string // the node's address, with HostNetwork; drawn at its first start
+}
+
+// nodeIP returns the node's one address (HostNetwork); r.mu is held.
+func (r *runtime) nodeIP() string {
+	if r.ip == "" {
+		r.ip = r.f.nodeAddr()
+	}
+	return r.ip
 }
 
 var _ agent.Runtime = (*runtime)(nil)
@@ -126,8 +150,16 @@ var _ agent.Runtime = (*runtime)(nil)
 // unhealthy (e.g. "web:2-unhealthy"): how tests roll out a bad version.
 const UnhealthyImage = "unhealthy"
 
+// UnpullableImage marks an image that cannot be pulled (e.g.
+// "web:2-unpullable"): every start of it fails, as a misspelt tag does.
+const UnpullableImage = "unpullable"
+
 // ErrStartFailed is the simulated failure of a start.
 var ErrStartFailed = errors.New("sim: simulated start failure")
+
+// HostNetwork reports whether the fleet's nodes share their network with
+// their instances (Config.HostNetwork).
+func (f *Fleet) HostNetwork() bool { return f.cfg.HostNetwork }
 
 func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error) {
 	if d := r.f.cfg.StartDelay; d > 0 {
@@ -138,6 +170,9 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 			return agent.Status{}, ctx.Err()
 		case <-t.C:
 		}
+	}
+	if strings.Contains(sp.Image, UnpullableImage) {
+		return agent.Status{}, fmt.Errorf("sim: image %s is not imported and could not be pulled (simulated)", sp.Image)
 	}
 	ip, fail, unhealthy, err := r.f.draw()
 	if err != nil {
@@ -155,6 +190,19 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 	defer r.mu.Unlock()
 	if _, ok := r.ctrs[sp.ID]; ok {
 		return agent.Status{}, fmt.Errorf("sim: instance %s already has a container", sp.ID)
+	}
+	if r.f.cfg.HostNetwork {
+		st.IP = r.nodeIP() // one address per node, as with host networking
+		for id, c := range r.ctrs {
+			if !c.Running {
+				continue
+			}
+			for _, p := range c.Spec.Ports {
+				if slices.Contains(sp.Ports, p) {
+					return agent.Status{}, fmt.Errorf("port %d is already used by instance %s on this node (host networking)", p, id)
+				}
+			}
+		}
 	}
 	r.ctrs[sp.ID] = st
 	return *st, nil
