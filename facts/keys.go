@@ -133,6 +133,7 @@ var builtins = []builtin{
 	{"observed.service.restart.failures", "observed/service/{name}/restart/failures", vCount, "Consecutive failures of the service's instances (failures noted together count once); gone after restart/interval without one."},
 	{"observed.service.restart.last_failure", "observed/service/{name}/restart/last_failure", vTime, "When the restart policy last counted a failure of the service; each failure is counted once."},
 	{"observed.service.restart.reason", "observed/service/{name}/restart/reason", vReason, "The last failure's reason, from the agent's report: what `ccattler get services` shows while the service fails."},
+	{"observed.service.restart.image", "observed/service/{name}/restart/image", vImage, "The image the service's last counted failure ran or tried to start: applying another one ends the backoff."},
 	{"observed.service.restart.hold", "observed/service/{name}/restart/hold", vTime, "No instance of the service is created before this time: the backoff after its last failure."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},

@@ -49,6 +49,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/service/web/restart/failures", "observed.service.restart.failures", []string{"web"}, RestartState("web", "failures")},
 		{"observed/service/web/restart/last_failure", "observed.service.restart.last_failure", []string{"web"}, RestartState("web", "last_failure")},
 		{"observed/service/web/restart/reason", "observed.service.restart.reason", []string{"web"}, RestartState("web", "reason")},
+		{"observed/service/web/restart/image", "observed.service.restart.image", []string{"web"}, RestartState("web", "image")},
 		{"observed/service/web/restart/hold", "observed.service.restart.hold", []string{"web"}, RestartState("web", "hold")},
 		{"desired/volume/data", "desired.volume", []string{"data"}, DesiredVolume("data")},
 		{"desired/volume/data/size", "desired.volume.size", []string{"data"}, VolumeSize("data")},

@@ -34,7 +34,7 @@ rule "cancel_deleted" {
 rule "forget_deleted_restarts" {
   doc       = "The restart state of a service that no longer exists is deleted: a service applied again under its name starts afresh."
   principal = "instances"
-  after     = ["count_failure", "end_hold", "forget_failures"]
+  after     = ["count_failure", "end_hold", "forget_failures", "restart_on_change"]
   match {
     last = "observed/service/{svc}/restart/last_failure"
   }
@@ -43,4 +43,5 @@ rule "forget_deleted_restarts" {
   delete "observed/service/{svc}/restart/failures" {}
   delete "observed/service/{svc}/restart/reason" {}
   delete "observed/service/{svc}/restart/hold" {}
+  delete "observed/service/{svc}/restart/image" {}
 }

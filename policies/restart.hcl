@@ -13,7 +13,8 @@
 #   2. create_instances (instances.hcl) creates nothing while the hold
 #      stands; end_hold lifts it when the clock passes it;
 #   3. forget_failures starts the service over from delay once it has gone
-#      `interval` without a failure.
+#      `interval` without a failure; restart_on_change at once when the
+#      service is given another image than the one that failed.
 # The scheduler prefers nodes where the service has not failed
 # (scheduler.hcl), and only the newest failed instances of a service are
 # kept (gc.hcl). Time is the engine's now, as failed_at is: the failure and
@@ -32,6 +33,8 @@ rule "count_failure" {
   optional {
     reason    = "observed/instance/{id}/reason"
     exit      = "observed/instance/{id}/exit_status"
+    image     = "observed/instance/{id}/image"
+    current   = "desired/service/{svc}/image"
     count     = "observed/service/{svc}/restart/failures"
     last      = "observed/service/{svc}/restart/last_failure"
     attempts  = "desired/service/{svc}/restart/attempts"
@@ -54,6 +57,10 @@ rule "count_failure" {
   emit "observed/service/{svc}/restart/reason" {
     value = "reason.orValue(exit.hasValue() ? 'exited with status %d'.format([exit.value()]) : 'failed; its agent gave no reason')"
   }
+  emit "observed/service/{svc}/restart/image" {
+    # The agent reports the image a failed instance tried; the service's if it did not.
+    value = "image.orValue(current.orValue('unknown'))"
+  }
   emit "observed/service/{svc}/restart/hold" {
     # Whole seconds: the engine evaluates the passing of time once a second.
     value = "timestamp(int(failed) + math.greatest(1, wait_ms / 1000))"
@@ -71,10 +78,25 @@ rule "end_hold" {
   delete "observed/service/{svc}/restart/hold" {}
 }
 
+rule "restart_on_change" {
+  doc       = "A service whose image is no longer the one its last failure ran starts over at once: the hold is lifted and the failures forgotten, so a fixed image is tried without waiting out the backoff."
+  principal = "instances"
+  after     = ["count_failure", "end_hold"]
+  match {
+    failed = "observed/service/{svc}/restart/image"
+    image  = "desired/service/{svc}/image"
+  }
+  when = "failed != image"
+  delete "observed/service/{svc}/restart/hold" {}
+  delete "observed/service/{svc}/restart/failures" {}
+  delete "observed/service/{svc}/restart/reason" {}
+  delete "observed/service/{svc}/restart/image" {}
+}
+
 rule "forget_failures" {
   doc       = "A service without a failure for restart/interval (default 10m) starts over: its failure count and last reason are forgotten, so its next failure waits restart/delay again."
   principal = "instances"
-  after     = ["count_failure"]
+  after     = ["count_failure", "restart_on_change"]
   match {
     count = "observed/service/{svc}/restart/failures"
     last  = "observed/service/{svc}/restart/last_failure"

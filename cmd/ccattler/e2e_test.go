@@ -148,8 +148,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("get services", func(t *testing.T) {
 		out := srv.ok(t, "get", "services")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS UPDATED ROLLOUT" ||
-			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 -" {
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS UPDATED ROLLOUT STATUS FAILURES REASON" ||
+			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 - - - -" {
 			t.Errorf("get services:\n%s", out)
 		}
 		var rows []serviceRow

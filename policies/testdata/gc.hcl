@@ -19,6 +19,7 @@ test "a stopped instance's facts are kept an hour, then collected" {
       # the restart policy counts the failure (restart.hcl)
       "observed/service/web/restart/failures"     = 1
       "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+      "observed/service/web/restart/image"        = "unknown"
       "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
       "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
     }

@@ -121,6 +121,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
         "observed/instance/d0003/stopped_at"        = "2026-11-29T12:00:10Z"
         "observed/service/web/restart/failures"     = 1
         "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+        "observed/service/web/restart/image"        = "nginx:1"
         "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
         "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
       }

@@ -39,6 +39,7 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
         "observed/instance/a0001/stopped_at"        = "2026-11-29T12:00:00Z"
         "observed/service/bad/restart/failures"     = 1
         "observed/service/bad/restart/last_failure" = "2026-11-29T12:00:00Z"
+        "observed/service/bad/restart/image"        = "nope:1"
         "observed/service/bad/restart/reason"       = "start: image docker.io/library/nope:1 is not imported and could not be pulled"
         "observed/service/bad/restart/hold"         = "2026-11-29T12:00:01Z"
       }
@@ -124,6 +125,7 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
     "desired/service/web/restart/attempts"   = 2
     "observed/service/web/restart/failures"  = 1
     "observed/service/web/restart/last_failure" = "2026-11-29T11:59:00Z"
+    "observed/service/web/restart/image"        = "unknown"
     "observed/instance/a0001/service"        = "web"
     "observed/instance/a0001/state"          = "failed"
   }
@@ -189,9 +191,47 @@ test "failures noted together count once" {
       "observed/instance/a0003/failed_at"         = "2026-11-29T12:00:00Z"
       "observed/service/web/restart/failures"     = 1
       "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+      "observed/service/web/restart/image"        = "unknown"
       "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
       "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
     }
     firings = { note_failed = 3, count_failure = 1 }
+  }
+}
+
+test "a fixed image is tried at once: the backoff ends when the image changes" {
+  now = "2026-11-29T12:00:00Z"
+  facts = {
+    "observed/node/node-1/state"                = "alive"
+    "observed/node/node-1/capacity/cpu"         = 4
+    "observed/node/node-1/capacity/memory"      = "8Gi"
+    "desired/service/web"                       = {}
+    "lease/node/node-1"                         = {}
+    "desired/service/web/image"                 = "web:1-typo"
+    "intent/user/service/web/instances"         = 1
+    "effective/service/web/instances"           = 1
+    "observed/service/web/restart/failures"     = 6
+    "observed/service/web/restart/last_failure" = "2026-11-29T11:59:30Z"
+    "observed/service/web/restart/reason"       = "image web:1-typo could not be pulled"
+    "observed/service/web/restart/image"        = "web:1-typo"
+    "observed/service/web/restart/hold"         = "2026-11-29T12:00:02Z"
+  }
+  expect {
+    firings = {}
+  }
+  then "the user applies web:1" {
+    facts = { "desired/service/web/image" = "web:1" }
+    expect {
+      writes = {
+        "observed/instance/*/service" = "web"
+        "observed/instance/*/state"   = "pending"
+        "placement/instance/*"        = "node-1"
+      }
+      deletes = [
+        "observed/service/web/restart/hold", "observed/service/web/restart/failures",
+        "observed/service/web/restart/reason", "observed/service/web/restart/image",
+      ]
+      firings = { restart_on_change = 1, create_instances = 1, schedule = 1 }
+    }
   }
 }

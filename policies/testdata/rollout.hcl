@@ -105,6 +105,7 @@ test "image change: one new instance first, an old one stopped when it is health
         # The restart policy counts the failure and holds new instances a second.
         "observed/service/web/restart/failures"     = 1
         "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+        "observed/service/web/restart/image"        = "nginx:2"
         "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
         "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
       }
