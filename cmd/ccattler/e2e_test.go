@@ -92,6 +92,8 @@ func TestEndToEnd(t *testing.T) {
 			{"port.hcl", "service \"web\" {\n  expose = [8080, 70000]\n}\n", "port.hcl:2:19: error: Invalid port"},
 			{"range.hcl", "service \"web\" {\n  autoscale { min = 5  max = 2 }\n}\n", "range.hcl:2:21: error: Invalid autoscale range"},
 			{"name.hcl", "service \"we/b\" {}\n", "name.hcl:1:9: error: Invalid service name"},
+			{"noimage.hcl", "service \"api\" {\n  instances = 2\n}\n", "noimage.hcl:1:9: error: Missing image"},
+			{"novolume.hcl", "service \"db\" {\n  image  = \"pg:16\"\n  volume = \"nowhere\"\n}\n", "novolume.hcl:3:12: error: Undeclared volume"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
