@@ -184,7 +184,7 @@ func refuse(ctx context.Context, s *facts.Store, rev int64, opts Options) ([]fac
 		if i < 0 {
 			at := r.at
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared volume",
-				Detail: fmt.Sprintf("Service %q names volume %q, which is not declared: add a volume %q block to the files applied, or apply it first.", r.service, r.volume, r.volume),
+				Detail:  fmt.Sprintf("Service %q names volume %q, which is not declared: add a volume %q block to the files applied, or apply it first.", r.service, r.volume, r.volume),
 				Subject: &at})
 			continue
 		}
