@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -213,6 +216,28 @@ func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
 	defer r.mu.Unlock()
 	delete(r.ctrs, id)
 	return nil
+}
+
+var _ agent.Logged = (*runtime)(nil)
+
+// OpenLog returns what a simulated container "wrote": one line saying what
+// it was started with, so that `ccattler logs` can be tried without
+// containerd.
+func (r *runtime) OpenLog(id string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.ctrs[id]
+	if !ok {
+		return nil, fmt.Errorf("sim: no container %s: %w", id, os.ErrNotExist)
+	}
+	sp := c.Spec
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
+		env = append(env, k+"="+sp.Env[k])
+	}
+	line := fmt.Sprintf("sim: instance %s of %s started at %s: image %s command %q args %q env %q\n",
+		sp.ID, sp.Service, c.StartedAt.Format(time.RFC3339), sp.Image, sp.Command, sp.Args, env)
+	return io.NopCloser(strings.NewReader(line)), nil
 }
 
 func (r *runtime) List(context.Context) ([]agent.Status, error) {

@@ -40,6 +40,7 @@ type agentFlags struct {
 	simRange                  string
 	simSeed                   uint64
 	simHostNetwork            bool
+	logsAddr                  string
 	metricsEvery              time.Duration
 }
 
@@ -108,6 +109,7 @@ that health from then on.`,
 	fl.Float64Var(&f.simUnhealthy, "sim-unhealthy", 0, "sim: share of instances reported unhealthy, 0..1")
 	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: addresses handed out (never dialled)")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "sim: seed of the failure and health draws")
+	fl.StringVar(&f.logsAddr, "logs-address", "", "serve the containers' output for `ccattler logs` at this host:port, e.g. 127.0.0.1:7070 (plain HTTP: keep it on loopback)")
 	fl.BoolVar(&f.simHostNetwork, "sim-host-network", false, "sim: instances share their node's network and ports, as with containerd")
 	return cmd
 }
@@ -182,9 +184,20 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		n.HostNetwork = true // see agent/containerd/doc.go
 		nodes = append(nodes, n)
 	}
+	for i := range nodes {
+		nodes[i].LogsAddr = f.logsAddr
+	}
 	a, err := agent.New(cfg, nodes)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if f.logsAddr != "" {
+		ls := &agent.LogServer{Addr: f.logsAddr, Nodes: nodes, Log: log}
+		go func() {
+			if err := ls.Serve(ctx); err != nil {
+				log.Error("container output is not served", "err", err)
+			}
+		}()
 	}
 	vols := &agent.Volumes{Store: store, Nodes: nodes, Log: log}
 	go vols.Run(ctx)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // The service lifecycle end to end, with the real binary and simulated
@@ -243,4 +244,51 @@ func TestPortFilterEndToEnd(t *testing.T) {
 		in := c.of("two")
 		return len(in) == 1 && in[0].placed == "b-0001" && in[0].state == "running"
 	})
+}
+
+func TestLogsAndCommandEndToEnd(t *testing.T) {
+	c := newCluster(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
+	c.agent("a", "--nodes", "1", "--node-prefix", "a-", "--logs-address", addr)
+	c.waitFor(20*time.Second, "node a-0001 says where its logs are", func() bool {
+		return c.get(facts.NodeLogs("a-0001")) == fmt.Sprintf("%q", addr)
+	})
+	dir := t.TempDir()
+	c.apply(dir, "hello.hcl", `service "hello" {
+  image     = "busybox:1"
+  instances = 1
+  command = ["/bin/sh", "-c"]
+  args    = ["echo \"$GREETING from $PORT\""]
+  env     = { GREETING = "hello world" }
+  expose  = [8080]
+}
+`)
+	var id string
+	c.waitFor(20*time.Second, "hello running", func() bool {
+		in := c.of("hello")
+		if len(in) == 1 && in[0].state == "running" {
+			id = in[0].id
+			return true
+		}
+		return false
+	})
+	r := c.srv.ccattler(t, "logs", id)
+	if r.code != 0 || !strings.Contains(r.stdout, `command ["/bin/sh" "-c"]`) || !strings.Contains(r.stdout, `env ["GREETING=hello world"]`) {
+		t.Errorf("ccattler logs %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct{ id, want string }{
+		{"fffff", "no instance fffff"},
+		{"NOTHEX", "not a valid instance-id"},
+	} {
+		if r := c.srv.ccattler(t, "logs", tc.id); r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("logs %s: exit %d, stderr %q, want %q", tc.id, r.code, r.stderr, tc.want)
+		}
+	}
+	// A node that serves no logs says how to make it.
+	if _, err := c.store.PutValue(context.Background(), facts.Placement("abcde"), "b-0001"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.srv.ccattler(t, "logs", "abcde"); r.code == 0 || !strings.Contains(r.stderr, "--logs-address") {
+		t.Errorf("logs of an instance on a node without logs: exit %d, %q", r.code, r.stderr)
+	}
 }
