@@ -27,7 +27,7 @@ type PackFile struct {
 
 // PackSpec is an image to pack: its name and what it runs.
 type PackSpec struct {
-	Ref        string   // the name it is imported under, e.g. busybox:1 (a service's image)
+	Ref        string // the name it is imported under, e.g. busybox:1 (a service's image)
 	Files      []PackFile
 	Entrypoint []string // e.g. ["/bin/sh", "-c"]; a service's command replaces it
 	Cmd        []string // default arguments; a service's args replace them
