@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -75,7 +76,14 @@ type NodeConfig struct {
 	// node's own). The agent registers it as observed/node/{id}/address,
 	// and endpoints take it from there.
 	Address string
-	Runtime Runtime
+	// HostNetwork says the node's instances share its network, so that a
+	// port is taken on the whole node: reported as observed/node/{id}/network
+	// = "host", which the scheduler's port filter reads.
+	HostNetwork bool
+	// LogsAddr is where the node serves its containers' output (host:port),
+	// reported as observed/node/{id}/logs for `ccattler logs`; "" for none.
+	LogsAddr string
+	Runtime  Runtime
 }
 
 // Validate names the first bad field.
@@ -98,6 +106,11 @@ func (n NodeConfig) Validate() error {
 	if n.Address != "" {
 		if _, err := netip.ParseAddr(n.Address); err != nil {
 			return fmt.Errorf("node address %q: expected an IP address such as 10.0.0.5", n.Address)
+		}
+	}
+	if n.LogsAddr != "" {
+		if _, p, err := net.SplitHostPort(n.LogsAddr); err != nil || p == "" || p == "0" {
+			return fmt.Errorf("--logs-address %q: expected host:port such as 127.0.0.1:7070", n.LogsAddr)
 		}
 	}
 	if n.Runtime == nil {

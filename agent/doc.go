@@ -12,7 +12,8 @@
 //     observed/instance/{id}/service once per placed instance.
 //   - node.go    the reconcile loop of one node: start what is placed on it,
 //     stop what is not, never restart what exited (that is reported failed).
-//   - report.go  observed/ facts and failure events, diffed against what was
+//   - report.go  observed/ facts (a failure's reason and exit status too),
+//     diffed against what was
 //     last written and committed in batches; everything is rewritten after a
 //     new lease or a reconnect.
 //   - writer.go  group commit of all nodes' reports, and the link probe that
@@ -24,12 +25,15 @@
 //     implement it.
 //   - metrics.go each instance's cpu use, for the autoscaler, from runtimes
 //     that are Metered, on a lease of its own.
+//   - logs.go    LogServer: the containers' output over HTTP for
+//     `ccattler logs`, from runtimes that are Logged.
 //
 // Partition rules (DESIGN §5, §7): losing etcd never stops or restarts a
 // container. The agent starts or stops containers only on what etcd said;
 // until the feed has listed etcd once (an agent started while cut off), it
 // works from its cache and the runtime and only adopts. A corrupt cache is
-// logged, reported as an event once etcd answers, and changes nothing.
+// logged, reported as observed/node/{id}/cache_error once etcd answers (the
+// failure policy records it), and changes nothing.
 //
 // Networking (agent/containerd): host networking with a port check. An
 // instance shares the node's network namespace, listens on its service's
@@ -48,8 +52,8 @@
 // first check half a second after start. Without a block: a TCP check of the
 // first exposed port, or healthy while it runs if it exposes none.
 //
-// Least privilege: the agent writes only observed/, event/ (failure records)
-// and its own lease/node/{id}; it reads placement/instance/,
+// Least privilege: the agent writes only observed/ and its own
+// lease/node/{id}, never event/ (the engine records what it reports); it reads placement/instance/,
 // desired/service/ and observed/instance/{id}/service of its instances.
 //
 //	cfg := agent.NewConfig()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ccattler/ccattler/facts"
 )
@@ -171,17 +172,23 @@ func TestHealthCheck(t *testing.T) {
 	}
 }
 
-func TestEventIDsAreValidKeys(t *testing.T) {
-	seen := map[string]bool{}
-	for i := 0; i < 1000; i++ {
-		id := newEventID()
-		if err := facts.CheckSegment("event-id", id); err != nil {
-			t.Fatal(err)
+// TestClip: a reason cut to the schema's bound stays valid UTF-8, within
+// the bound, and says it was cut.
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly-10", 10, "exactly-10"},
+		{"0123456789abc", 10, "012345 ..."},
+		{"ééééééé", 9, "éé ..."}, // é is two bytes: the cut backs off to a rune start
+	} {
+		got := clip(tc.in, tc.n)
+		if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
-		if seen[id] {
-			t.Fatalf("duplicate event id %s", id)
-		}
-		seen[id] = true
 	}
 }
 

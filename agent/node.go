@@ -20,7 +20,8 @@ import (
 // Partition rules: the node starts or stops containers only on what etcd
 // said (the feed has listed at least once). Until then it works from its
 // cache and only adopts: it never creates or kills a container for lack of
-// etcd, and a corrupt cache changes nothing but a logged error and an event.
+// etcd, and a corrupt cache changes nothing but a logged error and a reported
+// node fact.
 type node struct {
 	a      *Agent
 	cfg    NodeConfig
@@ -32,7 +33,7 @@ type node struct {
 
 	// Owned by the run goroutine.
 	cached      map[string]Spec    // placements as last saved to or loaded from the cache
-	cacheErr    string             // why the cache could not be read; reported as an event once etcd answers
+	cacheErr    string             // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
 	savedSig    []byte             // what the cache file holds, to skip rewriting it unchanged
 	have        map[string]string  // key -> value as last committed
 	enc         map[string]encoded // key -> the last value report encoded for it, and the encoding
@@ -58,13 +59,11 @@ type node struct {
 	leaseGen int64 // grows with every new lease: the node re-registers and re-reports
 }
 
-// failure is an instance that will not run: reported "failed" with an event,
-// never restarted by the agent.
+// failure is an instance that will not run: reported "failed" with its
+// reason, never restarted by the agent.
 type failure struct {
-	reason  string
-	exit    *uint32
-	eventID string
-	evented bool // the event is committed
+	reason string
+	exit   *uint32
 }
 
 func newNode(a *Agent, nc NodeConfig) *node {
@@ -90,11 +89,13 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		facts.NodeArchitecture(nc.ID):   nc.Architecture,
 		facts.NodeZone(nc.ID):           nc.Zone,
 	} {
-		raw, err := s.Encode(k, v)
-		if err != nil {
-			panic(err) // NodeConfig.Validate admits only valid values
-		}
-		n.nodeFacts[k] = string(raw)
+		n.nodeFacts[k] = encodeNodeFact(s, k, v)
+	}
+	if nc.HostNetwork {
+		n.nodeFacts[facts.NodeNetwork(nc.ID)] = encodeNodeFact(s, facts.NodeNetwork(nc.ID), "host")
+	}
+	if nc.LogsAddr != "" {
+		n.nodeFacts[facts.NodeLogs(nc.ID)] = encodeNodeFact(s, facts.NodeLogs(nc.ID), nc.LogsAddr)
 	}
 	addr := nc.Address
 	if a, ok := nc.Runtime.(Addresser); ok && addr == "" {
@@ -109,6 +110,16 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		}
 	}
 	return n
+}
+
+// encodeNodeFact encodes one of the node's own facts, which
+// NodeConfig.Validate admits only valid values for.
+func encodeNodeFact(s *facts.Schema, k string, v any) string {
+	raw, err := s.Encode(k, v)
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
 }
 
 func (n *node) run(ctx context.Context) {
@@ -152,7 +163,7 @@ func (n *node) loadCache() {
 	n.cached = body.Instances
 	n.mu.Lock()
 	for id, reason := range body.Failed {
-		n.failed[id] = &failure{reason: reason, evented: true}
+		n.failed[id] = &failure{reason: reason}
 	}
 	n.mu.Unlock()
 	n.log.Info("loaded local cache", "instances", len(body.Instances), "rev", body.Rev, "saved_at", body.SavedAt)
@@ -298,7 +309,7 @@ func (n *node) failLocked(id, reason string, exit *uint32) {
 	if reason == "" {
 		reason = "container exited"
 	}
-	n.failed[id] = &failure{reason: reason, exit: exit, eventID: newEventID()}
+	n.failed[id] = &failure{reason: reason, exit: exit}
 	n.log.Warn("instance failed", "instance", id, "reason", reason)
 }
 

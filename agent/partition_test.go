@@ -111,12 +111,14 @@ func TestCorruptCacheTakesNoDestructiveAction(t *testing.T) {
 	}
 	e.Restart(t)
 	waitFor(t, 30*time.Second, func() string {
-		for _, v := range values(t, s, "event/") {
-			if strings.Contains(v, `"event": "cache_corrupt"`) && strings.Contains(v, "checksum") {
-				return ""
-			}
+		v := values(t, s, facts.NodeCacheError(nodes[0].ID))[facts.NodeCacheError(nodes[0].ID)]
+		if !strings.Contains(v, "checksum") {
+			return "no cache_error fact naming the checksum: " + v
 		}
-		return "no cache_corrupt event"
+		if ev := values(t, s, "event/"); len(ev) > 0 {
+			t.Fatalf("the agent wrote under event/: %v", ev)
+		}
+		return ""
 	})
 	if _, err := os.Stat(path + ".corrupt"); err != nil {
 		t.Errorf("the corrupt cache was not kept for inspection: %v", err)

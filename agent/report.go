@@ -2,10 +2,9 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"sort"
-	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ccattler/ccattler/facts"
 )
@@ -13,7 +12,9 @@ import (
 // report writes what differs between what the node knows and what it last
 // committed: its node facts, observed/instance/{id}/node|state|image|ip|
 // health|started_at|resources/cpu|resources/memory of every instance it
-// holds, and an event per failure.
+// holds, with the reason and exit status of a failed one, and the node's
+// cache problem if it had one. It writes no event: the failure policy
+// records what it reports (DESIGN §6, only the engine writes event/).
 // After a new lease or a reconnect everything is written again, because
 // anything may have happened to etcd meanwhile.
 func (n *node) report(ctx context.Context) {
@@ -61,7 +62,6 @@ func (n *node) report(ctx context.Context) {
 			n.enc[key] = encoded{v: v, raw: want[key]}
 		}
 	}
-	var events []string // instance ids whose failure event is written now
 	var stoppedIDs []string
 	for id := range n.wants {
 		st, exists := n.actual[id]
@@ -103,14 +103,11 @@ func (n *node) report(ctx context.Context) {
 			} else if img := n.wants[id].Image; img != "" {
 				put(facts.InstanceImage(id), img)
 			}
-			if !f.evented && f.eventID != "" {
-				b := map[string]string{"instance": id, "node": n.cfg.ID}
-				if f.exit != nil {
-					b["exit_status"] = strconv.FormatUint(uint64(*f.exit), 10)
-				}
-				put(facts.Event(f.eventID), n.event("failed", b, fmt.Sprintf("instance %s failed on %s: %s", id, n.cfg.ID, f.reason),
-					facts.InstanceState(id), `"failed"`))
-				events = append(events, id)
+			// Why, for the failure policy to record (the engine writes the
+			// event, not the node) and for `ccattler get services` to show.
+			put(facts.InstanceReason(id), clip(f.reason, facts.MaxReason))
+			if f.exit != nil {
+				put(facts.InstanceExitStatus(id), int64(*f.exit))
 			}
 		}
 	}
@@ -127,9 +124,8 @@ func (n *node) report(ctx context.Context) {
 		put(facts.NodeAvailableCPU(n.cfg.ID), max(n.cfg.CPU-usedCPU, 0))
 		put(facts.NodeAvailableMemory(n.cfg.ID), max(n.cfg.Memory-usedMem, 0))
 	}
-	if n.cacheErr != "" {
-		put(facts.Event(newEventID()), n.event("cache_corrupt", map[string]string{"node": n.cfg.ID},
-			n.cacheErr+"; no container was stopped or started on its account", "", ""))
+	if n.cacheErr != "" && n.lease != 0 {
+		put(facts.NodeCacheError(n.cfg.ID), clip(n.cacheErr, facts.MaxReason))
 	}
 	if len(n.enc) > len(want) { // instances gone: forget their encodings
 		for k := range n.enc {
@@ -164,16 +160,12 @@ func (n *node) report(ctx context.Context) {
 	for _, k := range keys {
 		n.have[k] = want[k]
 	}
-	n.cacheErr = ""
-	for _, id := range events {
-		if f := n.failed[id]; f != nil {
-			f.evented = true
-			delete(n.have, facts.Event(f.eventID)) // written once; nothing to diff against later
-		}
+	if _, sent := want[facts.NodeCacheError(n.cfg.ID)]; sent {
+		n.cacheErr = "" // reported once; the failure policy records and removes it
 	}
 	for _, id := range stoppedIDs {
 		delete(n.stopped, id)
-		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory"} {
+		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory", "reason", "exit_status"} {
 			delete(n.have, facts.InstanceAttr(id, attr))
 		}
 	}
@@ -188,28 +180,15 @@ type encoded struct {
 	raw string
 }
 
-// eventIDs hands out the ids of every node's events in this process.
-var eventIDs = facts.NewEventIDs()
-
-// newEventID returns an id of the event/{event-id} form:
-// 20261129T185454.000000001Z-000001.
-func newEventID() string {
-	id, _ := eventIDs.Next()
-	return id
-}
-
-// event is the record of something the agent saw (facts.EventRecord, as
-// `ccattler events` shows them): rule "agent", kind "report", written by
-// agent/{node}, with the write it explains when there is one.
-func (n *node) event(what string, bindings map[string]string, msg, key, value string) facts.EventRecord {
-	b := map[string]string{"event": what}
-	for k, v := range bindings {
-		b[k] = v
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	rec := facts.EventRecord{Rule: "agent", Kind: "report", Bindings: b, Message: msg,
-		Time: time.Now().UTC().Format(time.RFC3339Nano), Leader: "agent/" + n.cfg.ID}
-	if key != "" {
-		rec.Writes = []facts.EventWrite{{Key: key, Value: facts.RawJSON(value)}}
+	const mark = " ..."
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
 	}
-	return rec
+	return s[:cut] + mark
 }

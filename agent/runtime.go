@@ -43,6 +43,13 @@ type Spec struct {
 	Ports   []int      `json:"ports,omitempty"`  // exposed ports, ascending
 	Health  HealthSpec `json:"health"`
 	Volume  string     `json:"volume,omitempty"` // the volume it mounts at /volumes/{volume}; "" for none
+	// Command replaces the image's entrypoint and Args its arguments (the
+	// image's own when empty); Env is added to the image's environment;
+	// Labels are set on the container (a runtime's own labels win).
+	Command []string          `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // HealthSpec is the service's health block.

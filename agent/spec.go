@@ -53,7 +53,26 @@ func buildWant(id, svc string, attrs map[string][]byte, schema *facts.Schema) Wa
 	if v, ok := decode("volume"); ok {
 		w.Spec.Volume, _ = v.(string)
 	}
+	if v, ok := decode("command"); ok {
+		w.Spec.Command = strs(v)
+	}
+	if v, ok := decode("args"); ok {
+		w.Spec.Args = strs(v)
+	}
 	for attr := range attrs {
+		for _, m := range []struct {
+			prefix string
+			into   *map[string]string
+		}{{"env/", &w.Spec.Env}, {"labels/", &w.Spec.Labels}} {
+			if name, ok := strings.CutPrefix(attr, m.prefix); ok {
+				if v, ok := decode(attr); ok {
+					if *m.into == nil {
+						*m.into = map[string]string{}
+					}
+					(*m.into)[name], _ = v.(string)
+				}
+			}
+		}
 		if p, ok := strings.CutPrefix(attr, "expose/"); ok {
 			port, err := strconv.Atoi(p)
 			if err != nil || port < 1 || port > 65535 {
@@ -71,4 +90,15 @@ func buildWant(id, svc string, attrs map[string][]byte, schema *facts.Schema) Wa
 	}
 	w.Ready = w.Spec.Image != ""
 	return w
+}
+
+// strs converts a decoded list of strings (facts.KindJSON "strings").
+func strs(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		s, _ := e.(string)
+		out = append(out, s)
+	}
+	return out
 }

@@ -37,6 +37,10 @@ var (
 	vTime    = ValueType{Kind: KindTime}
 	vIP      = ValueType{Kind: KindIP}
 	vAnyJSON = ValueType{Kind: KindJSON}
+	vStrings = ValueType{Kind: KindJSON, Format: "strings"}
+	vReason  = ValueType{Kind: KindString, Format: "reason"}
+	vNetwork = ValueType{Kind: KindEnum, Enum: []string{"host"}}
+	vAddr    = ValueType{Kind: KindString, Format: "hostport"}
 )
 
 // volatileTypes are the built-in types whose reads are not guarded (see FactType.Volatile).
@@ -83,6 +87,14 @@ var builtins = []builtin{
 	{"desired.service.update.max_unavailable", "desired/service/{name}/update/max_unavailable", vInstN, "Instances a rollout may take below the target."},
 	{"desired.service.update.max_extra", "desired/service/{name}/update/max_extra", vInstN, "Instances a rollout may add above the target."},
 	{"desired.service.volume", "desired/service/{name}/volume", vName, "The volume the service's instances mount, at /volumes/{volume}."},
+	{"desired.service.command", "desired/service/{name}/command", vStrings, "What the instances run instead of the image's entrypoint: the program and its arguments, e.g. [\"/bin/sh\", \"-c\", \"echo hi\"]."},
+	{"desired.service.args", "desired/service/{name}/args", vStrings, "Arguments given to the command (or to the image's entrypoint), instead of the image's own."},
+	{"desired.service.env", "desired/service/{name}/env/{var}", vString, "An environment variable of the instances' process, added to the image's environment."},
+	{"desired.service.labels", "desired/service/{name}/labels/{label}", vString, "A label of the service, set on its instances' containers."},
+	{"desired.service.restart.attempts", "desired/service/{name}/restart/attempts", vCount, "Consecutive failures replaced after restart/delay before the delay starts doubling (default 1)."},
+	{"desired.service.restart.delay", "desired/service/{name}/restart/delay", vDur, "How long a failed instance's replacement waits after the first failures (default 1s)."},
+	{"desired.service.restart.max_delay", "desired/service/{name}/restart/max_delay", vDur, "The longest a replacement waits, however many failures came before (default 5m)."},
+	{"desired.service.restart.interval", "desired/service/{name}/restart/interval", vDur, "A service without a failure for this long starts again from restart/delay (default 10m)."},
 	{"desired.volume", "desired/volume/{name}", vObject, "A volume exists; its attributes are the keys below it."},
 	{"desired.volume.size", "desired/volume/{name}/size", vMemory, "The size of the volume."},
 	{"desired.volume.persistent", "desired/volume/{name}/persistent", vBool, "Whether the volume's data outlives its instances."},
@@ -101,6 +113,9 @@ var builtins = []builtin{
 	{"observed.node.address", "observed/node/{node-id}/address", vIP, "The address the node's instances are reached at (host networking), written by its agent when it registers: an endpoint takes it, never an instance's own report."},
 	{"observed.node.leased", "observed/node/{node-id}/leased", vBool, "The failure policy has seen the node hold lease/node/{node-id} on a live etcd lease: only such a node counts for placement, live instances and the mass-loss shares, so a node that never held a lease counts for nothing."},
 	{"observed.instance.disowned", "observed/instance/{instance-id}/disowned", vName, "The node an instance's report names when it is not the node of its placement: the report is not believed (no endpoint, not counted) while it holds."},
+	{"observed.node.cache_error", "observed/node/{node-id}/cache_error", vReason, "Why the agent could not read its local cache when it started; no container was stopped or started on its account. The failure policy records it."},
+	{"observed.node.network", "observed/node/{node-id}/network", vNetwork, "host: the node's instances share its network, so an exposed port is taken on the whole node (the scheduler's port filter)."},
+	{"observed.node.logs", "observed/node/{node-id}/logs", vAddr, "host:port where the node's agent serves its containers' output (ccattler logs)."},
 	{"observed.node.lost_at", "observed/node/{node-id}/lost_at", vTime, "When the failure policy first saw the alive node without its lease outside a mass loss (the clock then); dropped during a mass loss, so the grace restarts when it ends."},
 	{"observed.clock", "observed/clock", vTime, "The control plane's clock, written every second by the server: rules about elapsed time read it, so a decision that depends on time is explained by a fact."},
 	{"observed.instance", "observed/instance/{instance-id}", vObject, "An instance exists."},
@@ -113,6 +128,8 @@ var builtins = []builtin{
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
 	{"observed.instance.resources.cpu", "observed/instance/{instance-id}/resources/cpu", vCPU, "The cpu limit the instance's container was started with, in cores (0: none)."},
 	{"observed.instance.resources.memory", "observed/instance/{instance-id}/resources/memory", vMemory, "The memory limit the instance's container was started with (0: none)."},
+	{"observed.instance.reason", "observed/instance/{instance-id}/reason", vReason, "Why the instance failed, as its agent reports: the start error (image pull, port clash, invalid spec) or how its process ended."},
+	{"observed.instance.exit_status", "observed/instance/{instance-id}/exit_status", vCount, "The exit status of the failed instance's process, as its agent reports (absent when it never ran)."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
 	{"observed.instance.failed_at", "observed/instance/{instance-id}/failed_at", vTime, "When the health policy first saw the instance failed."},
 	{"observed.instance.retiring", "observed/instance/{instance-id}/retiring", vRetire, "The instance is to be replaced, and why: a replacement starts first, then it is stopped."},
@@ -120,6 +137,11 @@ var builtins = []builtin{
 	{"observed.service.autoscale.recommendation", "observed/service/{name}/autoscale/recommendation", vCount, "The autoscaler's recommendation for a service now, from its instances' metrics."},
 	{"observed.service.autoscale.seen", "observed/service/{name}/autoscale/seen/{count}", vTime, "When the autoscaler last recommended this many instances: its scale-down stabilization window."},
 	{"observed.service.rollout", "observed/service/{name}/rollout", vRollout, "A service's rollout: the image, how many live instances run it of the target, and whether it progresses, is halted (and why) or is complete."},
+	{"observed.service.restart.failures", "observed/service/{name}/restart/failures", vCount, "Consecutive failures of the service's instances (failures noted together count once); gone after restart/interval without one."},
+	{"observed.service.restart.last_failure", "observed/service/{name}/restart/last_failure", vTime, "When the restart policy last counted a failure of the service; each failure is counted once."},
+	{"observed.service.restart.reason", "observed/service/{name}/restart/reason", vReason, "The last failure's reason, from the agent's report: what `ccattler get services` shows while the service fails."},
+	{"observed.service.restart.image", "observed/service/{name}/restart/image", vImage, "The image the service's last counted failure ran or tried to start: applying another one ends the backoff."},
+	{"observed.service.restart.hold", "observed/service/{name}/restart/hold", vTime, "No instance of the service is created before this time: the backoff after its last failure."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
 	{"observed.instance.stopped_at", "observed/instance/{instance-id}/stopped_at", vTime, "When the instance was first seen stopped or failed without a placement (the clock then); garbage collection counts from it."},
@@ -230,3 +252,18 @@ func Lease(node string) string          { return "lease/node/" + node }
 func Event(id string) string            { return "event/" + id }
 func AuthRules(principal string) string { return "auth/" + principal + "/rules" }
 func SchemaKey(factType string) string  { return "schema/" + factType }
+
+// Key forms of the service lifecycle: what a service runs, its restart
+// policy and the state of its failures, and what nodes say of themselves.
+
+func ServiceCommand(name string) string       { return ServiceAttr(name, "command") }
+func ServiceArgs(name string) string          { return ServiceAttr(name, "args") }
+func ServiceEnv(name, v string) string        { return ServiceAttr(name, "env/"+v) }
+func ServiceLabel(name, label string) string  { return ServiceAttr(name, "labels/"+label) }
+func ServiceRestart(name, attr string) string { return ServiceAttr(name, "restart/"+attr) }
+func InstanceReason(id string) string         { return InstanceAttr(id, "reason") }
+func InstanceExitStatus(id string) string     { return InstanceAttr(id, "exit_status") }
+func NodeCacheError(id string) string         { return NodeAttr(id, "cache_error") }
+func NodeNetwork(id string) string            { return NodeAttr(id, "network") }
+func NodeLogs(id string) string               { return NodeAttr(id, "logs") }
+func RestartState(name, attr string) string   { return "observed/service/" + name + "/restart/" + attr }

@@ -33,6 +33,24 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"desired/service/web/update/max_unavailable", "desired.service.update.max_unavailable", []string{"web"}, ServiceMaxUnavailable("web")},
 		{"desired/service/web/update/max_extra", "desired.service.update.max_extra", []string{"web"}, ServiceMaxExtra("web")},
 		{"desired/service/web/volume", "desired.service.volume", []string{"web"}, ServiceVolume("web")},
+		{"desired/service/web/command", "desired.service.command", []string{"web"}, ServiceCommand("web")},
+		{"desired/service/web/args", "desired.service.args", []string{"web"}, ServiceArgs("web")},
+		{"desired/service/web/env/GREETING", "desired.service.env", []string{"web", "GREETING"}, ServiceEnv("web", "GREETING")},
+		{"desired/service/web/labels/team", "desired.service.labels", []string{"web", "team"}, ServiceLabel("web", "team")},
+		{"desired/service/web/restart/attempts", "desired.service.restart.attempts", []string{"web"}, ServiceRestart("web", "attempts")},
+		{"desired/service/web/restart/delay", "desired.service.restart.delay", []string{"web"}, ServiceRestart("web", "delay")},
+		{"desired/service/web/restart/max_delay", "desired.service.restart.max_delay", []string{"web"}, ServiceRestart("web", "max_delay")},
+		{"desired/service/web/restart/interval", "desired.service.restart.interval", []string{"web"}, ServiceRestart("web", "interval")},
+		{"observed/instance/a8f31/reason", "observed.instance.reason", []string{"a8f31"}, InstanceReason("a8f31")},
+		{"observed/instance/a8f31/exit_status", "observed.instance.exit_status", []string{"a8f31"}, InstanceExitStatus("a8f31")},
+		{"observed/node/node-2/cache_error", "observed.node.cache_error", []string{"node-2"}, NodeCacheError("node-2")},
+		{"observed/node/node-2/network", "observed.node.network", []string{"node-2"}, NodeNetwork("node-2")},
+		{"observed/node/node-2/logs", "observed.node.logs", []string{"node-2"}, NodeLogs("node-2")},
+		{"observed/service/web/restart/failures", "observed.service.restart.failures", []string{"web"}, RestartState("web", "failures")},
+		{"observed/service/web/restart/last_failure", "observed.service.restart.last_failure", []string{"web"}, RestartState("web", "last_failure")},
+		{"observed/service/web/restart/reason", "observed.service.restart.reason", []string{"web"}, RestartState("web", "reason")},
+		{"observed/service/web/restart/image", "observed.service.restart.image", []string{"web"}, RestartState("web", "image")},
+		{"observed/service/web/restart/hold", "observed.service.restart.hold", []string{"web"}, RestartState("web", "hold")},
 		{"desired/volume/data", "desired.volume", []string{"data"}, DesiredVolume("data")},
 		{"desired/volume/data/size", "desired.volume.size", []string{"data"}, VolumeSize("data")},
 		{"desired/volume/data/persistent", "desired.volume.persistent", []string{"data"}, VolumePersistent("data")},
@@ -174,6 +192,8 @@ func TestSeedValues(t *testing.T) {
 		{"desired/service/web/health/interval", "10s", `"10s"`},
 		{"desired/volume/data/persistent", true, `true`},
 		{"desired/service/web/autoscale/threshold", 0.7, `0.7`},
+		{"desired/service/web/command", []any{"/bin/sh", "-c", "echo hi"}, `["/bin/sh", "-c", "echo hi"]`},
+		{"observed/node/node-2/logs", "127.0.0.1:7070", `"127.0.0.1:7070"`},
 	}
 	s := NewSchema()
 	for _, tt := range tests {
@@ -189,6 +209,19 @@ func TestSeedValues(t *testing.T) {
 				t.Fatalf("Validate(own encoding): %v", err)
 			}
 		})
+	}
+}
+
+// A failure's reason is free text from an agent: bounded, so that one node
+// cannot fill etcd or every reader's screen through it.
+func TestReasonIsBounded(t *testing.T) {
+	s := NewSchema()
+	if _, err := s.Validate(InstanceReason("a8f31"), []byte(`"`+strings.Repeat("x", MaxReason)+`"`)); err != nil {
+		t.Fatalf("a reason of MaxReason bytes: %v", err)
+	}
+	_, err := s.Validate(InstanceReason("a8f31"), []byte(`"`+strings.Repeat("x", MaxReason+1)+`"`))
+	if err == nil || !strings.Contains(err.Error(), "at most 1024 bytes") {
+		t.Fatalf("a reason one byte too long: %v", err)
 	}
 }
 
@@ -210,6 +243,10 @@ func TestValidateRejects(t *testing.T) {
 		{"desired/service/web", `[]`, "expected a JSON object"},
 		{"desired/service/web/image", `nginx`, "not JSON"},
 		{"desired/service/web/image", `"a" "b"`, "trailing data"},
+		{"desired/service/web/command", `"echo hi"`, "expected a JSON array of strings"},
+		{"desired/service/web/args", `["-n", 3]`, "expected a JSON array of strings"},
+		{"observed/node/n1/logs", `"localhost"`, "host:port"},
+		{"observed/node/n1/network", `"bridge"`, "expected one of host"},
 	}
 	s := NewSchema()
 	for _, tt := range tests {

@@ -56,6 +56,14 @@ func ParseValueKind(s string) (ValueKind, bool) {
 	return 0, false
 }
 
+// Bounds of the values agents and users write in free form: a failure's
+// reason is cut to MaxReason bytes by its writer, a command has at most
+// MaxStrings elements.
+const (
+	MaxReason  = 1024
+	MaxStrings = 256
+)
+
 // ValueType is a kind with its constraints.
 type ValueType struct {
 	Kind   ValueKind
@@ -63,7 +71,7 @@ type ValueType struct {
 	Min    *float64             // KindInt, KindNumber, KindCPU: the least allowed value
 	Max    *float64             // KindInt, KindNumber, KindCPU: the greatest allowed value
 	Fields map[string]ValueKind // KindObject: fields that must be present, with their kinds
-	Format string               // KindString: "path" (starts with /), "name" (a key segment), "image"
+	Format string               // KindString: "path" (starts with /), "name" (a key segment), "image", "reason" (bounded), "hostport"; KindJSON: "strings" (an array of strings)
 	// MaxName and Unit mark a Max that is one of the limits of limits.go:
 	// a value above it is a *LimitError naming the limit, not a plain
 	// "expected ...", so that the user learns it is a bound.
@@ -92,6 +100,10 @@ func (t ValueType) Describe() string {
 			return "a JSON string that is a valid name (lowercase letters, digits and '-', 1-63 characters)"
 		case "image":
 			return `a JSON string naming an image, such as "nginx:1.28"`
+		case "reason":
+			return fmt.Sprintf("a JSON string of at most %d bytes", MaxReason)
+		case "hostport":
+			return `a JSON string host:port such as "127.0.0.1:7070"`
 		}
 		return "a JSON string"
 	case KindInt:
@@ -113,6 +125,9 @@ func (t ValueType) Describe() string {
 	case KindIP:
 		return `an IP address such as "10.1.0.5"`
 	case KindJSON:
+		if t.Format == "strings" {
+			return `a JSON array of strings such as ["/bin/sh", "-c", "echo hello"]`
+		}
 		return "any JSON value"
 	}
 	return t.Kind.String()
@@ -163,6 +178,17 @@ func (t ValueType) check(v any) (any, error) {
 	bad := func() (any, error) { return nil, fmt.Errorf("expected %s", t.Describe()) }
 	switch t.Kind {
 	case KindJSON:
+		if t.Format == "strings" {
+			l, ok := v.([]any)
+			if !ok || len(l) > MaxStrings {
+				return bad()
+			}
+			for _, e := range l {
+				if _, ok := e.(string); !ok {
+					return bad()
+				}
+			}
+		}
 		return normalizeJSON(v), nil
 	case KindObject:
 		m, ok := v.(map[string]any)
@@ -254,6 +280,14 @@ func (t ValueType) check(v any) (any, error) {
 			}
 		case "image":
 			if s == "" || strings.ContainsAny(s, " \t\n") {
+				return bad()
+			}
+		case "reason":
+			if len(s) > MaxReason {
+				return bad()
+			}
+		case "hostport":
+			if _, p, err := net.SplitHostPort(s); err != nil || p == "" {
 				return bad()
 			}
 		}

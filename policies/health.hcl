@@ -64,10 +64,14 @@ rule "retire_unhealthy" {
 }
 
 rule "note_failed" {
-  doc       = "A failed instance gets observed/instance/{id}/failed_at: when the policy first saw it failed."
+  doc       = "A failed instance gets observed/instance/{id}/failed_at: when the policy first saw it failed. The firing records the agent's reason and exit status (reports.hcl)."
   principal = "failure"
   match {
     state = "observed/instance/{id}/state"
+  }
+  optional {
+    reason = "observed/instance/{id}/reason"
+    exit   = "observed/instance/{id}/exit_status"
   }
   absent = ["observed/instance/{id}/failed_at"]
   when   = "state == 'failed'"

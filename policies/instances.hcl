@@ -7,11 +7,14 @@
 # node that never held a lease, or whose report names another node than its
 # placement, is not counted and never chosen.
 rule "create_instances" {
-  doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids."
+  doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids; none while the restart policy holds the service after a failure (restart.hcl)."
   principal = "instances"
+  # After count_failure: a failure noted in this round holds its replacement.
+  after = ["count_failure"]
   match {
     want = "effective/service/{svc}/instances"
   }
+  absent = ["observed/service/{svc}/restart/hold"]
   aggregate "waiting" {
     match {
       svc   = "observed/instance/{i}/service"

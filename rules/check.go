@@ -267,16 +267,12 @@ func (g *graph) stratify() hcl.Diagnostics {
 			members[i] = g.rs.Rules[v]
 			members[i].Stratum = s
 		}
-		sort.Slice(members, func(i, j int) bool {
-			a, b := members[i], members[j]
-			if g.afterReach(b.Index, a.Index) {
-				return true
-			}
-			if g.afterReach(a.Index, b.Index) {
-				return false
-			}
-			return a.Name < b.Name
-		})
+		// A topological order of the after relation, ties by name. (A
+		// comparison sort cannot do it: "after, else by name" is not a
+		// strict weak order, and rules related only through a third one
+		// came out in the wrong order.)
+		sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+		members = g.afterOrder(members)
 		order = append(order, members...)
 	}
 	g.rs.Rules = order
@@ -284,6 +280,45 @@ func (g *graph) stratify() hcl.Diagnostics {
 		r.Index = i
 	}
 	return diags
+}
+
+// afterOrder returns members (sorted by name) so that every rule comes after
+// the rules it is ordered after, each time taking the first by name of those
+// whose predecessors are all placed.
+func (g *graph) afterOrder(members []*Rule) []*Rule {
+	out := make([]*Rule, 0, len(members))
+	placed := make([]bool, len(members))
+	for len(out) < len(members) {
+		next := -1
+		for i, r := range members {
+			if placed[i] {
+				continue
+			}
+			ready := true
+			for j, q := range members {
+				if !placed[j] && j != i && g.afterReach(r.Index, q.Index) {
+					ready = false
+					break
+				}
+			}
+			if ready {
+				next = i
+				break
+			}
+		}
+		if next < 0 { // a cycle of after, reported earlier: keep the name order
+			for i, r := range members {
+				if !placed[i] {
+					out = append(out, r)
+					placed[i] = true
+				}
+			}
+			break
+		}
+		placed[next] = true
+		out = append(out, members[next])
+	}
+	return out
 }
 
 // allActions reports whether every rule of the component acts (emit or

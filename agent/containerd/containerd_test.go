@@ -1,6 +1,7 @@
 package containerd_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/ccattler/ccattler/agent"
@@ -35,6 +37,7 @@ type childConfig struct {
 	StateDir  string
 	Sock      string
 	ImageDir  string
+	LogsAddr  string // where the agent serves container output
 }
 
 const childEnv = "CCATTLER_AGENT_CHILD"
@@ -74,10 +77,20 @@ func runChild(js string) int {
 	cfg := agent.NewConfig()
 	cfg.Store, cfg.StateDir, cfg.Log = store, cc.StateDir, log
 	cfg.Resync, cfg.Probe, cfg.Grace = 300*time.Millisecond, 300*time.Millisecond, 3*time.Second
-	a, err := agent.New(cfg, []agent.NodeConfig{{ID: cc.Node, CPU: 2, Memory: 1 << 30, Architecture: "amd64", Zone: "test-1", Runtime: rt}})
+	nodes := []agent.NodeConfig{{ID: cc.Node, CPU: 2, Memory: 1 << 30, Architecture: "amd64", Zone: "test-1",
+		Runtime: rt, HostNetwork: true, LogsAddr: cc.LogsAddr}}
+	a, err := agent.New(cfg, nodes)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if cc.LogsAddr != "" {
+		ls := &agent.LogServer{Addr: cc.LogsAddr, Nodes: nodes, Log: log}
+		go func() {
+			if err := ls.Serve(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
 	}
 	a.Run(ctx)
 	return 0
@@ -227,6 +240,7 @@ func TestContainerdAgent(t *testing.T) {
 	server := buildServer(t)
 	writeImage(t, filepath.Join(imgDir, "healthz.tar"), "ccattler.test/healthz:1", server)
 	writeImage(t, filepath.Join(imgDir, "stubborn.tar"), "ccattler.test/stubborn:1", server, "-ignore-sigterm")
+	writeImage(t, filepath.Join(imgDir, "echo.tar"), "ccattler.test/echo:1", buildProgram(t, "testdata/echo.go.txt"), "image-arg")
 	// An archive that cannot be imported is reported and does not stop the agent.
 	if err := os.WriteFile(filepath.Join(imgDir, "broken.tar"), []byte("not a tar archive"), 0o600); err != nil {
 		t.Fatal(err)
@@ -234,7 +248,8 @@ func TestContainerdAgent(t *testing.T) {
 	e := etcdtest.Start(t)
 	s := e.Store(t)
 	stateDir := t.TempDir()
-	cc := childConfig{Namespace: d.namespace, Endpoints: e.Endpoints(), Node: "node-1", StateDir: stateDir, Sock: d.sock, ImageDir: imgDir}
+	cc := childConfig{Namespace: d.namespace, Endpoints: e.Endpoints(), Node: "node-1", StateDir: stateDir, Sock: d.sock, ImageDir: imgDir,
+		LogsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 
 	port := freePort(t)
 	put(t, s, facts.DesiredService("hz"), map[string]any{}, facts.ServiceImage("hz"), "ccattler.test/healthz:1",
@@ -439,13 +454,8 @@ func TestContainerdAgent(t *testing.T) {
 			if st, _ := observed(t, s, id2, "state"); st != "failed" {
 				return "state " + st
 			}
-			if !hasEvent(t, s, id2, `"exit_status": "137"`) {
-				fs, _, _ := s.List(context.Background(), "event/", 0)
-				var evs []string
-				for _, f := range fs {
-					evs = append(evs, string(f.Value))
-				}
-				return fmt.Sprintf("no event with exit status 137 among %s", evs)
+			if st := raw(t, s, facts.InstanceExitStatus(id2)); st != "137" {
+				return fmt.Sprintf("exit status %q, reason %q", st, raw(t, s, facts.InstanceReason(id2)))
 			}
 			return ""
 		})
@@ -465,6 +475,110 @@ func TestContainerdAgent(t *testing.T) {
 		}
 	})
 
+	step("a service's command, args and env reach its process; its output is served and followed", func(t *testing.T) {
+		put(t, s, facts.DesiredService("echo"), map[string]any{}, facts.ServiceImage("echo"), "ccattler.test/echo:1",
+			facts.ServiceCommand("echo"), []any{"/server", "from-command"}, facts.ServiceArgs("echo"), []any{"one", "two words"},
+			facts.ServiceEnv("echo", "GREETING"), "hello from the service file", facts.ServiceLabel("echo", "team"), "core",
+			facts.ServiceLabel("echo", containerd.LabelInstance), "forged")
+		const id5 = "c0ffe5"
+		put(t, s, facts.InstanceService(id5), "echo", facts.Placement(id5), "node-1")
+		waitFor(t, 30*time.Second, func() string {
+			if st, _ := observed(t, s, id5, "state"); st != "running" {
+				return "state " + st
+			}
+			return ""
+		})
+		if got := raw(t, s, facts.NodeLogs("node-1")); got != cc.LogsAddr {
+			t.Fatalf("node-1 reports its logs at %q, want %q", got, cc.LogsAddr)
+		}
+		url := agent.LogURL(cc.LogsAddr, "node-1", id5, false)
+		var body string
+		waitFor(t, 10*time.Second, func() string {
+			resp, err := http.Get(url)
+			if err != nil {
+				return err.Error()
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if body = string(b); !strings.Contains(body, "tick 1") {
+				return fmt.Sprintf("%s: %q", resp.Status, body)
+			}
+			return ""
+		})
+		for _, want := range []string{`args: ["from-command" "one" "two words"]`, "GREETING=hello from the service file", "PORT=\n"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("output lacks %q:\n%s", want, body)
+			}
+		}
+		if strings.Contains(body, "image-arg") {
+			t.Errorf("the image's own arguments were not replaced:\n%s", body)
+		}
+		info, err := func() (map[string]string, error) {
+			ctr, err := cli.LoadContainer(context.Background(), id5)
+			if err != nil {
+				return nil, err
+			}
+			return ctr.Labels(context.Background())
+		}()
+		if err != nil || info["team"] != "core" || info[containerd.LabelInstance] != id5 {
+			t.Errorf("container labels %v (%v): want team=core and the instance label kept", info, err)
+		}
+
+		// Follow: lines written after the request arrive on it, and the
+		// stream ends once the container is stopped and removed.
+		resp, err := http.Get(agent.LogURL(cc.LogsAddr, "node-1", id5, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		lines := make(chan string, 1000)
+		go func() {
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		last := 0
+		deadline := time.After(20 * time.Second)
+		for last < 30 {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the followed stream ended at tick %d", last)
+				}
+				fmt.Sscanf(l, "tick %d", &last)
+			case <-deadline:
+				t.Fatalf("followed output stopped at tick %d", last)
+			}
+		}
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id5))}}); err != nil {
+			t.Fatal(err)
+		}
+		ended := time.After(30 * time.Second)
+		for done := false; !done; {
+			select {
+			case _, ok := <-lines:
+				done = !ok
+			case <-ended:
+				t.Fatal("the followed stream did not end after the container was removed")
+			}
+		}
+		// Gone from containerd: no container, no task in the namespace.
+		if _, err := cli.LoadContainer(context.Background(), id5); err == nil {
+			t.Error("the container still exists")
+		}
+		tasks, err := cli.TaskService().List(context.Background(), &tasksapi.ListTasksRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range tasks.Tasks {
+			if tk.ID == id5 {
+				t.Errorf("task %s still listed", id5)
+			}
+		}
+	})
+
 	step("an image that cannot be pulled fails the instance with the reason", func(t *testing.T) {
 		put(t, s, facts.DesiredService("nopull"), map[string]any{}, facts.ServiceImage("nopull"), "127.0.0.1:1/nothing:1")
 		const id3 = "c0ffe3"
@@ -473,8 +587,8 @@ func TestContainerdAgent(t *testing.T) {
 			if st, _ := observed(t, s, id3, "state"); st != "failed" {
 				return "state " + st
 			}
-			if !hasEvent(t, s, id3, "could not be pulled") {
-				return "no event saying the image could not be pulled"
+			if r := raw(t, s, facts.InstanceReason(id3)); !strings.Contains(r, "could not be pulled") {
+				return "the reason does not say the image could not be pulled: " + r
 			}
 			return ""
 		})
@@ -498,25 +612,15 @@ func currentRev(t *testing.T, s *facts.Store) int64 {
 	return resp.Header.Revision
 }
 
-func hasEvent(t *testing.T, s *facts.Store, id, text string) bool {
-	fs, _, err := s.List(context.Background(), "event/", 0)
-	if err != nil {
-		return false
+// raw returns the stored value of key ("" if absent), as written.
+func raw(t *testing.T, s *facts.Store, key string) string {
+	t.Helper()
+	f, ok, err := s.Get(context.Background(), key)
+	if err != nil || !ok {
+		return ""
 	}
-	for _, f := range fs {
-		if strings.Contains(string(f.Value), `"`+id+`"`) && strings.Contains(string(f.Value), text) {
-			return true
-		}
+	if v, ok := facts.StringValue(f.Value); ok {
+		return v
 	}
-	return false
-}
-
-func TestNewNamesTheFlag(t *testing.T) {
-	cfg := containerd.NewConfig()
-	cfg.Address4 = "127.0.0.1"
-	cfg.Address = filepath.Join(t.TempDir(), "missing.sock")
-	_, err := containerd.New(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "--containerd-address") {
-		t.Fatalf("missing socket: %v, want an error naming --containerd-address", err)
-	}
+	return string(f.Value)
 }

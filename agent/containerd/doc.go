@@ -41,7 +41,15 @@
 // and no address management on the node, works the same on every machine
 // containerd runs on, and the address it reports is reachable from other
 // nodes without an overlay. The cost: two instances exposing the same port
-// cannot share a node (the second fails with a clear reason, and the
-// scheduler places elsewhere), and instances are not isolated from each
-// other on the network.
+// cannot share a node (the agent reports network = "host", so the
+// scheduler's port filter places the second elsewhere, and one that gets
+// here anyway fails with the port named), and instances are not isolated
+// from each other on the network.
+//
+// Command, args and env: a service's command replaces the image's
+// entrypoint, its args the image's arguments, its env is added to the
+// image's environment ($PORT last); its labels are set on the container
+// under ccattler's own. Output goes to LogDir/<id>.log (OpenLog), which the
+// agent's LogServer serves for `ccattler logs`. Pack writes an image archive
+// of static files for machines without a registry (`ccattler image pack`).
 package containerd

@@ -1,13 +1,7 @@
 package containerd_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +12,8 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+
+	"github.com/ccattler/ccattler/agent/containerd"
 )
 
 // skipOrFail skips outside CI and fails in CI (CI=true), where a missing
@@ -187,71 +183,18 @@ func buildProgram(t *testing.T, path string) []byte {
 	return bin
 }
 
-// writeImage writes an OCI image archive (oci-layout, index.json, manifest,
-// config and one gzipped layer holding /server) named ref, built by hand.
-// The image runs /server with args.
+// writeImage writes an OCI image archive named ref holding /server,
+// which it runs with args: containerd.Pack, as `ccattler image pack` does.
 func writeImage(t *testing.T, path, ref string, server []byte, args ...string) {
 	t.Helper()
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Name: "server", Mode: 0o755, Size: int64(len(server)), ModTime: time.Unix(0, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write(server)
-	tw.Close()
-	diffID := sha256.Sum256(layer.Bytes())
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(layer.Bytes())
-	zw.Close()
-
-	blobs := map[string][]byte{}
-	desc := func(mediaType string, b []byte) map[string]any {
-		sum := sha256.Sum256(b)
-		h := hex.EncodeToString(sum[:])
-		blobs[h] = b
-		return map[string]any{"mediaType": mediaType, "digest": "sha256:" + h, "size": len(b)}
-	}
-	mustJSON := func(v any) []byte {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	config := mustJSON(map[string]any{
-		"architecture": goruntime.GOARCH, "os": "linux",
-		"config": map[string]any{"Entrypoint": append([]string{"/server"}, args...)},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
-	})
-	manifest := mustJSON(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": desc("application/vnd.oci.image.config.v1+json", config),
-		"layers": []any{desc("application/vnd.oci.image.layer.v1.tar+gzip", gz.Bytes())},
-	})
-	md := desc("application/vnd.oci.image.manifest.v1+json", manifest)
-	md["annotations"] = map[string]string{"org.opencontainers.image.ref.name": ref}
-	index := mustJSON(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{md}})
-
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	aw := tar.NewWriter(f)
-	add := func(name string, b []byte) {
-		if err := aw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		aw.Write(b)
-	}
-	add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
-	add("index.json", index)
-	for h, b := range blobs {
-		add("blobs/sha256/"+h, b)
-	}
-	if err := aw.Close(); err != nil {
+	err = containerd.Pack(f, containerd.PackSpec{Ref: ref, Files: []containerd.PackFile{{Path: "/server", Data: server}},
+		Entrypoint: append([]string{"/server"}, args...)})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

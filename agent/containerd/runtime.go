@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -165,8 +168,21 @@ func (r *Runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 		oci.WithHostHostsFile,
 		oci.WithHostResolvconf,
 	}
+	switch {
+	case len(sp.Command) > 0:
+		opts = append(opts, oci.WithProcessArgs(append(slices.Clone(sp.Command), sp.Args...)...))
+	case len(sp.Args) > 0:
+		opts = append(opts, oci.WithImageConfigArgs(img, sp.Args))
+	}
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
+		env = append(env, k+"="+sp.Env[k])
+	}
 	if len(sp.Ports) > 0 {
-		opts = append(opts, oci.WithEnv([]string{"PORT=" + strconv.Itoa(sp.Ports[0])}))
+		env = append(env, "PORT="+strconv.Itoa(sp.Ports[0])) // last: the port is the agent's to say
+	}
+	if len(env) > 0 {
+		opts = append(opts, oci.WithEnv(env))
 	}
 	if sp.Memory > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(sp.Memory)))
@@ -182,7 +198,12 @@ func (r *Runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 		}
 		opts = append(opts, oci.WithMounts([]specs.Mount{m}))
 	}
-	labels := map[string]string{LabelInstance: sp.ID, LabelService: sp.Service, LabelSpec: string(specJSON)}
+	labels := map[string]string{}
+	for k, v := range sp.Labels {
+		labels[k] = v
+	}
+	// The runtime's own labels win: an instance cannot pass for another.
+	labels[LabelInstance], labels[LabelService], labels[LabelSpec] = sp.ID, sp.Service, string(specJSON)
 	ctr, err := r.c.NewContainer(ctx, sp.ID,
 		client.WithImage(img),
 		client.WithSnapshotter(r.cfg.Snapshotter),
@@ -367,6 +388,17 @@ func (r *Runtime) List(ctx context.Context) ([]agent.Status, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
 	return out, nil
+}
+
+var _ agent.Logged = (*Runtime)(nil)
+
+// OpenLog opens what instance id wrote to stdout and stderr, from
+// LogDir/<id>.log (kept until the agent's state dir is cleaned).
+func (r *Runtime) OpenLog(id string) (io.ReadCloser, error) {
+	if r.cfg.LogDir == "" {
+		return nil, fmt.Errorf("instance %s: container output is not kept (no log dir): %w", id, os.ErrNotExist)
+	}
+	return os.Open(filepath.Join(r.cfg.LogDir, id+".log"))
 }
 
 // Close closes the connection to containerd; containers keep running.

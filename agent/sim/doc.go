@@ -12,7 +12,11 @@
 // Config.FailureRate; a started instance reports healthy, or unhealthy with
 // probability Config.Unhealthy; an instance of an image whose name contains
 // "unhealthy" (UnhealthyImage) always reports unhealthy, so a test can roll
-// out a version whose health checks fail. Addresses come in order from
+// out a version whose health checks fail; one whose name contains
+// "unpullable" (UnpullableImage) never starts, as an image that cannot be
+// pulled. With Config.HostNetwork a node's instances share one address and
+// a start fails when another running instance of the node holds one of its
+// ports, as with containerd's host networking. Addresses come in order from
 // Config.Range and are never dialled. Fleet.Exit makes a container die, to
 // exercise failure reporting. Draws are seeded (Config.Seed), so a run can be
 // replayed.

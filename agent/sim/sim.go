@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +27,11 @@ type Config struct {
 	Unhealthy   float64       // share of started instances that report unhealthy, 0..1
 	Range       netip.Prefix  // node addresses, placed by a hash of the node id; never dialled
 	Seed        uint64        // seeds the failure and health draws, so a run can be replayed
+	// HostNetwork makes the simulated nodes behave like containerd's: their
+	// instances share the node's network, so a start fails when another
+	// running instance of the node holds one of its ports, and the nodes
+	// report network = "host" (the scheduler's port filter).
+	HostNetwork bool
 }
 
 // NewConfig returns the defaults of `ccattler agent --runtime sim`.
@@ -143,8 +152,16 @@ func (r *runtime) Address() string { return r.addr.String() }
 // unhealthy (e.g. "web:2-unhealthy"): how tests roll out a bad version.
 const UnhealthyImage = "unhealthy"
 
+// UnpullableImage marks an image that cannot be pulled (e.g.
+// "web:2-unpullable"): every start of it fails, as a misspelt tag does.
+const UnpullableImage = "unpullable"
+
 // ErrStartFailed is the simulated failure of a start.
 var ErrStartFailed = errors.New("sim: simulated start failure")
+
+// HostNetwork reports whether the fleet's nodes share their network with
+// their instances (Config.HostNetwork).
+func (f *Fleet) HostNetwork() bool { return f.cfg.HostNetwork }
 
 func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error) {
 	if d := r.f.cfg.StartDelay; d > 0 {
@@ -155,6 +172,9 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 			return agent.Status{}, ctx.Err()
 		case <-t.C:
 		}
+	}
+	if strings.Contains(sp.Image, UnpullableImage) {
+		return agent.Status{}, fmt.Errorf("sim: image %s is not imported and could not be pulled (simulated)", sp.Image)
 	}
 	fail, unhealthy := r.f.draw()
 	if fail {
@@ -170,6 +190,18 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 	if _, ok := r.ctrs[sp.ID]; ok {
 		return agent.Status{}, fmt.Errorf("sim: instance %s already has a container", sp.ID)
 	}
+	if r.f.cfg.HostNetwork { // a port is taken on the whole node
+		for id, c := range r.ctrs {
+			if !c.Running {
+				continue
+			}
+			for _, p := range c.Spec.Ports {
+				if slices.Contains(sp.Ports, p) {
+					return agent.Status{}, fmt.Errorf("port %d is already used by instance %s on this node (host networking)", p, id)
+				}
+			}
+		}
+	}
 	r.ctrs[sp.ID] = st
 	return *st, nil
 }
@@ -179,6 +211,28 @@ func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
 	defer r.mu.Unlock()
 	delete(r.ctrs, id)
 	return nil
+}
+
+var _ agent.Logged = (*runtime)(nil)
+
+// OpenLog returns what a simulated container "wrote": one line saying what
+// it was started with, so that `ccattler logs` can be tried without
+// containerd.
+func (r *runtime) OpenLog(id string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.ctrs[id]
+	if !ok {
+		return nil, fmt.Errorf("sim: no container %s: %w", id, os.ErrNotExist)
+	}
+	sp := c.Spec
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
+		env = append(env, k+"="+sp.Env[k])
+	}
+	line := fmt.Sprintf("sim: instance %s of %s started at %s: image %s command %q args %q env %q\n",
+		sp.ID, sp.Service, c.StartedAt.Format(time.RFC3339), sp.Image, sp.Command, sp.Args, env)
+	return io.NopCloser(strings.NewReader(line)), nil
 }
 
 func (r *runtime) List(context.Context) ([]agent.Status, error) {

@@ -39,6 +39,8 @@ type agentFlags struct {
 	simFailure, simUnhealthy  float64
 	simRange                  string
 	simSeed                   uint64
+	simHostNetwork            bool
+	logsAddr                  string
 	metricsEvery              time.Duration
 }
 
@@ -53,8 +55,9 @@ It registers the node (observed/node/{id} with its capacity, architecture and
 zone), holds lease/node/{id} on an etcd lease of --lease-ttl, watches the
 placements of its node, starts what is placed on it and stops what is not,
 and reports observed/instance/{id}/node|state|image|ip|health|started_at.
-A container that exits is reported failed, with its exit status in an event;
-the agent does not restart it.
+A container that exits is reported failed, with its reason and exit status
+(observed/instance/{id}/reason|exit_status); the agent does not restart it:
+the restart policy replaces it, with a growing delay.
 
 Losing etcd never stops a container: the agent keeps its placements and
 their specs in a checksummed cache under --state-dir, and an agent started
@@ -106,6 +109,8 @@ that health from then on.`,
 	fl.Float64Var(&f.simUnhealthy, "sim-unhealthy", 0, "sim: share of instances reported unhealthy, 0..1")
 	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: the range node addresses are drawn from, by a hash of the node id (never dialled)")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "sim: seed of the failure and health draws")
+	fl.StringVar(&f.logsAddr, "logs-address", "", "serve the containers' output for `ccattler logs` at this host:port, e.g. 127.0.0.1:7070 (plain HTTP: keep it on loopback)")
+	fl.BoolVar(&f.simHostNetwork, "sim-host-network", false, "sim: instances share their node's network and ports, as with containerd")
 	return cmd
 }
 
@@ -148,6 +153,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	case "sim":
 		sc := sim.NewConfig()
 		sc.StartDelay, sc.FailureRate, sc.Unhealthy, sc.Seed = f.simDelay, f.simFailure, f.simUnhealthy, f.simSeed
+		sc.HostNetwork = f.simHostNetwork
 		if sc.Range, err = netip.ParsePrefix(f.simRange); err != nil {
 			return usageError("--sim-ip-range %q: expected an IPv4 prefix such as 10.128.0.0/9", f.simRange)
 		}
@@ -162,7 +168,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 			if f.nodes == 1 && cmd.Flags().Changed("node-id") {
 				n.ID = f.nodeID // one simulated node under its own name, e.g. node-2
 			}
-			n.Runtime = fleet.Node(n.ID)
+			n.Runtime, n.HostNetwork = fleet.Node(n.ID), sc.HostNetwork
 			nodes = append(nodes, n)
 		}
 		go fleet.Follow(ctx, store, log) // the sim/ knobs: synthetic loads, health overrides
@@ -185,11 +191,23 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		defer rt.Close()
 		n := base
 		n.ID, n.Runtime = f.nodeID, rt
+		n.HostNetwork = true // see agent/containerd/doc.go
 		nodes = append(nodes, n)
+	}
+	for i := range nodes {
+		nodes[i].LogsAddr = f.logsAddr
 	}
 	a, err := agent.New(cfg, nodes)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if f.logsAddr != "" {
+		ls := &agent.LogServer{Addr: f.logsAddr, Nodes: nodes, Log: log}
+		go func() {
+			if err := ls.Serve(ctx); err != nil {
+				log.Error("container output is not served", "err", err)
+			}
+		}()
 	}
 	vols := &agent.Volumes{Store: store, Nodes: nodes, Log: log}
 	go vols.Run(ctx)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -58,6 +59,12 @@ allows what its --max-txn-ops says (128 unless raised).`,
 			}
 			defer s.Close()
 			res, err := spec.Apply(cmd.Context(), s, doc, spec.Options{DryRun: dryRun})
+			var refused *spec.RefusedError
+			if errors.As(err, &refused) {
+				_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, refused.Diags)
+				return exitError{code: 1, err: fmt.Errorf("%s refused (%d %s); nothing was written",
+					strings.Join(files, ", "), len(refused.Diags), plural(len(refused.Diags), "problem", "problems"))}
+			}
 			if err != nil {
 				return err
 			}

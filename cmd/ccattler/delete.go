@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"github.com/ccattler/ccattler/facts/spec"
 	"github.com/spf13/cobra"
 )
@@ -37,6 +39,11 @@ transaction. The controllers then stop what no longer is desired.`,
 			}
 			defer s.Close()
 			res, err := spec.Delete(cmd.Context(), s, kind, args[1], spec.Options{DryRun: dryRun})
+			var refused *spec.RefusedError
+			if errors.As(err, &refused) {
+				_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), nil, refused.Diags)
+				return exitError{code: 1, err: fmt.Errorf("delete %s %s refused; nothing was deleted", args[0], args[1])}
+			}
 			if err != nil {
 				return err
 			}

@@ -92,6 +92,8 @@ func TestEndToEnd(t *testing.T) {
 			{"port.hcl", "service \"web\" {\n  expose = [8080, 70000]\n}\n", "port.hcl:2:19: error: Invalid port"},
 			{"range.hcl", "service \"web\" {\n  autoscale { min = 5  max = 2 }\n}\n", "range.hcl:2:21: error: Invalid autoscale range"},
 			{"name.hcl", "service \"we/b\" {}\n", "name.hcl:1:9: error: Invalid service name"},
+			{"noimage.hcl", "service \"api\" {\n  instances = 2\n}\n", "noimage.hcl:1:9: error: Missing image"},
+			{"novolume.hcl", "service \"db\" {\n  image  = \"pg:16\"\n  volume = \"nowhere\"\n}\n", "novolume.hcl:3:12: error: Undeclared volume"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -148,8 +150,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("get services", func(t *testing.T) {
 		out := srv.ok(t, "get", "services")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS UPDATED ROLLOUT" ||
-			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 -" {
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME IMAGE DESIRED EFFECTIVE RUNNING HEALTHY PORTS UPDATED ROLLOUT STATUS FAILURES REASON" ||
+			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 - - - -" {
 			t.Errorf("get services:\n%s", out)
 		}
 		var rows []serviceRow

@@ -35,6 +35,7 @@ func newGetCmd() *cobra.Command {
 		Long: `Show the state of the cluster, built from the facts in etcd at one revision.
 
   services   name, image, desired/effective instances, running and healthy counts, ports,
+             "failing" with the failures in a row and the last reason while instances fail,
              updated/target (running, healthy instances on the current image) and
              the rollout's state while instances run an older image
   instances  id, service, node, state, health, ip, image, age
@@ -209,6 +210,13 @@ type serviceRow struct {
 	// Rollout is the state of observed/service/{name}/rollout (progressing
 	// or halted) while instances run an older image; empty otherwise.
 	Rollout string `json:"rollout"`
+	// Status is "failing" while the restart policy counts failures of the
+	// service (observed/service/{name}/restart/failures) and fewer of its
+	// instances run than its target; Failures and Reason say how many in a
+	// row and the last reason its agent reported.
+	Status   string `json:"status"`
+	Failures string `json:"failures"`
+	Reason   string `json:"reason"`
 }
 
 func (w *world) services() []serviceRow {
@@ -237,10 +245,16 @@ func (w *world) services() []serviceRow {
 			State string `json:"state"`
 		}
 		_ = json.Unmarshal([]byte(w.get("observed.service.rollout", n)), &rollout) // absent: no rollout
-		rows = append(rows, serviceRow{Name: n, Image: w.get("desired.service.image", n),
+		row := serviceRow{Name: n, Image: w.get("desired.service.image", n),
 			Desired: w.get("desired.service.instances", n), Effective: w.get("effective.service.instances", n),
 			Running: running[n], Healthy: healthy[n], Ports: strings.Join(ports, ","),
-			Updated: fmt.Sprintf("%d/%s", updated[n], target), Rollout: rollout.State})
+			Updated: fmt.Sprintf("%d/%s", updated[n], target), Rollout: rollout.State}
+		if f := w.get("observed.service.restart.failures", n); f != "" {
+			if want, err := strconv.Atoi(target); err != nil || running[n] < want {
+				row.Status, row.Failures, row.Reason = "failing", f, w.get("observed.service.restart.reason", n)
+			}
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }

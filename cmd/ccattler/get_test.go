@@ -35,6 +35,8 @@ func TestGetTables(t *testing.T) {
 		facts.InstanceImage("c0001"): "api:1", facts.Placement("c0001"): "node-1",
 		facts.ServiceRollout("api"): map[string]any{"image": "api:2", "updated": 0, "total": 2, "state": "halted",
 			"reason": "1 instance(s) of api:2 failed or are unhealthy; 1 running an older image keep serving"},
+		facts.RestartState("api", "failures"): 3, facts.RestartState("api", "reason"): "start: port 8080 is not free on this node",
+		facts.RestartState("web", "failures"): 1, facts.RestartState("web", "reason"): "exited with status 1", // 1 of 2 running: failing
 		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
 		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
 	}
@@ -54,9 +56,9 @@ func TestGetTables(t *testing.T) {
 		want string
 	}{
 		{"services", w.services(), `
-NAME  IMAGE       DESIRED  EFFECTIVE  RUNNING  HEALTHY  PORTS      UPDATED  ROLLOUT
-api   api:2       -        2          1        1        -          0/2      halted
-web   nginx:1.28  3        2          1        1        8080,8443  1/2      -`},
+NAME  IMAGE       DESIRED  EFFECTIVE  RUNNING  HEALTHY  PORTS      UPDATED  ROLLOUT  STATUS   FAILURES  REASON
+api   api:2       -        2          1        1        -          0/2      halted   failing  3         start: port 8080 is not free on this node
+web   nginx:1.28  3        2          1        1        8080,8443  1/2      -        failing  1         exited with status 1`},
 		{"instances", w.instances(now), `
 ID     SERVICE  NODE    STATE    HEALTH   IP        IMAGE       AGE
 c0001  api      node-1  running  healthy  -         api:1       -

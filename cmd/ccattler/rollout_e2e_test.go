@@ -191,7 +191,7 @@ func TestRollingUpdateEndToEnd(t *testing.T) {
 				b.minServing, b.minEndpoints)
 		}
 		r := c.srv.ccattler(t, "get", "services")
-		if !regexp.MustCompile(`(?m)^web\s+web:2\s.*\s6/6\s+-\s*$`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`(?m)^web\s+web:2\s.*\s6/6\s+-\s+-\s+-\s+-\s*$`).MatchString(r.stdout) {
 			t.Errorf("get services does not show web at 6/6 on web:2:\n%s", r.stdout)
 		}
 	})
@@ -232,7 +232,7 @@ func TestRollingUpdateEndToEnd(t *testing.T) {
 		if !said {
 			t.Errorf("no rollout_status record says the rollout halted (%d records)", len(evs))
 		}
-		if r := c.srv.ccattler(t, "get", "services"); !regexp.MustCompile(`(?m)^web\s.*\s0/6\s+halted\s*$`).MatchString(r.stdout) {
+		if r := c.srv.ccattler(t, "get", "services"); !regexp.MustCompile(`(?m)^web\s.*\s0/6\s+halted\s`).MatchString(r.stdout) {
 			t.Errorf("get services does not show the halted rollout:\n%s", r.stdout)
 		}
 	})

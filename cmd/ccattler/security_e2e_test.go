@@ -245,12 +245,3 @@ func putAs(s *facts.Store, key, value string) error {
 	_, err := s.Client.Put(ctx, s.Abs(key), value)
 	return err
 }
-
-// skipOrFailCI skips a test that needs a tool, and fails it in CI.
-func skipOrFailCI(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}

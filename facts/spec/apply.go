@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
 )
 
 // ErrNotFound is returned (wrapped) by Delete for a name that has no facts.
@@ -57,6 +58,9 @@ type Options struct {
 	Attempts int
 	// Actor names who applied, in the apply's record under event/ (default "user").
 	Actor string
+
+	volumes []volumeRef // Apply: volumes the store must declare
+	user    string      // Delete of a volume: refuse while a service names it
 }
 
 // eventIDs numbers the records of this process's applies.
@@ -99,16 +103,52 @@ type Result struct {
 // transaction guarded by the ModRevision of every key it read, so a
 // concurrent change makes the round start over rather than be overwritten
 // blindly. Objects not named in doc are left alone.
+//
+// A service that names a volume neither doc nor the store declares is
+// refused with a *RefusedError (nothing is written); the volume's absence
+// or presence guards the transaction like every key read.
 func Apply(ctx context.Context, s *facts.Store, doc *Doc, opts Options) (Result, error) {
 	want := map[string][]byte{}
 	var scopes []scope
+	declared := map[string]bool{}
 	for _, o := range doc.Objects {
 		scopes = append(scopes, scopeOf(o.Kind, o.Name))
 		for _, f := range o.Facts {
 			want[f.Key] = f.Value
 		}
+		if o.Kind == KindVolume {
+			declared[o.Name] = true
+		}
 	}
+	var refs []volumeRef
+	for _, o := range doc.Objects {
+		if raw, ok := want[facts.ServiceVolume(o.Name)]; ok && o.Kind == KindService {
+			if v, ok := facts.StringValue(raw); ok && !declared[v] {
+				refs = append(refs, volumeRef{service: o.Name, volume: v, at: o.VolumeRange})
+			}
+		}
+	}
+	opts.volumes = refs
 	return reconcile(ctx, s, scopes, want, opts)
+}
+
+// volumeRef is a service's volume that the applied files do not declare:
+// the store must.
+type volumeRef struct {
+	service, volume string
+	at              hcl.Range
+}
+
+// RefusedError is an apply or delete the rules of the schema refuse, with
+// a diagnostic per reason (positions in the files when there are files).
+type RefusedError struct{ Diags hcl.Diagnostics }
+
+func (e *RefusedError) Error() string {
+	var parts []string
+	for _, d := range e.Diags {
+		parts = append(parts, DiagString(d))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Delete removes every desired fact of one service or volume, and a
@@ -121,11 +161,60 @@ func Delete(ctx context.Context, s *facts.Store, kind Kind, name string, opts Op
 	if err := facts.CheckSegment("name", name); err != nil {
 		return Result{}, fmt.Errorf("remove %s: %w", kind, err)
 	}
+	if kind == KindVolume {
+		opts.user = name
+	}
 	res, err := reconcile(ctx, s, []scope{scopeOf(kind, name)}, nil, opts)
 	if err == nil && len(res.Changes) == 0 {
 		return res, fmt.Errorf("%s %q %w: nothing under desired/%s/%s", kind, name, ErrNotFound, kind, name)
 	}
 	return res, err
+}
+
+// refuse checks, at revision rev, what the schema requires beyond the
+// values themselves: every volume a service names is declared, and a volume
+// being deleted is named by no service. It returns the conditions that keep
+// the answer true until the commit.
+func refuse(ctx context.Context, s *facts.Store, rev int64, opts Options) ([]facts.Cond, error) {
+	var guards []facts.Cond
+	var diags hcl.Diagnostics
+	for _, r := range opts.volumes {
+		key := facts.DesiredVolume(r.volume)
+		fs, _, err := s.List(ctx, key, rev)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		i := slices.IndexFunc(fs, func(f facts.Fact) bool { return f.Key == key })
+		if i < 0 {
+			at := r.at
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared volume",
+				Detail:  fmt.Sprintf("Service %q names volume %q, which is not declared: add a volume %q block to the files applied, or apply it first.", r.service, r.volume, r.volume),
+				Subject: &at})
+			continue
+		}
+		guards = append(guards, facts.Cond{Key: key, Rev: fs[i].ModRevision})
+	}
+	if opts.user != "" {
+		fs, _, err := s.List(ctx, "desired/service/", rev)
+		if err != nil {
+			return nil, fmt.Errorf("read desired/service/: %w", err)
+		}
+		for _, f := range fs {
+			if v, ok := facts.StringValue(f.Value); ok && v == opts.user && strings.HasSuffix(f.Key, "/volume") {
+				svc := strings.TrimSuffix(strings.TrimPrefix(f.Key, "desired/service/"), "/volume")
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Volume in use",
+					Detail: fmt.Sprintf("Volume %q is used by service %q (%s): delete that service or change its volume first.", opts.user, svc, f.Key)})
+				continue
+			}
+			if strings.HasSuffix(f.Key, "/volume") {
+				guards = append(guards, facts.Cond{Key: f.Key, Rev: f.ModRevision})
+			}
+		}
+	}
+	if len(diags) > 0 {
+		return nil, &RefusedError{Diags: diags}
+	}
+	return guards, nil
 }
 
 // scope is the set of keys one object owns: its desired key, everything
@@ -160,11 +249,16 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 		if err != nil {
 			return Result{}, err
 		}
+		guards, err := refuse(ctx, s, rev, opts)
+		if err != nil {
+			return Result{}, err
+		}
 		res := Result{Changes: diff(have, want), Rev: rev}
 		if opts.DryRun || len(res.Changes) == 0 {
 			return res, nil
 		}
 		t := txnOf(res.Changes, have)
+		t.If = append(t.If, guards...)
 		rec, err := record(res.Changes, opts.Actor)
 		if err != nil {
 			return Result{}, err

@@ -251,3 +251,45 @@ func TestApplyConflictRetries(t *testing.T) {
 		t.Fatalf("image after apply: %v", got)
 	}
 }
+
+// TestApplyRefusesUndeclaredVolume: a service may name only a volume the
+// files or the store declare; a refused apply writes nothing, and a volume
+// a service uses cannot be deleted from under it.
+func TestApplyRefusesUndeclaredVolume(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	db := "service \"db\" {\n  image  = \"pg:16\"\n  volume = \"data\"\n}\n"
+	_, err := Apply(ctx, s, mustDecode(t, db), Options{})
+	var refused *RefusedError
+	if !errors.As(err, &refused) || len(refused.Diags) != 1 {
+		t.Fatalf("apply of a service naming an undeclared volume: %v", err)
+	}
+	if got := DiagString(refused.Diags[0]); got != `t.hcl:3:12: Undeclared volume: Service "db" names volume "data", which is not declared: add a volume "data" block to the files applied, or apply it first.` {
+		t.Errorf("diagnostic: %s", got)
+	}
+	if got := stored(t, s, "desired/", "intent/", "event/"); len(got) != 0 {
+		t.Fatalf("a refused apply wrote %v", got)
+	}
+
+	// Declared in the same files, or earlier: accepted.
+	if _, err := Apply(ctx, s, mustDecode(t, db+"volume \"data\" { size = \"1Gi\" }\n"), Options{}); err != nil {
+		t.Fatalf("service with its volume: %v", err)
+	}
+	if _, err := Apply(ctx, s, mustDecode(t, db), Options{}); err != nil {
+		t.Fatalf("service alone, volume in the store: %v", err)
+	}
+
+	_, err = Delete(ctx, s, KindVolume, "data", Options{})
+	if !errors.As(err, &refused) || !strings.Contains(refused.Error(), `Volume "data" is used by service "db"`) {
+		t.Fatalf("delete of a volume in use: %v", err)
+	}
+	if got := stored(t, s, "desired/volume/"); len(got) != 2 {
+		t.Fatalf("the refused delete changed the volume: %v", got)
+	}
+	if _, err := Delete(ctx, s, KindService, "db", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(ctx, s, KindVolume, "data", Options{}); err != nil {
+		t.Fatalf("delete of a volume no longer in use: %v", err)
+	}
+}

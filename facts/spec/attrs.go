@@ -58,15 +58,24 @@ func nested(kind, block string, names ...string) *group {
 	return gr
 }
 
-// exposeAttr is handled apart: its elements become keys, not values.
-const exposeAttr = "expose"
+// exposeAttr, envAttr and labelsAttr are handled apart: their elements
+// become keys, not values.
+const (
+	exposeAttr = "expose"
+	envAttr    = "env"
+	labelsAttr = "labels"
+)
 
 var serviceGroup = &group{
 	attrs: []attr{
 		mkAttr("service", "image", "image"),
 		mkAttr("service", "instances", "instances"),
 		mkAttr("service", "volume", "volume"),
+		mkAttr("service", "command", "command"),
+		mkAttr("service", "args", "args"),
 		{name: exposeAttr},
+		{name: envAttr},
+		{name: labelsAttr},
 	},
 	blocks: []*group{
 		nested("service", "resources", "cpu", "memory"),
@@ -74,6 +83,7 @@ var serviceGroup = &group{
 		nested("service", "autoscale", "metric", "threshold", "min", "max", "stabilization"),
 		nested("service", "placement", "architecture", "zone"),
 		nested("service", "update", "max_unavailable", "max_extra"),
+		nested("service", "restart", "attempts", "delay", "max_delay", "interval"),
 	},
 }
 
@@ -88,7 +98,7 @@ var volumeGroup = &group{
 // expected says in words what an attribute accepts, in the file's terms
 // rather than the store's (a file has strings, not JSON strings).
 func expected(vt facts.ValueType) string {
-	return strings.ReplaceAll(vt.Describe(), "JSON ", "")
+	return strings.ReplaceAll(strings.ReplaceAll(vt.Describe(), "a JSON array", "a list"), "JSON ", "")
 }
 
 // goValue converts an HCL value to the Go value ValueType.Encode takes. Types
@@ -101,6 +111,19 @@ func goValue(v cty.Value, vt facts.ValueType) (any, bool) {
 	}
 	ty := v.Type()
 	switch vt.Kind {
+	case facts.KindJSON:
+		if vt.Format != "strings" || !(ty.IsListType() || ty.IsTupleType()) {
+			return nil, false
+		}
+		out := []any{}
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() || !e.IsKnown() || e.Type() != cty.String {
+				return nil, false
+			}
+			out = append(out, e.AsString())
+		}
+		return out, true
 	case facts.KindInt:
 		return wholeNumber(v)
 	case facts.KindNumber:

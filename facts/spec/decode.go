@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Object struct {
 	Name  string
 	Range hcl.Range // the name label, for messages that point at the declaration
 	Facts []Fact    // sorted by key
+	// VolumeRange is where a service names its volume, for Apply's check
+	// that the volume is declared.
+	VolumeRange hcl.Range
 }
 
 // Doc is what a set of files declares. Files holds every parsed file, also
@@ -196,10 +200,19 @@ func (d *decoder) object(b *hcl.Block) {
 		return
 	}
 	if kind == KindService {
+		hasImage := false
 		for _, f := range o.Facts {
-			if f.Key == facts.ServiceInstances(name) {
+			switch f.Key {
+			case facts.ServiceInstances(name):
 				o.Facts = append(o.Facts, Fact{Key: facts.Intent("user", name), Value: f.Value})
+			case facts.ServiceImage(name):
+				hasImage = true
 			}
+		}
+		if !hasImage {
+			d.errorf(&label, &b.DefRange, "Missing image",
+				"Service %q has no image, so no instance of it could start. Add the image its instances run, e.g. image = \"nginx:1.28\".", name)
+			return
 		}
 	}
 	slices.SortFunc(o.Facts, func(a, b Fact) int { return strings.Compare(a.Key, b.Key) })
@@ -222,8 +235,12 @@ func (d *decoder) body(body hcl.Body, gr *group, base string, o *Object) {
 		if !present {
 			continue
 		}
-		if a.name == exposeAttr {
+		switch a.name {
+		case exposeAttr:
 			d.expose(at, base, o)
+			continue
+		case envAttr, labelsAttr:
+			d.stringMap(at, base, a.name, o)
 			continue
 		}
 		v, diags := at.Expr.Value(nil)
@@ -237,6 +254,9 @@ func (d *decoder) body(body hcl.Body, gr *group, base string, o *Object) {
 			continue
 		}
 		got[a.name] = decoded{val: gv, attr: at}
+		if gr.name == "" && a.name == "volume" {
+			o.VolumeRange = d.m.rng(at.Expr.Range())
+		}
 		o.Facts = append(o.Facts, Fact{Key: base + "/" + a.path, Value: raw})
 	}
 	if gr.name == "autoscale" {
@@ -276,6 +296,64 @@ func encode(v cty.Value, vt facts.ValueType) ([]byte, any, error) {
 		return nil, nil, err
 	}
 	return raw, gv, nil
+}
+
+// envName is what an environment variable's name may be: a key segment
+// that a shell also accepts.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// stringMap turns env = { NAME = "value" } (or labels) into one
+// {attr}/{key} fact per entry, each value a string.
+func (d *decoder) stringMap(at *hcl.Attribute, base, attr string, o *Object) {
+	want := `a map of names to strings, such as { GREETING = "hello" }`
+	if attr == labelsAttr {
+		want = `a map of names to strings, such as { team = "web" }`
+	}
+	pairs, diags := hcl.ExprMap(at.Expr)
+	if diags.HasErrors() {
+		d.errorf(at.Expr.Range().Ptr(), at.Range.Ptr(), fmt.Sprintf("Invalid value for %q", attr), "%q expects %s.", attr, want)
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		k, diags := p.Key.Value(nil)
+		if diags.HasErrors() || k.IsNull() || k.Type() != cty.String {
+			// An unquoted name is a variable reference to HCL: take its text.
+			if name := hcl.ExprAsKeyword(p.Key); name != "" {
+				k = cty.StringVal(name)
+			} else {
+				d.errorf(p.Key.Range().Ptr(), at.Range.Ptr(), "Invalid name", "Each name in %q must be a string or a bare name.", attr)
+				continue
+			}
+		}
+		name := k.AsString()
+		ok := facts.CheckSegment(attr, name) == nil
+		if attr == envAttr {
+			ok = envName.MatchString(name)
+		}
+		if !ok {
+			d.errorf(p.Key.Range().Ptr(), at.Range.Ptr(), "Invalid name",
+				"%q is not a valid name in %q: expected letters, digits and '_' (labels also '.', ':' and '-'), at most 128 characters, not starting with a digit.", name, attr)
+			continue
+		}
+		if seen[name] {
+			d.errorf(p.Key.Range().Ptr(), at.Range.Ptr(), "Duplicate name", "%q is given more than once in %q.", name, attr)
+			continue
+		}
+		seen[name] = true
+		v, diags := p.Value.Value(nil)
+		d.add(diags)
+		if diags.HasErrors() {
+			continue
+		}
+		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+			d.errorf(p.Value.Range().Ptr(), at.Range.Ptr(), "Invalid value",
+				"The value of %q in %q must be a string, but got %s; quote it (e.g. \"8080\").", name, attr, show(v))
+			continue
+		}
+		raw, _ := facts.ValueType{Kind: facts.KindString}.Encode(v.AsString())
+		o.Facts = append(o.Facts, Fact{Key: base + "/" + attr + "/" + name, Value: raw})
+	}
 }
 
 // expose turns expose = [8080, 8443] into one expose/{port} fact per port.

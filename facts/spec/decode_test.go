@@ -76,7 +76,13 @@ service "web" {
 }
 volume "data" { size = "10Gi"  persistent = true  access_mode = "single-node" }
 service "api" {
+  image     = "api:2"
   resources { cpu = "250m"  memory = 1073741824 }
+  command   = ["/bin/api", "--serve"]
+  args      = ["-v"]
+  env       = { GREETING = "hello", "LOG_LEVEL" = "debug" }
+  labels    = { team = "core" }
+  restart   { attempts = 2  delay = "2s"  max_delay = "1m"  interval = "30m" }
 }
 `)
 	if len(msgs) > 0 {
@@ -107,6 +113,16 @@ service "api" {
 		"desired/volume/data/persistent":             `true`,
 		"desired/volume/data/access_mode":            `"single-node"`,
 		"desired/service/api":                        `{}`,
+		"desired/service/api/image":                  `"api:2"`,
+		"desired/service/api/command":                `["/bin/api", "--serve"]`,
+		"desired/service/api/args":                   `["-v"]`,
+		"desired/service/api/env/GREETING":           `"hello"`,
+		"desired/service/api/env/LOG_LEVEL":          `"debug"`,
+		"desired/service/api/labels/team":            `"core"`,
+		"desired/service/api/restart/attempts":       `2`,
+		"desired/service/api/restart/delay":          `"2s"`,
+		"desired/service/api/restart/max_delay":      `"1m"`,
+		"desired/service/api/restart/interval":       `"30m"`,
 		"desired/service/api/resources/cpu":          `0.25`,
 		"desired/service/api/resources/memory":       `"1Gi"`,
 	}
@@ -179,10 +195,24 @@ func TestDecodeBadInput(t *testing.T) {
 			[]string{`f.hcl:1:8: Invalid volume name: The volume name becomes a key segment (desired/volume/{name}): "" is not a valid name: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit.`}},
 		{"name too long", "service \"" + long + "\" {}\n",
 			[]string{`f.hcl:1:9: Invalid service name: The service name becomes a key segment (desired/service/{name}): "` + long + `" is not a valid name: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit.`}},
-		{"duplicate service in one file", "service \"web\" {}\nservice \"web\" {}\n",
+		{"duplicate service in one file", "service \"web\" { image = \"x:1\" }\nservice \"web\" { image = \"x:1\" }\n",
 			[]string{`f.hcl:2:9: Duplicate service "web": A service named "web" is already declared at f.hcl:1:9. Each name may be declared once across all the files applied together.`}},
 		{"duplicate block", "service \"web\" {\n  update { max_extra = 1 }\n  update { max_extra = 2 }\n}\n",
 			[]string{`f.hcl:3:3: Duplicate update block: A service may have one update block; the first is at f.hcl:2:3.`}},
+		{"missing image", "service \"web\" {\n  instances = 3\n}\n",
+			[]string{`f.hcl:1:9: Missing image: Service "web" has no image, so no instance of it could start. Add the image its instances run, e.g. image = "nginx:1.28".`}},
+		{"command not a list", "service \"web\" {\n  image = \"x:1\"\n  command = \"echo hi\"\n}\n",
+			[]string{`f.hcl:3:13: Invalid value for "command": "command" expects a list of strings such as ["/bin/sh", "-c", "echo hello"], but got "echo hi".`}},
+		{"args with a number", "service \"web\" {\n  image = \"x:1\"\n  args = [\"-n\", 3]\n}\n",
+			[]string{`f.hcl:3:10: Invalid value for "args": "args" expects a list of strings such as ["/bin/sh", "-c", "echo hello"], but got a tuple.`}},
+		{"env name with a dash", "service \"web\" {\n  image = \"x:1\"\n  env = { \"MY-VAR\" = \"1\" }\n}\n",
+			[]string{`f.hcl:3:11: Invalid name: "MY-VAR" is not a valid name in "env": expected letters, digits and '_' (labels also '.', ':' and '-'), at most 128 characters, not starting with a digit.`}},
+		{"env value a number", "service \"web\" {\n  image = \"x:1\"\n  env = { PORT2 = 8081 }\n}\n",
+			[]string{`f.hcl:3:19: Invalid value: The value of "PORT2" in "env" must be a string, but got 8081; quote it (e.g. "8080").`}},
+		{"env not a map", "service \"web\" {\n  image = \"x:1\"\n  env = [\"A=1\"]\n}\n",
+			[]string{`f.hcl:3:9: Invalid value for "env": "env" expects a map of names to strings, such as { GREETING = "hello" }.`}},
+		{"bad restart delay", "service \"web\" {\n  image = \"x:1\"\n  restart { delay = \"soon\" }\n}\n",
+			[]string{`f.hcl:3:21: Invalid value for "delay": "delay" expects a duration such as "10s" or "1m30s", but got "soon".`}},
 		{"missing label", "service {}\n",
 			[]string{`f.hcl:1:9: Missing name for service: All service blocks must have 1 labels (name).`}},
 		{"variable reference", "service \"web\" {\n  image = nginx\n}\n",
@@ -210,8 +240,8 @@ func TestDecodeBadInput(t *testing.T) {
 
 func TestDecodeDuplicateAcrossFiles(t *testing.T) {
 	_, diags := Decode(
-		Source{Name: "a.hcl", Bytes: []byte("service \"web\" { instances = 1 }\n")},
-		Source{Name: "b.hcl", Bytes: []byte("volume \"web\" {}\n\nservice \"web\" { instances = 2 }\n")},
+		Source{Name: "a.hcl", Bytes: []byte("service \"web\" { image = \"x:1\" }\n")},
+		Source{Name: "b.hcl", Bytes: []byte("volume \"web\" {}\n\nservice \"web\" { image = \"x:1\" }\n")},
 	)
 	if len(diags) != 1 {
 		t.Fatalf("want one diagnostic, got %v", diags)

@@ -1,6 +1,7 @@
 test "a stopped instance's facts are kept an hour, then collected" {
   facts = {
     "observed/clock"                     = "2026-11-29T12:00:00Z"
+    "desired/service/web"                = {}
     "observed/instance/a0001/service"    = "web"
     "observed/instance/a0001/state"      = "stopped"
     "observed/instance/a0001/node"       = "node-1"
@@ -15,8 +16,14 @@ test "a stopped instance's facts are kept an hour, then collected" {
     writes = {
       "observed/instance/a0001/stopped_at" = "2026-11-29T12:00:00Z"
       "observed/instance/a0002/failed_at"  = "2026-11-29T12:00:00Z"
+      # the restart policy counts the failure (restart.hcl)
+      "observed/service/web/restart/failures"     = 1
+      "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+      "observed/service/web/restart/image"        = "unknown"
+      "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
+      "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
     }
-    firings = { note_stopped = 1, note_failed = 1 }
+    firings = { note_stopped = 1, note_failed = 1, count_failure = 1 }
   }
   then "59 minutes later: kept" {
     facts = { "observed/clock" = "2026-11-29T12:59:00Z" }
@@ -33,5 +40,46 @@ test "a stopped instance's facts are kept an hour, then collected" {
       ]
       firings = { collect_stopped = 1 }
     }
+  }
+}
+
+test "a crash loop keeps only the five newest failed instances of its service" {
+  facts = {
+    "observed/clock"                     = "2026-11-29T12:00:00Z"
+    "desired/service/bad"                = {}
+    "observed/instance/f0001/service"    = "bad"
+    "observed/instance/f0001/state"      = "failed"
+    "observed/instance/f0001/failed_at"  = "2026-11-29T11:59:01Z"
+    "observed/instance/f0001/reason"     = "start: port 8080 is not free on this node"
+    "observed/instance/f0001/stopped_at" = "2026-11-29T11:59:01Z"
+    "observed/instance/f0002/service"    = "bad"
+    "observed/instance/f0002/state"      = "failed"
+    "observed/instance/f0002/failed_at"  = "2026-11-29T11:59:02Z"
+    "observed/instance/f0002/stopped_at" = "2026-11-29T11:59:02Z"
+    "observed/instance/f0003/service"    = "bad"
+    "observed/instance/f0003/state"      = "failed"
+    "observed/instance/f0003/failed_at"  = "2026-11-29T11:59:03Z"
+    "observed/instance/f0003/stopped_at" = "2026-11-29T11:59:03Z"
+    "observed/instance/f0004/service"    = "bad"
+    "observed/instance/f0004/state"      = "failed"
+    "observed/instance/f0004/failed_at"  = "2026-11-29T11:59:04Z"
+    "observed/instance/f0004/stopped_at" = "2026-11-29T11:59:04Z"
+    "observed/instance/f0005/service"    = "bad"
+    "observed/instance/f0005/state"      = "failed"
+    "observed/instance/f0005/failed_at"  = "2026-11-29T11:59:05Z"
+    "observed/instance/f0005/stopped_at" = "2026-11-29T11:59:05Z"
+    "observed/instance/f0006/service"    = "bad"
+    "observed/instance/f0006/state"      = "failed"
+    "observed/instance/f0006/failed_at"  = "2026-11-29T11:59:06Z"
+    "observed/instance/f0006/stopped_at" = "2026-11-29T11:59:06Z"
+    "observed/service/bad/restart/last_failure" = "2026-11-29T11:59:06Z"
+  }
+  expect {
+    # f0001 has five newer failures: collected within the hour
+    deletes = [
+      "observed/instance/f0001/service", "observed/instance/f0001/state", "observed/instance/f0001/failed_at",
+      "observed/instance/f0001/reason", "observed/instance/f0001/stopped_at",
+    ]
+    firings = { collect_stopped = 1 }
   }
 }

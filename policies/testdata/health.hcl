@@ -116,21 +116,36 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
     }
   }
 
-  then "d0003 fails: it is replaced at once, and released so its agent removes it" {
+  then "d0003 fails: released so its agent removes it; its replacement waits a second (restart.hcl)" {
     facts = {
       "observed/instance/d0003/state"  = "failed"
       "observed/instance/d0003/health" = "unknown"
     }
     expect {
       writes = {
-        "observed/instance/d0003/failed_at" = "2026-11-29T12:00:00Z"
-        "observed/instance/*/service"       = "web"
-        "observed/instance/*/state"         = "pending"
-        "placement/instance/*"              = "node-1"
-        "observed/instance/d0003/stopped_at" = "2026-11-29T12:00:10Z"
+        "observed/instance/d0003/failed_at"         = "2026-11-29T12:00:00Z"
+        "observed/instance/d0003/stopped_at"        = "2026-11-29T12:00:10Z"
+        "observed/service/web/restart/failures"     = 1
+        "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+        "observed/service/web/restart/image"        = "nginx:1"
+        "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
+        "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
       }
       deletes = ["endpoint/service/web/d0003", "placement/instance/d0003"]
-      firings = { note_failed = 1, release_failed = 1, create_instances = 1, schedule = 1, publish_endpoint = 1, note_stopped = 1 }
+      firings = { note_failed = 1, count_failure = 1, release_failed = 1, publish_endpoint = 1, note_stopped = 1 }
+    }
+  }
+
+  then "a second later the hold is over: d0003 is replaced" {
+    now = "2026-11-29T12:00:01Z"
+    expect {
+      writes = {
+        "observed/instance/*/service" = "web"
+        "observed/instance/*/state"   = "pending"
+        "placement/instance/*"        = "node-1"
+      }
+      deletes = ["observed/service/web/restart/hold"]
+      firings = { end_hold = 1, create_instances = 1, schedule = 1 }
     }
   }
 }

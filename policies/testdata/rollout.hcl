@@ -103,15 +103,23 @@ test "image change: one new instance first, an old one stopped when it is health
       writes = {
         "observed/service/web/rollout"    = { image = "nginx:2", updated = 1, total = 6, state = "halted", reason = "1 instance(s) of nginx:2 failed or are unhealthy; 5 running an older image keep serving" }
         "observed/instance/f60d7/failed_at" = "2026-11-29T12:00:00Z"
+        # The restart policy counts the failure and holds new instances a second.
+        "observed/service/web/restart/failures"     = 1
+        "observed/service/web/restart/last_failure" = "2026-11-29T12:00:00Z"
+        "observed/service/web/restart/image"        = "nginx:2"
+        "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
+        "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
       }
-      firings = { rollout_status = 1, note_failed = 1 }
+      firings = { rollout_status = 1, note_failed = 1, count_failure = 1 }
     }
   }
 
-  then "59 seconds on: still halted" {
+  then "59 seconds on: still halted (the restart hold is long over)" {
+    now   = "2026-11-29T12:00:59Z"
     facts = { "observed/clock" = "2026-11-29T12:00:59Z" }
     expect {
-      firings = {}
+      deletes = ["observed/service/web/restart/hold"]
+      firings = { end_hold = 1 }
     }
   }
 

@@ -78,6 +78,7 @@ test "placement constraints: architecture and zone filter nodes; memory counts t
     "observed/node/amd-3/capacity/memory"  = "8Gi"
     "observed/node/amd-3/architecture"     = "amd64"
     "observed/node/amd-3/zone"             = "eu-1a"
+    "desired/service/api"                        = {}
     "desired/service/api/resources/memory"       = "2Gi"
     "desired/service/api/placement/architecture" = "amd64"
     "desired/service/api/placement/zone"         = "eu-1a"
@@ -106,6 +107,7 @@ test "spread: a service's instances go to different zones and nodes before doubl
     "lease/node/b-1" = {}
     "observed/node/b-1/capacity/cpu"    = 4
     "observed/node/b-1/capacity/memory" = "4Gi"
+    "desired/service/web"               = {}
     "observed/instance/a0001/service"   = "web"
     "observed/instance/a0001/state"     = "pending"
     "observed/instance/a0002/service"   = "web"

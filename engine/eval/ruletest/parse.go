@@ -34,6 +34,7 @@ type Step struct {
 	Range  hcl.Range
 	Puts   []facts.Fact // values canonical JSON
 	Dels   []string
+	Now    time.Time // what rules see as now from this step on; zero keeps the previous step's
 	Expect *Expect
 }
 
@@ -61,7 +62,7 @@ var testSchema = &hcl.BodySchema{
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}, {Type: "then", LabelNames: []string{"name"}}},
 }
 var stepSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}},
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "now"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}},
 }
 var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -136,18 +137,10 @@ func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.Fil
 			}
 		}
 		t.Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-		if a := c.Attributes["now"]; a != nil {
-			v, d := a.Expr.Value(nil)
-			diags = append(diags, d...)
-			if !d.HasErrors() {
-				tm, err := time.Parse(time.RFC3339, v.AsString())
-				if err != nil {
-					rng := a.Expr.Range()
-					diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid time",
-						Detail: fmt.Sprintf("now = %q: expected an RFC 3339 time such as \"2026-11-29T12:00:00Z\".", v.AsString()), Subject: &rng})
-				}
-				t.Now = tm
-			}
+		tm, d := parseNow(c)
+		diags = append(diags, d...)
+		if !tm.IsZero() {
+			t.Now = tm
 		}
 		first := &Step{Name: "", Range: b.DefRange}
 		diags = append(diags, parseStep(c, first, schema)...)
@@ -156,12 +149,39 @@ func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.Fil
 			sc, d := tb.Body.Content(stepSchema)
 			diags = append(diags, d...)
 			s := &Step{Name: tb.Labels[0], Range: tb.DefRange}
+			tm, d := parseNow(sc)
+			diags = append(diags, d...)
+			s.Now = tm
 			diags = append(diags, parseStep(sc, s, schema)...)
 			t.Steps = append(t.Steps, s)
 		}
 		tests = append(tests, t)
 	}
 	return tests, f, diags
+}
+
+// parseNow reads a now = "RFC 3339 time" attribute; zero when there is none.
+func parseNow(c *hcl.BodyContent) (time.Time, hcl.Diagnostics) {
+	a := c.Attributes["now"]
+	if a == nil {
+		return time.Time{}, nil
+	}
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() {
+		return time.Time{}, diags
+	}
+	rng := a.Expr.Range()
+	bad := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid time", Subject: &rng}
+	if v.Type() != cty.String || v.IsNull() {
+		bad.Detail = `now: expected an RFC 3339 time such as "2026-11-29T12:00:00Z".`
+		return time.Time{}, append(diags, bad)
+	}
+	tm, err := time.Parse(time.RFC3339, v.AsString())
+	if err != nil {
+		bad.Detail = fmt.Sprintf("now = %q: expected an RFC 3339 time such as \"2026-11-29T12:00:00Z\".", v.AsString())
+		return time.Time{}, append(diags, bad)
+	}
+	return tm, diags
 }
 
 func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostics {

@@ -34,7 +34,8 @@ func (r Result) Passed() bool { return len(r.Failures) == 0 }
 func Run(rs *rules.RuleSet, t *Test) Result {
 	res := Result{Test: t, Firings: map[string]int{}}
 	tb := facts.NewTable(rs.Schema)
-	ev := eval.New(rs, eval.WithSeed(t.Seed), eval.WithClock(func() time.Time { return t.Now }))
+	now := t.Now // a step's now holds from that step on
+	ev := eval.New(rs, eval.WithSeed(t.Seed), eval.WithClock(func() time.Time { return now }))
 	var rev int64
 	apply := func(key string, value []byte, lease int64) facts.Change {
 		rev++
@@ -67,39 +68,48 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 		firings := map[string]int{}
 		problems := map[string][]string{}
 		rejections := map[string]bool{}
-		var plan eval.Plan
-		if i == 0 {
-			plan = ev.Full(tb)
-		} else {
-			plan = ev.Incremental(tb, changes)
+		ticked := false
+		if !s.Now.IsZero() && !s.Now.Equal(now) {
+			now, ticked = s.Now, true
 		}
-		fixed := false
-		for round := 0; round < MaxRounds; round++ {
-			res.Rounds++
-			for _, p := range plan.Problems {
-				problems[p.Rule] = append(problems[p.Rule], p.Err.Error())
-			}
-			for _, r := range plan.Rejections {
-				rejections[renderRejection(r)] = true
-			}
-			if len(plan.Firings) == 0 {
-				fixed = true
-				break
-			}
-			changes = changes[:0]
-			for _, f := range plan.Firings {
-				firings[f.Rule]++
-				res.Firings[f.Rule]++
-				for _, w := range f.Writes {
-					if w.Value == nil {
-						if _, ok := tb.Get(w.Key); !ok {
-							continue
-						}
-					}
-					changes = append(changes, apply(w.Key, w.Value, 0))
+		fixed := true
+		settle := func(plan eval.Plan) {
+			for round := 0; round < MaxRounds; round++ {
+				res.Rounds++
+				for _, p := range plan.Problems {
+					problems[p.Rule] = append(problems[p.Rule], p.Err.Error())
 				}
+				for _, r := range plan.Rejections {
+					rejections[renderRejection(r)] = true
+				}
+				if len(plan.Firings) == 0 {
+					return
+				}
+				var changes []facts.Change
+				for _, f := range plan.Firings {
+					firings[f.Rule]++
+					res.Firings[f.Rule]++
+					for _, w := range f.Writes {
+						if w.Value == nil {
+							if _, ok := tb.Get(w.Key); !ok {
+								continue
+							}
+						}
+						changes = append(changes, apply(w.Key, w.Value, 0))
+					}
+				}
+				plan = ev.Incremental(tb, changes)
 			}
-			plan = ev.Incremental(tb, changes)
+			fixed = false
+		}
+		if i == 0 {
+			settle(ev.Full(tb))
+		} else {
+			settle(ev.Incremental(tb, changes))
+		}
+		if ticked && i > 0 {
+			// Time passed: what the engine's tick evaluates (the rules that read now).
+			settle(ev.Tick(tb))
 		}
 		var out []string
 		if !fixed {

@@ -1,0 +1,47 @@
+# A deleted service is gone: its instances are stopped like any instance
+# that loses its placement (the agent stops the container, the endpoint goes
+# with the placement, gc.hcl collects the facts), its pending instances are
+# cancelled before anything places them (the scheduler places only
+# instances of services that exist), and its restart state is forgotten.
+# Scaling to 0 needs nothing of this: the instance rules stop the extras.
+rule "stop_deleted" {
+  doc       = "An instance of a service that no longer exists (desired/service/{svc} is gone) loses its placement: its agent stops it and its endpoint goes."
+  principal = "reconcile"
+  after     = ["schedule", "stop_placed_extras", "stop_replaced", "release_failed"]
+  match {
+    node = "placement/instance/{id}"
+    svc  = "observed/instance/{id}/service"
+  }
+  absent = ["desired/service/{svc}"]
+  delete "placement/instance/{id}" {}
+}
+
+rule "cancel_deleted" {
+  doc       = "A pending, unplaced instance of a service that no longer exists is stopped: it will never be placed."
+  principal = "instances"
+  after     = ["create_instances", "cancel_waiting_extras", "replace_first"]
+  match {
+    svc   = "observed/instance/{id}/service"
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["desired/service/{svc}", "placement/instance/{id}"]
+  when   = "state == 'pending'"
+  emit "observed/instance/{id}/state" {
+    value = "'stopped'"
+  }
+}
+
+rule "forget_deleted_restarts" {
+  doc       = "The restart state of a service that no longer exists is deleted: a service applied again under its name starts afresh."
+  principal = "instances"
+  after     = ["count_failure", "end_hold", "forget_failures", "restart_on_change"]
+  match {
+    last = "observed/service/{svc}/restart/last_failure"
+  }
+  absent = ["desired/service/{svc}"]
+  delete "observed/service/{svc}/restart/last_failure" {}
+  delete "observed/service/{svc}/restart/failures" {}
+  delete "observed/service/{svc}/restart/reason" {}
+  delete "observed/service/{svc}/restart/hold" {}
+  delete "observed/service/{svc}/restart/image" {}
+}
