@@ -15,15 +15,16 @@ import (
 // `ccattler apply` would wait forever. The commands that run until stopped
 // have none; `rules reload` keeps its own --timeout.
 var untimed = map[string]bool{
-	"ccattler server":       true,
-	"ccattler agent":        true,
-	"ccattler dev":          true,
-	"ccattler bench":        true,
-	"ccattler facts watch":  true,
-	"ccattler rules reload": true,
-	"ccattler rules test":   true, // local work only, however long
-	"ccattler rules check":  true,
-	"ccattler rules plan":   true,
+	"ccattler server":                true,
+	"ccattler agent":                 true,
+	"ccattler dev":                   true,
+	"ccattler bench":                 true,
+	"ccattler facts watch":           true,
+	"ccattler rules reload":          true,
+	"ccattler rules test":            true, // local work only, however long
+	"ccattler rules check":           true,
+	"ccattler rules plan":            true,
+	"ccattler cluster snapshot save": true, // as long as the keyspace takes to copy
 }
 
 // withDeadline gives cmd's context the --timeout deadline, unless cmd
