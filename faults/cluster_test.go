@@ -459,7 +459,6 @@ func (c *cluster) moveEtcdLeader(m *member) {
 	})
 }
 
-
 // world is what etcd holds about the instances at one revision.
 type world struct {
 	target    map[string]int            // service -> effective instances
