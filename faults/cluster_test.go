@@ -180,25 +180,7 @@ func newCluster(t *testing.T) *cluster {
 		peers = append(peers, fmt.Sprintf("s%d=https://127.0.0.1:%d", i+1, ports[i][1]))
 	}
 	for i := range 3 {
-		id := fmt.Sprintf("s%d", i+1)
-		mdir := filepath.Join(dir, id)
-		m := &member{id: id, client: fmt.Sprintf("https://127.0.0.1:%d", ports[i][0]), pki: filepath.Join(mdir, "pki")}
-		if err := os.MkdirAll(m.pki, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range []string{pki.CACertFile, pki.CAKeyFile} {
-			b, err := os.ReadFile(filepath.Join(ca, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(m.pki, f), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		m.proc = proc{name: id, log: filepath.Join(mdir, "server.log"), args: []string{"server",
-			"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
-			"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[i][1]),
-			"--initial-cluster", strings.Join(peers, ","), "--admin-addr", "", "--leader-ttl", "2s"}}
+		m := c.newMember(fmt.Sprintf("s%d", i+1), ports[i], strings.Join(peers, ","), "new")
 		c.members = append(c.members, m)
 	}
 	for _, m := range c.members { // together: the first waits for a quorum
@@ -219,6 +201,32 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c.engineLeader(30 * time.Second)
 	return c
+}
+
+// newMember prepares (does not start) the server of member id on ports
+// (client, peer), with its own copy of the cluster's CA.
+func (c *cluster) newMember(id string, ports [2]int, initialCluster, state string) *member {
+	t := c.t
+	t.Helper()
+	mdir := filepath.Join(c.dir, id)
+	m := &member{id: id, client: fmt.Sprintf("https://127.0.0.1:%d", ports[0]), pki: filepath.Join(mdir, "pki")}
+	if err := os.MkdirAll(m.pki, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{pki.CACertFile, pki.CAKeyFile} {
+		b, err := os.ReadFile(filepath.Join(c.dir, "ca", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.pki, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.proc = proc{name: id, log: filepath.Join(mdir, "server.log"), args: []string{"server",
+		"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
+		"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
+		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", "", "--leader-ttl", "2s"}}
+	return m
 }
 
 // endpoints are every member's client URL, as clients and agents take them.
