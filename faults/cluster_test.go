@@ -229,6 +229,22 @@ func (c *cluster) newMember(id string, ports [2]int, initialCluster, state strin
 	return m
 }
 
+// allRunning fails the test for every server that exited on its own: a
+// server must outlive the faults of the others.
+func (c *cluster) allRunning() {
+	c.t.Helper()
+	for _, m := range c.members {
+		if !m.running() {
+			c.t.Errorf("server %s exited:\n%s", m.id, tail(m.logText()))
+		}
+	}
+	for _, a := range c.agents {
+		if !a.running() {
+			c.t.Errorf("agent %s exited:\n%s", a.name, tail(a.logText()))
+		}
+	}
+}
+
 // endpoints are every member's client URL, as clients and agents take them.
 func (c *cluster) endpoints() []string {
 	var out []string

@@ -66,6 +66,7 @@ func TestKillBothLeaders(t *testing.T) {
 	}
 	c.restart(victim)
 	c.waitConverged(names, time.Minute)
+	c.allRunning()
 }
 
 // TestQuorumLoss kills 2 of the 3 servers: the agents keep every instance,
@@ -119,4 +120,5 @@ func TestQuorumLoss(t *testing.T) {
 			t.Errorf("instance %s was started again (%s, before %s)", id, after.startedAt[id], before.startedAt[id])
 		}
 	}
+	c.allRunning()
 }

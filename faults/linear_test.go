@@ -195,6 +195,7 @@ func TestEtcdLeaderKillsUnderApplies(t *testing.T) {
 	}
 	_, took := c.waitConverged(want, 2*time.Minute)
 	t.Logf("converged to the last applied counts %v within %s of the clients stopping", want, took.Round(time.Millisecond))
+	c.allRunning()
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
