@@ -122,3 +122,36 @@ func TestQuorumLoss(t *testing.T) {
 	}
 	c.allRunning()
 }
+
+// TestAllServersRestarted kills -9 every server at once and starts them
+// again: the cluster comes back from its data directories alone, and the
+// instances are the same ones, never started again.
+func TestAllServersRestarted(t *testing.T) {
+	c := newCluster(t)
+	c.startAgents(1, 5)
+	names := map[string]int{}
+	c.applyServices(names, "all", 5, 20)
+	before, _ := c.waitConverged(names, 2*time.Minute)
+	for _, m := range c.members {
+		m.kill()
+	}
+	time.Sleep(scale(2*time.Second, 30*time.Second))
+	back := time.Now()
+	c.restart(c.members...)
+	after, took := c.waitConverged(names, 2*time.Minute)
+	t.Logf("every server killed and started again: converged %s after the start (%s after they were ready)",
+		time.Since(back).Round(time.Millisecond), took.Round(time.Millisecond))
+	// Past the agents' lease TTL (10s): a lease the outage let lapse
+	// would have made its node gone and its instances replaced by now.
+	time.Sleep(12 * time.Second)
+	after, _ = c.waitConverged(names, time.Minute)
+	if got, want := after.runningIDs(), before.runningIDs(); !slices.Equal(got, want) {
+		t.Errorf("after the restart %d instances run, %d before; the ids differ", len(got), len(want))
+	}
+	for _, id := range before.runningIDs() {
+		if after.startedAt[id] != before.startedAt[id] {
+			t.Errorf("instance %s was started again", id)
+		}
+	}
+	c.allRunning()
+}
