@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Config configures an Engine. Start from NewConfig; Validate names the bad field.
@@ -64,6 +67,12 @@ type Config struct {
 	RoundTime time.Duration
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
+	// WhileLeading, when set, runs for each term of leadership, from its
+	// start until it ends (ctx done). guard holds the compares that make a
+	// transaction fail once the term is over: writes that only the leader
+	// may make (the server's observed/clock) carry it, so a deposed or
+	// standby server writes none. The term waits for it to return.
+	WhileLeading func(ctx context.Context, guard []clientv3.Cmp)
 }
 
 // DefaultLeaderPrefix is the election prefix beside a fact root:

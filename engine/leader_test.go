@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -143,5 +144,75 @@ func TestEngineSurvivesEtcdRestart(t *testing.T) {
 	v.waitValue(t, facts.EffectiveInstances("after"), "2")
 	if n := len(v.events(t)); n != 2 {
 		t.Errorf("want 2 firing records, have %d", n)
+	}
+}
+
+// TestWhileLeading: the hook runs on the leader only, with a guard that
+// holds while its term lasts and fails once the term is over; the standby
+// runs it once it takes over.
+func TestWhileLeading(t *testing.T) {
+	a := newEnv(t)
+	b := envOn(t, a.etcd)
+	type run struct {
+		guard []clientv3.Cmp
+		ended chan struct{}
+	}
+	hook := func(runs chan<- run) func(ctx context.Context, guard []clientv3.Cmp) {
+		return func(ctx context.Context, guard []clientv3.Cmp) {
+			r := run{guard: guard, ended: make(chan struct{})}
+			runs <- r
+			<-ctx.Done()
+			close(r.ended)
+		}
+	}
+	runsA, runsB := make(chan run, 4), make(chan run, 4)
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgB.Identity = "engine-b"
+	cfgA.WhileLeading, cfgB.WhileLeading = hook(runsA), hook(runsB)
+	ea := a.engine(t, &copyEval{version: "v1"}, cfgA)
+	eb := b.engine(t, &copyEval{version: "v1"}, cfgB)
+	a.run(t, ea)
+	var ra run
+	select {
+	case ra = <-runsA:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader's hook did not run")
+	}
+	b.run(t, eb)
+	waitFor(t, "engine-b campaigns", 5*time.Second, func() bool { return len(leaderKeys(t, a)) == 2 })
+	select {
+	case <-runsB:
+		t.Fatal("the standby runs the hook too")
+	case <-time.After(500 * time.Millisecond):
+	}
+	put := func(guard []clientv3.Cmp) bool {
+		resp, err := a.store.Client.Txn(a.ctx).If(guard...).Then(clientv3.OpPut("/ccattler/observed/clock", `"2026-01-01T00:00:00Z"`)).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Succeeded
+	}
+	if len(ra.guard) == 0 || !put(ra.guard) {
+		t.Fatal("the leader's guard does not hold during its term")
+	}
+	keys := leaderKeys(t, a)
+	if _, err := a.store.Client.Revoke(a.ctx, clientv3.LeaseID(keys[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ra.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deposed leader's hook was not stopped")
+	}
+	if put(ra.guard) {
+		t.Error("the deposed leader's guard still holds")
+	}
+	select {
+	case rb := <-runsB:
+		if !put(rb.guard) {
+			t.Error("the new leader's guard does not hold")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new leader's hook did not run")
 	}
 }

@@ -25,6 +25,11 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	pctx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
 	go e.pruneLoop(pctx, t)
+	if e.cfg.WhileLeading != nil {
+		hookDone := make(chan struct{})
+		go func() { defer close(hookDone); e.cfg.WhileLeading(pctx, e.guardsFor(t)) }()
+		defer func() { stopPrune(); <-hookDone }()
+	}
 
 	full := true
 	e.needFull = false

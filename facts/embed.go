@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -14,8 +16,9 @@ import (
 
 func quietLogger() *zap.Logger { return zap.NewNop() }
 
-// EmbedConfig configures the single-member etcd that `ccattler server` runs
-// in-process when no --etcd is given.
+// EmbedConfig configures the etcd member that `ccattler server` runs
+// in-process when no --etcd is given: a cluster of its own, or one member
+// of a cluster of servers (InitialCluster).
 type EmbedConfig struct {
 	DataDir     string        // where etcd keeps its data; survives restarts
 	ClientURL   string        // e.g. http://127.0.0.1:2379
@@ -34,6 +37,19 @@ type EmbedConfig struct {
 	// engine and agent transaction of a 100,000-instance apply, GiBs.
 	SnapshotCount          uint64
 	SnapshotCatchUpEntries uint64
+	// InitialCluster, when set, makes the member one of a cluster:
+	// name=peerURL pairs, comma-separated, this member's own among them
+	// (etcd's --initial-cluster). Empty: a cluster of this member alone.
+	// It is read on the member's first start only; later starts find the
+	// cluster in DataDir.
+	InitialCluster string
+	// ClusterState is "new" when the members of InitialCluster bootstrap
+	// together, "existing" when this member joins a running cluster that
+	// has already added it (ccattler cluster member add). Empty: new.
+	ClusterState string
+	// ClusterToken tells clusters apart at bootstrap (etcd's
+	// --initial-cluster-token); members of one cluster share it.
+	ClusterToken string
 	// TLS, when set, makes the member serve TLS on its client and peer
 	// URLs (https) and require every client and peer to present a
 	// certificate signed by the CA; etcd then takes a client certificate's
@@ -81,10 +97,70 @@ func (c EmbedConfig) Validate() error {
 			return fmt.Errorf("embedded etcd: %s %q: https needs the member's TLS; drop --insecure or use http://%s", name, u, p.Host)
 		}
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if c.MaxTxnOps < 128 {
 		return fmt.Errorf("embedded etcd: max txn ops %d: expected at least 128", c.MaxTxnOps)
 	}
 	return nil
+}
+
+// validateCluster checks InitialCluster and ClusterState.
+func (c EmbedConfig) validateCluster() error {
+	switch c.ClusterState {
+	case "", "new", "existing":
+	default:
+		return fmt.Errorf("embedded etcd: --initial-cluster-state %q: expected new or existing", c.ClusterState)
+	}
+	if c.InitialCluster == "" {
+		if c.ClusterState == "existing" {
+			return errors.New("embedded etcd: --initial-cluster-state existing needs --initial-cluster: the members of the cluster joined, this one among them")
+		}
+		return nil
+	}
+	members, err := ParseInitialCluster(c.InitialCluster)
+	if err != nil {
+		return err
+	}
+	own, ok := members[c.Name]
+	if !ok {
+		return fmt.Errorf("embedded etcd: --initial-cluster %q has no member named %q (--name): expected %s=%s among them", c.InitialCluster, c.Name, c.Name, c.PeerURL)
+	}
+	if !slices.Contains(own, c.PeerURL) {
+		return fmt.Errorf("embedded etcd: --initial-cluster gives member %q the peer URL %s, but --listen-peer is %s: expected them to be the same", c.Name, strings.Join(own, ","), c.PeerURL)
+	}
+	want := "http"
+	if c.TLS != nil {
+		want = "https"
+	}
+	for name, urls := range members {
+		for _, u := range urls {
+			if p, _ := url.Parse(u); p.Scheme != want {
+				return fmt.Errorf("embedded etcd: --initial-cluster member %s=%s: the members serve %s, so the URL is %s://%s", name, u, want, want, p.Host)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseInitialCluster reads etcd's --initial-cluster form,
+// name=peerURL[,name=peerURL...] (a name may repeat for several URLs).
+func ParseInitialCluster(s string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		name, u, ok := strings.Cut(part, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("embedded etcd: --initial-cluster entry %q: expected name=URL, such as s1=https://10.0.0.1:2380", part)
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("embedded etcd: --initial-cluster entry %q: expected name=URL, such as s1=https://10.0.0.1:2380", part)
+		}
+		out[name] = append(out[name], u)
+	}
+	return out, nil
 }
 
 // Embedded is a running in-process etcd member.
@@ -93,7 +169,10 @@ type Embedded struct {
 	cfg  EmbedConfig
 }
 
-// StartEmbedded starts a single-member etcd and waits until it serves.
+// StartEmbedded starts an etcd member and waits until it serves: for a
+// member of several (InitialCluster), until a quorum of them has formed
+// and this one has joined, so the servers of a new cluster are started
+// together, each within StartWithin of the others.
 func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -111,6 +190,15 @@ func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
 	ec.ListenPeerUrls = []url.URL{*pu}
 	ec.AdvertisePeerUrls = []url.URL{*pu}
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+	}
+	if cfg.ClusterState == "existing" {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
+	if cfg.ClusterToken != "" {
+		ec.InitialClusterToken = cfg.ClusterToken
+	}
 	ec.MaxTxnOps = cfg.MaxTxnOps
 	if t := cfg.TLS; t != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}

@@ -100,7 +100,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"intent/policy/service/web/instances", "intent.service.instances", []string{"policy", "web"}, Intent("policy", "web")},
 		{"lease/node/node-2", "lease.node", []string{"node-2"}, Lease("node-2")},
 		{"event/20261129T185454.000000001Z-000001", "event", []string{"20261129T185454.000000001Z-000001"}, Event("20261129T185454.000000001Z-000001")},
-		{"auth/agent-node-1/rules", "auth.rules", []string{"agent-node-1"}, AuthRules("agent-node-1")},
+		{"auth/node:node-1/rules", "auth.rules", []string{"node:node-1"}, AuthRules("node:node-1")},
 		{"schema/observed.node.capacity.gpu", "schema", []string{"observed.node.capacity.gpu"}, SchemaKey("observed.node.capacity.gpu")},
 	}
 	s := NewSchema()

@@ -69,6 +69,11 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		MaxCallSendMsgSize: 64 << 20,
 		Logger:             quietLogger(),
 		TLS:                cfg.TLS,
+		// A member that is frozen or cut off keeps its connections open
+		// and answers nothing: keepalive pings find it, so that requests
+		// move to another endpoint rather than wait on it.
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)

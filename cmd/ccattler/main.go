@@ -9,7 +9,11 @@ import (
 
 func main() {
 	root := newRootCmd()
-	if err := root.Execute(); err != nil {
+	err := explainDeadline(root.Execute())
+	if g.cancelDeadline != nil {
+		g.cancelDeadline()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		var ee exitError
 		if errors.As(err, &ee) {

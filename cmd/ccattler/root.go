@@ -23,6 +23,11 @@ type globals struct {
 	dialTimeout time.Duration // bounded wait for etcd
 	tls         tlsFlags
 	etcdGiven   bool // --etcd or CCATTLER_ETCD was set
+	// timeout bounds every client command (deadline.go); deadlined says
+	// this one runs under it, cancelDeadline releases it.
+	timeout        time.Duration
+	deadlined      bool
+	cancelDeadline func()
 }
 
 var g = &globals{}
@@ -50,6 +55,7 @@ CEL-guarded rules in HCL files.`,
 	pf.StringVar(&g.root, "root", facts.DefaultRoot, "key prefix every fact lives under")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd before giving up")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a command may take, its requests to etcd included (0: no limit; server, agent and watches run until stopped)")
 	pf.StringVar(&g.tls.cacert, "cacert", os.Getenv("CCATTLER_CACERT"), "CA certificate that signed etcd's serving certificate (env CCATTLER_CACERT)")
 	pf.StringVar(&g.tls.cert, "cert", os.Getenv("CCATTLER_CERT"), "client certificate: its Common Name is the principal (env CCATTLER_CERT)")
 	pf.StringVar(&g.tls.key, "key", os.Getenv("CCATTLER_KEY"), "key of --cert (env CCATTLER_KEY)")
@@ -64,6 +70,7 @@ CEL-guarded rules in HCL files.`,
 		if g.output != "table" && g.output != "json" {
 			return usageError("--output %q: expected table or json", g.output)
 		}
+		withDeadline(cmd)
 		return nil
 	}
 	for _, mk := range subcommands {

@@ -18,6 +18,7 @@ import (
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() { subcommands = append(subcommands, newServerCmd) }
@@ -87,6 +88,14 @@ machine from the directory holding ccattler-data find their certificates
 there (user:admin); elsewhere give --tls-dir or --cacert/--cert/--key.
 --insecure turns all of this off, and says so in the log.
 
+With --initial-cluster the embedded member is one of several: servers
+started with the same --initial-cluster (name=PEER-URL of each) form one
+etcd cluster together, each serving its own member, and elect one engine
+among them; a majority of them must run for anything to be written. They
+share one CA (ccattler certs init, then --ca-dir on each; docs/operations.md)
+so that their members trust each other. --initial-cluster-state existing
+joins a running cluster after ccattler cluster member add.
+
 With
 --etcd URL[,URL...] it uses that existing cluster and starts none. (The
 CCATTLER_ETCD variable only sets the address the client commands dial; the
@@ -103,6 +112,12 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 
   # without TLS or etcd auth (a throwaway cluster; any client may write anything)
   ccattler server --insecure
+
+  # three servers forming one etcd cluster (one CA for all: ccattler certs init --dir /etc/ccattler/pki,
+  # copied to each machine); the same on 10.0.0.2 and 10.0.0.3 with --name s2 / s3
+  ccattler server --name s1 --ca-dir /etc/ccattler/pki \
+    --listen-client https://10.0.0.1:2379 --listen-peer https://10.0.0.1:2380 \
+    --initial-cluster s1=https://10.0.0.1:2380,s2=https://10.0.0.2:2380,s3=https://10.0.0.3:2380
 
   # against an existing etcd cluster
   ccattler server --etcd http://10.0.0.1:2379,http://10.0.0.2:2379`,
@@ -143,6 +158,14 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 					return usageError("%v", err)
 				}
 			}
+			if cmd.Flags().Changed("name") && !cmd.Flags().Changed("engine-id") {
+				cfg.Engine.Identity = cfg.Embed.Name
+			}
+			for _, fl := range []string{"name", "initial-cluster", "initial-cluster-state", "initial-cluster-token"} {
+				if cmd.Flags().Changed(fl) && cmd.Flags().Changed("etcd") {
+					return usageError("--%s is about the embedded etcd member; with --etcd the server starts none", fl)
+				}
+			}
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -163,6 +186,12 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 	f.UintVar(&cfg.Embed.MaxTxnOps, "max-txn-ops", cfg.Embed.MaxTxnOps, "operations allowed in one transaction of the embedded etcd")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&cfg.Insecure, "insecure", false, "serve plain http with no client certificates and no etcd auth: any client may write anything")
+	f.StringVar(&cfg.Embed.Name, "name", cfg.Embed.Name, "this server's etcd member name (and, unless --engine-id is given, its engine's)")
+	f.StringVar(&cfg.Embed.InitialCluster, "initial-cluster", "",
+		"the servers that form the etcd cluster together: name=PEER-URL,... with this one's --name and --listen-peer among them (first start only)")
+	f.StringVar(&cfg.Embed.ClusterState, "initial-cluster-state", "new",
+		"new: the --initial-cluster members bootstrap together; existing: join a running cluster that added this member (ccattler cluster member add)")
+	f.StringVar(&cfg.Embed.ClusterToken, "initial-cluster-token", "ccattler", "shared by the members of one cluster, so that two clusters bootstrapping on one network stay apart")
 	f.StringVar(&cfg.CADir, "ca-dir", "", "the CA of the embedded etcd's TLS and of every principal's certificate (default DATA-DIR/pki; created if missing)")
 	addEngineFlags(f, &cfg)
 	return cmd
@@ -224,8 +253,19 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		leaderPrefix = engine.DefaultLeaderPrefix(admin.Root)
 	}
 	if manage {
-		if err := secureBootstrap(ctx, admin, leaderPrefix, log); err != nil {
-			return fmt.Errorf("etcd access control: %w", err)
+		// Servers of one cluster bootstrap at once; what one of them did
+		// first (auth enabled, a role added) can make another's step fail
+		// once, and the next attempt finds it done.
+		for attempt := 1; ; attempt++ {
+			err := secureBootstrap(ctx, admin, leaderPrefix, log)
+			if err == nil {
+				break
+			}
+			if attempt == 5 || ctx.Err() != nil {
+				return fmt.Errorf("etcd access control: %w", err)
+			}
+			log.Warn("etcd access control: bootstrap failed; trying again", "attempt", attempt, "err", err)
+			facts.Sleep(ctx, time.Duration(attempt)*time.Second)
 		}
 	} else if cfg.ClientTLS != nil {
 		log.Info("etcd users and roles are not managed: the server's certificate is not root's", "identity", cfg.Identity)
@@ -274,23 +314,22 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		cfg.permit = enginePermit(mirror)
 	}
 
-	// The rules engine starts once the mirror is synced.
-	engineDone, stopEngine, err := startEngine(ctx, cfg, store, mirror, log)
-	if err != nil {
-		return err
-	}
-	defer stopEngine()
-
+	// The rules engine starts once the mirror is synced. Its leader, and
+	// only it, writes observed/clock (runClock).
 	if !cfg.NoEngine {
 		interval := cfg.ClockInterval
 		if interval <= 0 {
 			interval = time.Second
 		}
-		cctx, stopClock := context.WithCancel(ctx)
-		clockDone := make(chan struct{})
-		go func() { runClock(cctx, store, interval, log); close(clockDone) }()
-		defer func() { stopClock(); <-clockDone }()
+		cfg.Engine.WhileLeading = func(ctx context.Context, guard []clientv3.Cmp) {
+			runClock(ctx, store, interval, guard, log)
+		}
 	}
+	engineDone, stopEngine, err := startEngine(ctx, cfg, store, mirror, log)
+	if err != nil {
+		return err
+	}
+	defer stopEngine()
 
 	log.Info("server ready", "endpoints", strings.Join(endpoints, ","))
 	if secureHint != "" {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // runClock writes observed/clock every interval until ctx is done. Rules
@@ -13,7 +15,11 @@ import (
 // so time reaches the engine as a fact: the round that acts on it is
 // triggered by its change, and `why` shows the clock value it read. A failed
 // write is retried at the next tick; time simply stands still meanwhile.
-func runClock(ctx context.Context, store *facts.Store, interval time.Duration, log *slog.Logger) {
+//
+// Only the engine leader runs it (engine.Config.WhileLeading), and every
+// write carries the term's guard: with several servers one clock ticks,
+// and a deposed leader that has not noticed yet writes nothing.
+func runClock(ctx context.Context, store *facts.Store, interval time.Duration, guard []clientv3.Cmp, log *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
@@ -21,7 +27,7 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, l
 	for {
 		// A tick early within the same second has nothing new to say.
 		if now := time.Now().UTC().Truncate(time.Second); !now.Equal(last) {
-			_, err := store.PutValue(ctx, facts.Clock(), now)
+			err := putClock(ctx, store, now, guard)
 			switch {
 			case err == nil:
 				last = now
@@ -29,6 +35,8 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, l
 					log.Info("clock: writing observed/clock again")
 					failing = false
 				}
+			case errors.Is(err, facts.ErrConflict):
+				return // the term is over; the next leader's clock ticks
 			case ctx.Err() == nil && !failing:
 				log.Warn("clock: cannot write observed/clock; rules about time wait", "err", err)
 				failing = true
@@ -40,4 +48,15 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, l
 		case <-tick.C:
 		}
 	}
+}
+
+func putClock(ctx context.Context, store *facts.Store, now time.Time, guard []clientv3.Cmp) error {
+	raw, err := store.Schema.Encode(facts.Clock(), now)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = store.Commit(wctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Clock(), raw)}, Guard: guard})
+	return err
 }

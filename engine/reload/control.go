@@ -57,25 +57,39 @@ func (r *Reloader) Run(ctx context.Context) {
 func (r *Reloader) requestLoop(ctx context.Context) {
 	cli, key := r.cfg.Store.Client, RequestKey(r.cfg.Store.Root)
 	var from int64
+	// A watch that breaks again at once (etcd without quorum, a member
+	// gone) is retried after a pause that doubles up to watchBackoffMax,
+	// so a long outage costs a few warnings, not ten a second. A watch
+	// that delivered something, or lasted, starts the pause over.
+	pause := time.Duration(0)
+	backoff := func() {
+		pause = min(max(2*pause, watchBackoffMin), watchBackoffMax)
+		facts.Sleep(ctx, pause)
+	}
 	for ctx.Err() == nil {
 		if from == 0 {
 			resp, err := cli.Get(ctx, key)
 			if err != nil {
-				r.log.Warn("reload: cannot read the request key; retrying", "key", key, "err", err)
-				facts.Sleep(ctx, time.Second)
+				r.log.Warn("reload: cannot read the request key; retrying", "key", key, "err", err, "in", min(max(2*pause, watchBackoffMin), watchBackoffMax))
+				backoff()
 				continue
 			}
 			from = resp.Header.Revision + 1
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		began, healthy := time.Now(), false
 		for resp := range cli.Watch(wctx, key, clientv3.WithRev(from)) {
 			if err := resp.Err(); err != nil {
-				r.log.Warn("reload: request watch broke; watching again", "key", key, "err", err)
+				if ctx.Err() == nil {
+					r.log.Warn("reload: request watch broke; watching again", "key", key, "err", err,
+						"in", min(max(2*pause, watchBackoffMin), watchBackoffMax))
+				}
 				if resp.CompactRevision > 0 {
 					from = 0 // requests in the compacted range are lost; watch from now
 				}
 				break
 			}
+			healthy = true
 			for _, ev := range resp.Events {
 				from = ev.Kv.ModRevision + 1
 				if ev.Type != clientv3.EventTypePut {
@@ -91,9 +105,19 @@ func (r *Reloader) requestLoop(ctx context.Context) {
 			}
 		}
 		cancel()
-		facts.Sleep(ctx, 100*time.Millisecond)
+		if healthy || time.Since(began) > watchHealthy {
+			pause = 0
+		}
+		backoff()
 	}
 }
+
+// The pauses between attempts of a broken request watch.
+var (
+	watchBackoffMin = 100 * time.Millisecond
+	watchBackoffMax = 10 * time.Second
+	watchHealthy    = 30 * time.Second // a watch that lasted this long was not failing
+)
 
 // statusLoop writes the status whenever it changes, on a lease kept alive
 // while the server runs: a server that stops leaves no stale status behind.

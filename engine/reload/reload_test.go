@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -320,5 +321,56 @@ func TestRequestWithoutServers(t *testing.T) {
 	got, asked, err := reload.Answers(ctx, s, req.ID, rev)
 	if err != nil || len(got) != 0 || len(asked) != 0 || time.Since(start) > time.Second {
 		t.Errorf("answers %v of %v after %s: %v", got, asked, time.Since(start), err)
+	}
+}
+
+// countHandler counts the log records whose message starts with prefix.
+type countHandler struct {
+	prefix string
+	mu     sync.Mutex
+	n      int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.mu.Lock()
+		h.n++
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// TestRequestWatchBacksOff: with etcd out of reach (here: a closed client,
+// every call failing at once) the request watch is retried after pauses
+// that double, not every 100ms: a few warnings in three seconds, not thirty.
+func TestRequestWatchBacksOff(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	dir := t.TempDir()
+	write(t, dir, "scheduler.hcl", spread)
+	rs, diags := rules.Load(dir, rules.WithSchema(s.Schema))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h := &countHandler{prefix: "reload: cannot read the request key"}
+	r, err := reload.New(reload.Config{Dir: dir, Store: s, Identity: "server-1", Install: func(*rules.RuleSet) {},
+		Log: slog.New(h)}, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	r.Run(ctx)
+	// 100ms, 200ms, 400ms, 800ms, 1.6s: at most six attempts in 3s.
+	if n := h.count(); n < 2 || n > 6 {
+		t.Errorf("%d failed attempts to read the request key in 3s: expected a handful, pauses doubling from 100ms", n)
 	}
 }

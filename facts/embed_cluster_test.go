@@ -1,0 +1,45 @@
+package facts_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// TestInitialClusterValidation: a mistaken --initial-cluster is an error
+// naming the flag and what was expected, before any member starts.
+func TestInitialClusterValidation(t *testing.T) {
+	base := func() facts.EmbedConfig {
+		c := facts.NewEmbedConfig()
+		c.Name, c.DataDir = "s1", t.TempDir()
+		c.ClientURL, c.PeerURL = "https://127.0.0.1:2379", "https://127.0.0.1:2380"
+		c.TLS = &facts.EmbedTLS{}
+		return c
+	}
+	for _, tc := range []struct {
+		name, cluster, state, want string
+	}{
+		{"ok", "s1=https://127.0.0.1:2380,s2=https://127.0.0.2:2380", "", ""},
+		{"ok existing", "s1=https://127.0.0.1:2380,s2=https://127.0.0.2:2380", "existing", ""},
+		{"not a pair", "s1=https://127.0.0.1:2380,s2", "", `entry "s2": expected name=URL`},
+		{"not a URL", "s1=127.0.0.1:2380", "", `expected name=URL`},
+		{"own name missing", "s2=https://127.0.0.2:2380,s3=https://127.0.0.3:2380", "", `no member named "s1" (--name)`},
+		{"own URL differs", "s1=https://127.0.0.9:2380,s2=https://127.0.0.2:2380", "", "but --listen-peer is https://127.0.0.1:2380"},
+		{"plain peer under TLS", "s1=https://127.0.0.1:2380,s2=http://127.0.0.2:2380", "", "the members serve https, so the URL is https://127.0.0.2:2380"},
+		{"bad state", "s1=https://127.0.0.1:2380", "joined", `--initial-cluster-state "joined": expected new or existing`},
+		{"existing alone", "", "existing", "existing needs --initial-cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			c.InitialCluster, c.ClusterState = tc.cluster, tc.state
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

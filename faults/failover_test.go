@@ -1,0 +1,157 @@
+package faults
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKillBothLeaders kills -9 the server that is both etcd's leader and
+// the engine's: the survivors elect a leader and an engine within seconds,
+// the engine then acts again (a scale-up it had not seen is carried out),
+// and every instance that ran before runs still, under the same id.
+func TestKillBothLeaders(t *testing.T) {
+	c := newCluster(t)
+	services, per := scale(10, 20), scale(30, 50) // 300 or 1,000 instances
+	c.startAgents(2, scale(5, 10))
+	names := map[string]int{}
+	c.applyServices(names, "web", services, per)
+	before, took := c.waitConverged(names, scale(3*time.Minute, 5*time.Minute))
+	t.Logf("converged: %d instances over %d nodes in %s", len(before.runningIDs()), 2*scale(5, 10), took.Round(time.Millisecond))
+
+	victim := c.engineLeader(30 * time.Second)
+	c.moveEtcdLeader(victim)
+	killed := time.Now()
+	victim.kill()
+	t.Logf("killed %s (etcd leader and engine leader)", victim.id)
+
+	var etcdElected, engineElected time.Duration
+	c.poll("the survivors elect an etcd leader", 30*time.Second, func() (bool, string) {
+		m, ok := c.etcdLeader()
+		if ok && m != victim {
+			etcdElected = time.Since(killed)
+			return true, ""
+		}
+		return false, "no leader yet"
+	})
+	c.poll("a survivor's engine leads", 30*time.Second, func() (bool, string) {
+		id, err := c.electedEngine()
+		if err == nil && id != "" && id != victim.id {
+			engineElected = time.Since(killed)
+			return true, ""
+		}
+		return false, fmt.Sprintf("elected %q (%v)", id, err)
+	})
+	t.Logf("etcd leader elected %s after the kill; engine leading %s after the kill (%s after etcd's election)",
+		etcdElected.Round(time.Millisecond), engineElected.Round(time.Millisecond), (engineElected - etcdElected).Round(time.Millisecond))
+	if engineElected-etcdElected > 5*time.Second {
+		t.Errorf("the engine resumed %s after etcd's election: expected within 5s", engineElected-etcdElected)
+	}
+
+	// The new engine acts: one service scaled up is carried out, and
+	// nothing that ran stopped.
+	c.applyServices(names, "web", 1, per+5)
+	after, took := c.waitConverged(names, 2*time.Minute)
+	t.Logf("scale-up of web-0 carried out %s after the kill (%s after it was applied)", time.Since(killed).Round(time.Millisecond), took.Round(time.Millisecond))
+	want := services*per + 5
+	if got := len(after.runningIDs()); got != want {
+		t.Errorf("%d instances run, want exactly %d", got, want)
+	}
+	for _, id := range before.runningIDs() {
+		if after.states[id] != "running" || after.startedAt[id] != before.startedAt[id] {
+			t.Errorf("instance %s ran before the kill and is now %q (started %s, before %s)", id, after.states[id], after.startedAt[id], before.startedAt[id])
+		}
+	}
+	c.restart(victim)
+	c.waitConverged(names, time.Minute)
+	c.allRunning()
+}
+
+// TestQuorumLoss kills 2 of the 3 servers: the agents keep every instance,
+// `ccattler apply` fails within its --timeout naming the endpoints, and
+// once the two are back the cluster converges with the same instance ids.
+func TestQuorumLoss(t *testing.T) {
+	c := newCluster(t)
+	c.startAgents(2, scale(5, 10))
+	names := map[string]int{}
+	c.applyServices(names, "api", scale(5, 20), scale(20, 50))
+	before, _ := c.waitConverged(names, 3*time.Minute)
+	ids := before.runningIDs()
+	t.Logf("converged: %d instances", len(ids))
+
+	lost := c.members[:2]
+	for _, m := range lost {
+		m.kill()
+	}
+	downFor := scale(20*time.Second, 3*time.Minute) // past the agents' 10s lease TTL
+	lostAt := time.Now()
+	r := c.client("--timeout", "3s", "apply", "-f", c.dir+"/api.hcl")
+	t.Logf("apply without quorum: exit %d after %s: %s", r.code, r.took.Round(time.Millisecond), strings.TrimSpace(r.stderr))
+	if r.code != 1 {
+		t.Errorf("apply without quorum: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	if r.took > 3*time.Second+5*time.Second {
+		t.Errorf("apply without quorum took %s: expected to fail within its --timeout 3s (plus start-up)", r.took)
+	}
+	if !strings.Contains(r.stderr, c.members[2].client) || !strings.Contains(r.stderr, "quorum") {
+		t.Errorf("apply without quorum: the error names neither the endpoints nor the cause:\n%s", r.stderr)
+	}
+	g := c.client("--timeout", "3s", "get", "services")
+	if g.code != 1 {
+		t.Errorf("get without quorum: exit %d, want 1\n%s", g.code, g.stderr)
+	}
+	for _, a := range c.agents {
+		if !a.running() {
+			t.Errorf("agent %s exited while the cluster had no quorum:\n%s", a.name, tail(a.logText()))
+		}
+	}
+	time.Sleep(time.Until(lostAt.Add(downFor)))
+	back := time.Now()
+	c.restart(lost...) // together: neither has a quorum alone
+	after, took := c.waitConverged(names, 2*time.Minute)
+	t.Logf("quorum lost for %s; converged %s after the servers were started again", back.Sub(lostAt).Round(time.Second), took.Round(time.Millisecond))
+	if got := after.runningIDs(); !slices.Equal(got, ids) {
+		t.Errorf("after the quorum came back %d instances run, %d before; the ids differ", len(got), len(ids))
+	}
+	for _, id := range ids {
+		if after.startedAt[id] != before.startedAt[id] {
+			t.Errorf("instance %s was started again (%s, before %s)", id, after.startedAt[id], before.startedAt[id])
+		}
+	}
+	c.allRunning()
+}
+
+// TestAllServersRestarted kills -9 every server at once and starts them
+// again: the cluster comes back from its data directories alone, and the
+// instances are the same ones, never started again.
+func TestAllServersRestarted(t *testing.T) {
+	c := newCluster(t)
+	c.startAgents(1, 5)
+	names := map[string]int{}
+	c.applyServices(names, "all", 5, 20)
+	before, _ := c.waitConverged(names, 2*time.Minute)
+	for _, m := range c.members {
+		m.kill()
+	}
+	time.Sleep(scale(2*time.Second, 30*time.Second))
+	back := time.Now()
+	c.restart(c.members...)
+	after, took := c.waitConverged(names, 2*time.Minute)
+	t.Logf("every server killed and started again: converged %s after the start (%s after they were ready)",
+		time.Since(back).Round(time.Millisecond), took.Round(time.Millisecond))
+	// Past the agents' lease TTL (10s): a lease the outage let lapse
+	// would have made its node gone and its instances replaced by now.
+	time.Sleep(12 * time.Second)
+	after, _ = c.waitConverged(names, time.Minute)
+	if got, want := after.runningIDs(), before.runningIDs(); !slices.Equal(got, want) {
+		t.Errorf("after the restart %d instances run, %d before; the ids differ", len(got), len(want))
+	}
+	for _, id := range before.runningIDs() {
+		if after.startedAt[id] != before.startedAt[id] {
+			t.Errorf("instance %s was started again", id)
+		}
+	}
+	c.allRunning()
+}
