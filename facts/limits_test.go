@@ -14,9 +14,9 @@ func TestValueLimits(t *testing.T) {
 		key, raw string
 		limit    string // the LimitError's Name, or "" for a TextError
 	}{
-		{"auth/alice/rules", `{"a": "` + strings.Repeat("x", 10<<20) + `"}`, "MaxValueBytes"},
-		{"auth/alice/rules", deep, "MaxValueDepth"},
-		{"auth/alice/rules", strings.Repeat(`{"a": `, MaxValueDepth+1) + "1" + strings.Repeat("}", MaxValueDepth+1), "MaxValueDepth"},
+		{"auth/user:alice/rules", `{"a": "` + strings.Repeat("x", 10<<20) + `"}`, "MaxValueBytes"},
+		{"auth/user:alice/rules", deep, "MaxValueDepth"},
+		{"auth/user:alice/rules", strings.Repeat(`{"a": `, MaxValueDepth+1) + "1" + strings.Repeat("}", MaxValueDepth+1), "MaxValueDepth"},
 		{"desired/service/web/image", `"` + strings.Repeat("a", 5<<20) + `"`, "MaxValueBytes"},
 		{"desired/service/web/image", `"` + strings.Repeat("a", MaxImageBytes+1) + `"`, "MaxImageBytes"},
 		{"desired/service/web/health/path", `"/` + strings.Repeat("a", MaxPathBytes) + `"`, "MaxPathBytes"},
@@ -46,7 +46,7 @@ func TestValueLimits(t *testing.T) {
 	for key, raw := range map[string]string{
 		"desired/service/web/instances": "10000",
 		"desired/service/web/image":     `"` + strings.Repeat("a", MaxImageBytes) + `"`,
-		"auth/alice/rules":              strings.Repeat("[", MaxValueDepth) + strings.Repeat("]", MaxValueDepth),
+		"auth/user:alice/rules":              strings.Repeat("[", MaxValueDepth) + strings.Repeat("]", MaxValueDepth),
 		"observed/instance/a8f31/image": `"registry.example/日本/nginx:1.28"`,
 	} {
 		if _, err := Default.Validate(key, []byte(raw)); err != nil {

@@ -265,8 +265,8 @@ func TestProblems(t *testing.T) {
 			t.Fatal("the guard has no untracked program: nothing to test")
 		}
 		tb := newTable()
-		tb.put(facts.AuthRules("small"), `"nginx:1.28"`)
-		tb.put(facts.AuthRules("huge"), `"`+strings.Repeat("a", facts.MaxValueBytes-2)+`"`)
+		tb.put(facts.AuthRules("user:small"), `"nginx:1.28"`)
+		tb.put(facts.AuthRules("user:huge"), `"`+strings.Repeat("a", facts.MaxValueBytes-2)+`"`)
 		p := eval.New(rs).Full(tb)
 		if len(p.Problems) != 1 || !strings.Contains(p.Problems[0].Err.Error(), "cost budget") {
 			t.Errorf("problems %v firings %d: want the huge image over the budget", p.Problems, len(p.Firings))

@@ -6,6 +6,8 @@ test "delete a service: placements released, endpoints gone, the pending one can
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
     "lease/node/node-1"                    = {}
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
     "desired/service/web"                  = {}
     "desired/service/web/image"            = "nginx:1.28"
     "desired/service/web/instances"        = 3
@@ -16,11 +18,13 @@ test "delete a service: placements released, endpoints gone, the pending one can
     "observed/instance/a0001/state"        = "running"
     "observed/instance/a0001/health"       = "healthy"
     "observed/instance/a0001/ip"           = "10.1.0.5"
+    "observed/instance/a0001/node"         = "node-1"
     "placement/instance/a0001"             = "node-1"
     "observed/instance/a0002/service"      = "web"
     "observed/instance/a0002/state"        = "running"
     "observed/instance/a0002/health"       = "healthy"
     "observed/instance/a0002/ip"           = "10.1.0.6"
+    "observed/instance/a0002/node"         = "node-1"
     "placement/instance/a0002"             = "node-1"
     "observed/instance/a0003/service"      = "web"
     "observed/instance/a0003/state"        = "pending"
@@ -29,7 +33,7 @@ test "delete a service: placements released, endpoints gone, the pending one can
     writes = {
       "effective/service/web/instances" = 3
       "endpoint/service/web/a0001"      = { ip = "10.1.0.5", port = 8080 }
-      "endpoint/service/web/a0002"      = { ip = "10.1.0.6", port = 8080 }
+      "endpoint/service/web/a0002"      = { ip = "10.1.0.5", port = 8080 } # the node's address
     }
     # a0003 does not fit: two instances of 2 cpu fill the node
     rejections = ["schedule node=node-1: cpu"]
@@ -86,6 +90,7 @@ test "scale to 0: every instance stopped, the pending one cancelled" {
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
     "lease/node/node-1"                    = {}
+    "observed/node/node-1/leased"          = true
     "desired/service/web"                  = {}
     "desired/service/web/image"            = "nginx:1.28"
     "desired/service/web/resources/cpu"    = 2

@@ -7,6 +7,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
     "observed/node/node-1/capacity/memory" = "8Gi"
     "observed/node/node-1/network"         = "host"
     "lease/node/node-1"                    = {}
+    "observed/node/node-1/leased"          = true
     "desired/service/one"                  = {}
     "desired/service/one/expose/8080"      = {}
     "desired/service/two"                  = {}
@@ -30,6 +31,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
       "observed/node/node-2/capacity/memory" = "8Gi"
       "observed/node/node-2/network"         = "host"
       "lease/node/node-2"                    = {}
+      "observed/node/node-2/leased"          = true
     }
     expect {
       writes  = { "placement/instance/b0001" = "node-2" }
@@ -55,6 +57,7 @@ test "nodes that give each instance its own address (sim, the key schema's examp
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
     "lease/node/node-1"                    = {}
+    "observed/node/node-1/leased"          = true
     "desired/service/one"                  = {}
     "desired/service/one/expose/8080"      = {}
     "observed/instance/a0001/service"      = "one"

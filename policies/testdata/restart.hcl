@@ -9,10 +9,12 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
     "lease/node/node-1"                    = {}
+    "observed/node/node-1/leased"          = true
     "observed/node/node-2/state"           = "alive"
     "observed/node/node-2/capacity/cpu"    = 4
     "observed/node/node-2/capacity/memory" = "8Gi"
     "lease/node/node-2"                    = {}
+    "observed/node/node-2/leased"          = true
     "desired/service/bad"                  = {}
     "desired/service/bad/image"            = "nope:1"
     "desired/service/bad/instances"        = 1
@@ -207,6 +209,7 @@ test "a fixed image is tried at once: the backoff ends when the image changes" {
     "observed/node/node-1/capacity/memory"      = "8Gi"
     "desired/service/web"                       = {}
     "lease/node/node-1"                         = {}
+    "observed/node/node-1/leased"               = true
     "desired/service/web/image"                 = "web:1-typo"
     "intent/user/service/web/instances"         = 1
     "effective/service/web/instances"           = 1
