@@ -46,7 +46,7 @@ func TestValueLimits(t *testing.T) {
 	for key, raw := range map[string]string{
 		"desired/service/web/instances": "10000",
 		"desired/service/web/image":     `"` + strings.Repeat("a", MaxImageBytes) + `"`,
-		"auth/user:alice/rules":              strings.Repeat("[", MaxValueDepth) + strings.Repeat("]", MaxValueDepth),
+		"auth/user:alice/rules":         strings.Repeat("[", MaxValueDepth) + strings.Repeat("]", MaxValueDepth),
 		"observed/instance/a8f31/image": `"registry.example/日本/nginx:1.28"`,
 	} {
 		if _, err := Default.Validate(key, []byte(raw)); err != nil {
