@@ -16,7 +16,7 @@ import (
 	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
-// TestDevRunsTheMainJob runs the README's first command as a newcomer
+// TestDevRunsTheMainJob runs the README's one-process command (dev) as a newcomer
 // would, on free ports instead of etcd's default ones: the three instances
 // of examples/web.hcl are placed, run and get endpoints, the live log says
 // so in words, other commands reach it, and Ctrl-C stops it with exit code
