@@ -62,6 +62,10 @@ const (
 	// MaxExposePorts bounds the ports one service exposes: each becomes a
 	// key and, per instance, an endpoint.
 	MaxExposePorts = 100
+
+	// MaxMapEntries bounds a service's env and labels, each: every entry
+	// is a key, and every container started carries them all.
+	MaxMapEntries = 128
 )
 
 // LimitError is an input over one of the limits above. Offset is the byte

@@ -314,6 +314,13 @@ func (d *decoder) stringMap(at *hcl.Attribute, base, attr string, o *Object) {
 		d.errorf(at.Expr.Range().Ptr(), at.Range.Ptr(), fmt.Sprintf("Invalid value for %q", attr), "%q expects %s.", attr, want)
 		return
 	}
+	if len(pairs) > facts.MaxMapEntries {
+		d.errorf(pairs[facts.MaxMapEntries].Key.Range().Ptr(), at.Range.Ptr(),
+			fmt.Sprintf("More than %d entries in %q (MaxMapEntries)", facts.MaxMapEntries, attr),
+			"%q has %d entries; a service may have at most %d (facts.MaxMapEntries), since each is a key and every container carries them all.",
+			attr, len(pairs), facts.MaxMapEntries)
+		return
+	}
 	seen := map[string]bool{}
 	for _, p := range pairs {
 		k, diags := p.Key.Value(nil)

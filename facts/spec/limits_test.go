@@ -16,6 +16,10 @@ func TestDecodeLimits(t *testing.T) {
 	for i := range ports {
 		ports[i] = fmt.Sprint(8000 + i)
 	}
+	labels := make([]string, facts.MaxMapEntries+1)
+	for i := range labels {
+		labels[i] = fmt.Sprintf("l%03d = \"x\"", i)
+	}
 	cases := []struct {
 		name, src string
 		want      string // the first diagnostic, as DiagString renders it, up to its first ';' or '.' of Detail
@@ -39,6 +43,8 @@ func TestDecodeLimits(t *testing.T) {
 			`f.hcl:2:11: Character U+000A not allowed in "image"`, `"`},
 		{"too many ports", "service \"web\" {\n  expose = [" + strings.Join(ports, ", ") + "]\n}\n",
 			"f.hcl:2:" + fmt.Sprint(13+6*facts.MaxExposePorts) + ": More than 100 ports (MaxExposePorts)", "8"},
+		{"too many labels", "service \"web\" {\n  labels = { " + strings.Join(labels, ", ") + " }\n}\n",
+			"f.hcl:2:" + fmt.Sprint(14+12*facts.MaxMapEntries) + `: More than 128 entries in "labels" (MaxMapEntries)`, "l"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
