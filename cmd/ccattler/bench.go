@@ -49,6 +49,8 @@ type benchFlags struct {
 	roundFirings int
 	agentCache   bool
 	secure       bool
+	roundCost    uint64
+	roundTime    time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -134,6 +136,8 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
 	fl.BoolVar(&f.agentCache, "agent-cache", false, "let the simulated nodes keep their local caches (a file each, rewritten on every change of their placements) on this machine's disk; off by default: on a cluster every node writes its own, and here a thousand share two cores with the control plane")
+	fl.Uint64Var(&f.roundCost, "round-cost", engine.NewConfig().RoundCost, "the CEL cost a round may spend before its plan is committed (0: no limit), as ccattler server's --round-cost")
+	fl.DurationVar(&f.roundTime, "round-time", engine.NewConfig().RoundTime, "how long a round may evaluate before its plan is committed (0: no limit), as ccattler server's --round-time")
 	fl.BoolVar(&f.secure, "secure", false, "run the control plane as ccattler server does by default: TLS with client certificates and etcd auth, the nodes under node:node-*, the services applied as user:admin")
 	fl.IntVar(&f.agentBatch, "agent-batch", 1000, "operations per agent transaction (the embedded etcd allows 16384)")
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
@@ -237,6 +241,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	}
 	cfg.Engine.Identity = "bench"
 	cfg.Engine.RoundFirings = f.roundFirings
+	cfg.Engine.RoundCost, cfg.Engine.RoundTime = f.roundCost, f.roundTime
 	cfg.Ops.AdminAddr = "" // no /metrics: the bench reads the engine's counters itself
 	var eng *engine.Engine
 	cfg.OnEngine = func(e *engine.Engine) { eng = e }
