@@ -54,13 +54,11 @@ are removed loses its access. Only user:admin may write auth/.`,
 			} else if rules, err = defaultRules(p); err != nil {
 				return usageError("%v", strings.TrimPrefix(err.Error(), "access: "))
 			}
-			s, err := g.dial(cmd.Context())
+			s, ctx, done, err := authStore(cmd)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
+			defer done()
 			key := s.Abs(facts.AuthRules(p))
 			txn := s.Client.Txn(ctx)
 			if !force {
@@ -92,13 +90,11 @@ are removed loses its access. Only user:admin may write auth/.`,
 		Short: "List the principals and what they may write",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.dial(cmd.Context())
+			s, ctx, done, err := authStore(cmd)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
+			defer done()
 			fs, _, err := s.List(ctx, "auth/", 0)
 			if err != nil {
 				return exitError{code: 1, err: err}
@@ -142,13 +138,11 @@ are removed loses its access. Only user:admin may write auth/.`,
 		Short: "Revoke a principal: its rules are deleted and etcd stops accepting it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.dial(cmd.Context())
+			s, ctx, done, err := authStore(cmd)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
+			defer done()
 			resp, err := s.Client.Delete(ctx, s.Abs(facts.AuthRules(args[0])))
 			if err != nil {
 				return exitError{code: 1, err: err}
@@ -170,4 +164,15 @@ func defaultRules(p string) (access.Rules, error) {
 		return builtinAccess(g.root, engine.DefaultLeaderPrefix(g.root))[p], nil
 	}
 	return access.Default(p, reload.CtlPrefix(g.root), engine.DefaultLeaderPrefix(g.root))
+}
+
+// authStore dials as the flags say, with a deadline on what follows; done
+// releases both.
+func authStore(cmd *cobra.Command) (*facts.Store, context.Context, func(), error) {
+	s, err := g.dial(cmd.Context())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+	return s, ctx, func() { cancel(); s.Close() }, nil
 }
