@@ -10,8 +10,8 @@ import (
 
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // Knobs turn a running simulated fleet from outside, through plugin facts
@@ -161,12 +161,8 @@ func RegisterOps() facts.Txn {
 	}}
 }
 
-func isDenied(err error) bool {
-	return errors.Is(rpctypes.Error(errors.Unwrap(err)), rpctypes.ErrPermissionDenied) || strings.Contains(err.Error(), rpctypes.ErrPermissionDenied.Error())
-}
-
 func (f *Fleet) follow(ctx context.Context, store *facts.Store) error {
-	if _, err := store.Commit(ctx, RegisterOps()); err != nil && !isDenied(err) {
+	if _, err := store.Commit(ctx, RegisterOps()); err != nil && !access.IsDenied(err) {
 		// Denied: the fleet's identity may not write schema/; an admin
 		// registers the knobs (ccattler auth add node:{prefix}* does).
 		return err

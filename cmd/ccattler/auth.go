@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/engine"
@@ -54,11 +52,12 @@ are removed loses its access. Only user:admin may write auth/.`,
 			} else if rules, err = defaultRules(p); err != nil {
 				return usageError("%v", strings.TrimPrefix(err.Error(), "access: "))
 			}
-			s, ctx, done, err := authStore(cmd)
+			s, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer s.Close()
+			ctx := cmd.Context() // bounded by --timeout
 			key := s.Abs(facts.AuthRules(p))
 			txn := s.Client.Txn(ctx)
 			if !force {
@@ -90,11 +89,12 @@ are removed loses its access. Only user:admin may write auth/.`,
 		Short: "List the principals and what they may write",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ctx, done, err := authStore(cmd)
+			s, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer s.Close()
+			ctx := cmd.Context() // bounded by --timeout
 			fs, _, err := s.List(ctx, "auth/", 0)
 			if err != nil {
 				return exitError{code: 1, err: err}
@@ -106,7 +106,7 @@ are removed loses its access. Only user:admin may write auth/.`,
 			}
 			var rows []row
 			for _, f := range fs {
-				p, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "auth/"), "/rules")
+				p, ok := access.PrincipalOf(f.Key)
 				if !ok {
 					continue
 				}
@@ -138,11 +138,12 @@ are removed loses its access. Only user:admin may write auth/.`,
 		Short: "Revoke a principal: its rules are deleted and etcd stops accepting it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ctx, done, err := authStore(cmd)
+			s, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer s.Close()
+			ctx := cmd.Context() // bounded by --timeout
 			resp, err := s.Client.Delete(ctx, s.Abs(facts.AuthRules(args[0])))
 			if err != nil {
 				return exitError{code: 1, err: err}
@@ -164,15 +165,4 @@ func defaultRules(p string) (access.Rules, error) {
 		return builtinAccess(g.root, engine.DefaultLeaderPrefix(g.root))[p], nil
 	}
 	return access.Default(p, reload.CtlPrefix(g.root), engine.DefaultLeaderPrefix(g.root))
-}
-
-// authStore dials as the flags say, with a deadline on what follows; done
-// releases both.
-func authStore(cmd *cobra.Command) (*facts.Store, context.Context, func(), error) {
-	s, err := g.dial(cmd.Context())
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-	return s, ctx, func() { cancel(); s.Close() }, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -123,7 +122,7 @@ func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix strin
 	}
 	ps := map[string]access.Rules{}
 	for _, f := range fs {
-		p, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "auth/"), "/rules")
+		p, ok := access.PrincipalOf(f.Key)
 		if r, err := access.Parse(p, f.Value); ok && err == nil {
 			ps[p] = r
 		}
@@ -203,7 +202,7 @@ func dedupe(in []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, s := range in {
-		if !seen[s] && (net.ParseIP(s) != nil || s != "") {
+		if s != "" && !seen[s] {
 			seen[s] = true
 			out = append(out, s)
 		}

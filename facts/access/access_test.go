@@ -83,6 +83,10 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 			t.Errorf("node-2 put %s: %v; want permission denied", key, err)
 		}
 	}
+	// Through the store, whose Commit wraps etcd's refusal.
+	if _, err := node2.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put("desired/service/evil/image", []byte(`"evil"`))}}); !access.IsDenied(err) {
+		t.Errorf("node-2 commit desired/: %v; want a refusal IsDenied recognises", err)
+	}
 	for _, key := range []string{"observed/node/node-2", "observed/node/node-2/state", "lease/node/node-2",
 		"observed/instance/abcde/state", "observed/volume/data/state", "observed/service/web/metrics/cpu/abcde"} {
 		if err := put(node2, key); err != nil {
@@ -210,5 +214,20 @@ func TestCovers(t *testing.T) {
 		if got := eng.Covers(prefix); got != want {
 			t.Errorf("engine covers %q = %v, want %v", prefix, got, want)
 		}
+	}
+}
+
+func TestPrincipalOf(t *testing.T) {
+	for key, want := range map[string]string{
+		"auth/node:node-2/rules": "node:node-2", "auth/engine/rules": "engine",
+		"auth//rules": "", "auth/a/b/rules": "", "auth/x/other": "", "desired/x/rules": "",
+	} {
+		got, ok := access.PrincipalOf(key)
+		if ok != (want != "") || (ok && got != want) {
+			t.Errorf("PrincipalOf(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	if access.IsDenied(nil) || access.IsDenied(errors.New("etcdserver: request timed out")) {
+		t.Error("IsDenied accepts what is not etcd's refusal")
 	}
 }

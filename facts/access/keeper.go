@@ -140,8 +140,8 @@ func (k *Keeper) read() (map[string]Rules, []string) {
 	}
 	k.Mirror.View(func(r facts.Reader) {
 		r.Prefix("auth/", func(f facts.Fact) bool {
-			principal, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "auth/"), "/rules")
-			if !ok || strings.Contains(principal, "/") {
+			principal, ok := PrincipalOf(f.Key)
+			if !ok {
 				return true
 			}
 			rules, err := Parse(principal, f.Value)
@@ -185,9 +185,21 @@ func Bootstrap(ctx context.Context, s *facts.Store, builtins map[string]Rules) (
 	return wrote, nil
 }
 
-// IsDenied reports whether err is etcd refusing a principal.
+// PrincipalOf returns the principal of an auth/{principal}/rules key
+// (relative to the root).
+func PrincipalOf(key string) (string, bool) {
+	p, ok := strings.CutSuffix(strings.TrimPrefix(key, "auth/"), "/rules")
+	return p, ok && strings.HasPrefix(key, "auth/") && p != "" && !strings.Contains(p, "/")
+}
+
+// IsDenied reports whether err, or an error it wraps (the store's
+// "commit N writes: ..."), is etcd refusing a principal.
 func IsDenied(err error) bool {
-	e := rpctypes.Error(err)
-	return errors.Is(e, rpctypes.ErrPermissionDenied) || errors.Is(e, rpctypes.ErrUserEmpty) ||
-		errors.Is(e, rpctypes.ErrAuthFailed) || errors.Is(e, rpctypes.ErrUserNotFound)
+	for ; err != nil; err = errors.Unwrap(err) {
+		switch rpctypes.Error(err) {
+		case rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed, rpctypes.ErrUserNotFound:
+			return true
+		}
+	}
+	return false
 }
