@@ -124,11 +124,26 @@ func TestUntrustedInputEndToEnd(t *testing.T) {
 		if n := countRecords(t, c, "disown_report", facts.InstanceDisowned(victim.id)); n != 1 {
 			t.Errorf("%d records of the disowned report, want 1", n)
 		}
-		// Its own agent's report again: believed.
+		// Its own agent's report again: believed. While it was disowned the
+		// instance did not count, so a replacement may have been created and
+		// the victim then stopped as an extra: either way web is back to
+		// three endpoints, each at its placed node's own address.
 		rogue(facts.InstanceNode(victim.id), strconv.Quote(victim.placed), facts.InstanceIP(victim.id), `"6.6.6.6"`)
-		c.waitFor(15*time.Second, "the endpoint back at the node's address", func() bool {
-			return c.get(facts.InstanceDisowned(victim.id)) == "" &&
-				c.get(facts.Endpoint("web", victim.id)) == fmt.Sprintf(`{"ip": %s, "port": 8080}`, c.get(facts.NodeAddress(victim.placed)))
+		c.waitFor(30*time.Second, "web's endpoints back at their nodes' addresses", func() bool {
+			if c.get(facts.InstanceDisowned(victim.id)) != "" {
+				return false
+			}
+			eps, now := c.list("endpoint/service/web/"), c.instances()
+			if len(eps) != 3 {
+				return false
+			}
+			for k, v := range eps {
+				in := now[strings.TrimPrefix(k, "endpoint/service/web/")]
+				if v != fmt.Sprintf(`{"ip": %s, "port": 8080}`, c.get(facts.NodeAddress(in.placed))) {
+					return false
+				}
+			}
+			return true
 		})
 	})
 
