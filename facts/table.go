@@ -287,6 +287,16 @@ func (m *Table) ByVar(t *FactType, pos int, val string, fn func(Fact) bool) {
 	}
 }
 
+// CountByVar is how many facts ByVar(t, pos, val) visits, without visiting them.
+func (m *Table) CountByVar(t *FactType, pos int, val string) int {
+	return len(m.idx[varIndexKey{t, pos, val}])
+}
+
+// CountByValue is how many facts ByValue(t, val) visits, without visiting them.
+func (m *Table) CountByValue(t *FactType, val string) int {
+	return len(m.idx[varIndexKey{t, -1, val}])
+}
+
 func (m *Table) ByValue(t *FactType, val string, fn func(Fact) bool) {
 	for _, e := range m.idx[varIndexKey{t, -1, val}] {
 		if !fn(e.Fact) {

@@ -110,6 +110,7 @@ type aggSite struct {
 func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 	e.aggs = map[*rules.Aggregate]*aggInfo{}
 	e.aggSites = map[*facts.FactType][]aggSite{}
+	e.headAggs = map[*rules.Choice][]bool{}
 	add := func(ag *rules.Aggregate) {
 		own := map[string]bool{}
 		for _, v := range ag.Body.Binds {
@@ -184,8 +185,31 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 			for _, ag := range r.Choose.Body.Aggregates {
 				add(ag)
 			}
+			e.headAggs[r.Choose] = headAggregates(r)
 		}
 	}
+}
+
+// headAggregates reports, for each aggregate of r's choice, whether r's
+// heads read it: those of the chosen candidate are computed even when no
+// filter or score read them (choose).
+func headAggregates(r *rules.Rule) []bool {
+	used := map[string]bool{}
+	for _, h := range r.Heads {
+		for _, v := range h.Vars() {
+			used[v] = true
+		}
+		if h.Value != nil && h.Value.AST != nil {
+			for id := range idents(h.Value.AST.NativeRep().Expr()) {
+				used[id] = true
+			}
+		}
+	}
+	out := make([]bool, len(r.Choose.Body.Aggregates))
+	for i, ag := range r.Choose.Body.Aggregates {
+		out[i] = used[ag.Name]
+	}
+	return out
 }
 
 func idents(x ast.Expr) map[string]bool {
@@ -317,7 +341,11 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 			}
 		}
 		if complete {
-			members = append(members, member{groupKey(info, kb), kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...)}) // contribute binds the optionals
+			gk := groupKey(info, kb)
+			if _, held := entries[gk]; !held && !whole {
+				return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
+			}
+			members = append(members, member{gk, kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...)}) // contribute binds the optionals
 			return true
 		}
 		// The fact does not name its group (the rule's outer values

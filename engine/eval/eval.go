@@ -119,6 +119,7 @@ type Evaluator struct {
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
+	headAggs    map[*rules.Choice][]bool // by a choice's aggregate: read by its rule's heads
 	noAggCache  bool
 	wholeAfter  int64         // WithWholeAggregates; wholeAuto by default
 	timed       []*rules.Rule // rules whose expressions read now, in order

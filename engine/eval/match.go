@@ -198,14 +198,22 @@ func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func(
 		if left == 0 {
 			return fn()
 		}
-		best, bestAcc := -1, 0
+		best, bestAcc, bestN := -1, 0, 0
 		for i, p := range pats {
 			if used[i] {
 				continue
 			}
-			acc, _, _ := rd.e.plan(p, b)
-			if best < 0 || acc < bestAcc {
-				best, bestAcc = i, acc
+			acc, seg, arg := rd.e.plan(p, b)
+			n := 0
+			if acc == accByVar || acc == accByValue {
+				// Two index lookups: the one that visits fewer facts first.
+				// Port clashes, say: the node's ten placements, not the
+				// hundred services exposing the same port.
+				n = rd.ov.count(p.Type, acc, rd.e.info(p).varPos[seg], seg, arg)
+				acc = accByVar
+			}
+			if best < 0 || acc < bestAcc || (acc == bestAcc && n < bestN) {
+				best, bestAcc, bestN = i, acc, n
 			}
 		}
 		p := pats[best]

@@ -203,6 +203,17 @@ func (o *overlay) ofType(t *facts.FactType, fn visitor) {
 
 // byVar visits facts of t whose variable pos (in t.Vars) is val; seg is
 // that variable's segment index.
+// count is about how many facts byVar (acc accByVar) or byValue visits:
+// the base's index plus the round's writes listed under it, some of which
+// may replace a base fact or no longer hold the value. Used to order a
+// join, never to answer one.
+func (o *overlay) count(t *facts.FactType, acc, pos, seg int, v string) int {
+	if acc == accByValue {
+		return o.base.CountByValue(t, v) + len(o.byVal[ovValKey{t, v}])
+	}
+	return o.base.CountByVar(t, pos, v) + len(o.bySeg[ovSegKey{t, seg, v}])
+}
+
 func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 	if o.rec != nil {
 		o.rec.seg(t, seg, v)

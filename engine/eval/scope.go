@@ -353,16 +353,25 @@ func (w what) String() string {
 }
 
 func (rd *round) eval(e *rules.Expr, b *binding, what what) (ref.Val, error) {
+	// One activation for the round: an evaluation calls no other (a
+	// choice's, which may compute aggregates, has its own).
+	return rd.evalIn(&rd.activation, e, b, what)
+}
+
+// evalIn is eval through the activation a.
+func (rd *round) evalIn(a *activation, e *rules.Expr, b *binding, what what) (ref.Val, error) {
 	rd.e.stats.Evals++
 	prog := e.Program
 	if e.Fast != nil && b.within(rules.FastSize) {
 		prog = e.Fast
 	}
-	// One activation for the round: an evaluation calls no other.
-	a := &rd.activation
 	a.b, a.now = b, rd.now
 	out, det, err := prog.Eval(a)
 	a.b = nil
+	if a.lazy != nil && a.lazy.err != nil {
+		err, a.lazy.err = a.lazy.err, nil
+		return nil, fmt.Errorf("%s %q: %w", what, e.Src, err)
+	}
 	if det != nil {
 		if c := det.ActualCost(); c != nil {
 			rd.cost += *c
@@ -381,7 +390,11 @@ func (rd *round) eval(e *rules.Expr, b *binding, what what) (ref.Val, error) {
 }
 
 func (rd *round) evalBool(e *rules.Expr, b *binding, what what) (bool, error) {
-	v, err := rd.eval(e, b, what)
+	return rd.evalBoolIn(&rd.activation, e, b, what)
+}
+
+func (rd *round) evalBoolIn(a *activation, e *rules.Expr, b *binding, what what) (bool, error) {
+	v, err := rd.evalIn(a, e, b, what)
 	if err != nil {
 		return false, err
 	}
@@ -394,12 +407,21 @@ func (rd *round) evalBool(e *rules.Expr, b *binding, what what) (bool, error) {
 
 // choose picks the best candidate of the rule's choice for s, recording a
 // rejection for every candidate that fails a filter.
+//
+// A candidate's aggregates are computed when a filter or the score first
+// reads one: `nnet.orValue(”) != 'host' || port_taken == 0` computes the
+// port count only on nodes that share their network. The chosen one's
+// reads are the members of the aggregates its filters and score read, in
+// declaration order, and of those the rule's heads read (computed for it
+// alone): what the decision depended on, no more.
 func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	ch := r.Choose
 	cands := rd.candidates(ch.Body, ch.Vars, s.b, s.reads)
 	var best *sol
 	var bestScore float64
-	var aggReads, bestAggReads [][]Read // the aggregates' member reads of the candidate, of the best
+	lz := &lazyAggregates{rd: rd, sc: ch.Body, reads: make([][]Read, len(ch.Body.Aggregates))}
+	bestReads := make([][]Read, len(ch.Body.Aggregates)) // the aggregates' member reads of the best
+	act := &activation{lazy: lz}
 	outer := s.b.strings()
 	start, feasible := 0, 0
 	n := cands.len()
@@ -413,13 +435,17 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		}
 		c := cands.at((start+i)%n, spare)
 		spare = nil
-		aggReads = aggReads[:0]
-		if err := rd.completeDeferring(ch.Body, c, &aggReads); err != nil {
-			return nil, err
+		lz.begin(c)
+		for _, l := range ch.Body.Lets {
+			v, err := rd.evalIn(act, l.Expr, c.b, what{"let", l.Name, ""})
+			if err != nil {
+				return nil, err
+			}
+			c.b.push(l.Name, celVal(v))
 		}
 		var failed []string
 		for _, f := range ch.Filters {
-			ok, err := rd.evalBool(f.Expr, c.b, what{"filter", f.Name, ""})
+			ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
 			if err != nil {
 				return nil, err
 			}
@@ -438,7 +464,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		}
 		score := 0.0
 		if ch.Score != nil {
-			v, err := rd.eval(ch.Score, c.b, what{kind: "score"})
+			v, err := rd.evalIn(act, ch.Score, c.b, what{kind: "score"})
 			if err != nil {
 				return nil, err
 			}
@@ -457,17 +483,72 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 		// Strictly greater: among equal scores the first in visiting order wins.
 		if best == nil || score > bestScore {
 			best, bestScore, spare = c, score, best
-			aggReads, bestAggReads = bestAggReads, aggReads
+			lz.reads, bestReads = bestReads, lz.reads
 		} else {
 			spare = c
 		}
 	}
-	if best != nil {
-		for _, rs := range bestAggReads {
-			best.reads = append(best.reads, rs...)
+	if best == nil {
+		return nil, nil
+	}
+	lz.s, lz.err = best, nil
+	heads := rd.e.headAggs[ch]
+	for i, ag := range ch.Body.Aggregates {
+		if bestReads[i] != nil || !heads[i] {
+			continue
 		}
+		v, rs, err := rd.aggregateOf(ag, best)
+		if err != nil {
+			return nil, err
+		}
+		bestReads[i] = rs
+		best.b.push(ag.Name, celVal(v))
+	}
+	for _, rs := range bestReads {
+		best.reads = append(best.reads, rs...)
 	}
 	return best, nil
+}
+
+// lazyAggregates computes a choice candidate's aggregates as CEL reads
+// them (choose).
+type lazyAggregates struct {
+	rd    *round
+	sc    *rules.Scope
+	s     *sol     // the candidate
+	reads [][]Read // by aggregate: the member reads of those computed, nil for the others
+	err   error    // the first computation that failed, reported by evalIn
+}
+
+// begin starts on candidate s.
+func (l *lazyAggregates) begin(s *sol) {
+	l.s, l.err = s, nil
+	clear(l.reads)
+}
+
+// resolve computes the aggregate called name, once per candidate, and
+// pushes it onto the candidate's binding.
+func (l *lazyAggregates) resolve(name string) (any, bool) {
+	for i, ag := range l.sc.Aggregates {
+		if ag.Name != name {
+			continue
+		}
+		v, rs, err := l.rd.aggregateOf(ag, l.s)
+		if err != nil {
+			if l.err == nil {
+				l.err = err
+			}
+			return types.WrapErr(err), true
+		}
+		if rs == nil {
+			rs = []Read{} // computed: not nil
+		}
+		l.reads[i] = rs
+		cv := celVal(v)
+		l.s.b.push(ag.Name, cv)
+		return cv.cel, true
+	}
+	return nil, false
 }
 
 // sampleStart is where a bounded choice starts visiting its n candidates: a

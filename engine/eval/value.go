@@ -279,8 +279,9 @@ func (b *binding) sorted(idx []int, keep func(string) bool) []int {
 
 // activation lets CEL read a binding without building a map.
 type activation struct {
-	b   *binding
-	now ref.Val
+	b    *binding
+	now  ref.Val
+	lazy *lazyAggregates // a choice's aggregates, computed when first read
 }
 
 var _ interpreter.Activation = (*activation)(nil)
@@ -288,6 +289,11 @@ var _ interpreter.Activation = (*activation)(nil)
 func (a *activation) ResolveName(name string) (any, bool) {
 	if v, ok := a.b.get(name); ok {
 		return v.cel, true
+	}
+	if a.lazy != nil {
+		if v, ok := a.lazy.resolve(name); ok {
+			return v, true
+		}
 	}
 	if name == "now" {
 		return a.now, true
