@@ -34,8 +34,8 @@ func TestGetJSONShape(t *testing.T) {
 		facts.ServiceAutoscaleMetric("web"): "cpu", facts.ServiceAutoscaleThreshold("web"): 0.6,
 		facts.ServiceAutoscaleMin("web"): 2, facts.ServiceAutoscaleMax("web"): 6,
 		facts.AutoscaleRecommendation("web"): 3,
-		facts.InstanceCPU("a8f31"): 0.5, facts.InstanceMemory("a8f31"): "512Mi",
-		facts.NodeAddress("node-1"): "192.0.2.10",
+		facts.InstanceCPU("a8f31"):           0.5, facts.InstanceMemory("a8f31"): "512Mi",
+		facts.NodeAddress("node-1"):    "192.0.2.10",
 		facts.InstanceService("d0002"): "api", facts.InstanceState("d0002"): "failed", facts.InstanceNode("d0002"): "node-1",
 		facts.InstanceReason("d0002"): "start: port 8080 is not free on this node", facts.InstanceExitStatus("d0002"): 1,
 	} {

@@ -79,6 +79,7 @@ CEL-guarded rules in HCL files.`,
 	}
 	strictUsage(root)
 	setVersion(root)
+	registerCompletions(root)
 	return root
 }
 
