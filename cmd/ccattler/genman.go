@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
 )
 
 //go:generate go run . gen-man ../../docs/man
@@ -34,9 +35,26 @@ func newGenManCmd() *cobra.Command {
 	}
 }
 
+// machineDefaults are the flags whose defaults depend on the machine.
+var machineDefaults = map[string]string{"engine-id": "HOSTNAME-PID"}
+
 // genMan writes the pages of root's tree; date is the only thing in them
 // that is not from the commands themselves.
 func genMan(root *cobra.Command, dir string, date time.Time) error {
 	root.DisableAutoGenTag = true // no generation date in every page's history
+	// A default computed on the machine is shown as how it is computed,
+	// so the pages are the same wherever they are made.
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if d, ok := machineDefaults[f.Name]; ok {
+				f.DefValue = d
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 	return doc.GenManTree(root, &doc.GenManHeader{Title: "CCATTLER", Section: "1", Source: "CCattler", Manual: "CCattler Manual", Date: &date}, dir)
 }
