@@ -221,7 +221,7 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 	}
 	var touched []audit.Event
 	for _, e := range evs {
-		if slices.ContainsFunc(d.prefixes, func(p string) bool { return audit.Filter{KeyPrefix: p}.Match(e) }) {
+		if slices.ContainsFunc(d.prefixes, func(p string) bool { return touches(e, p) }) {
 			touched = append(touched, e)
 		}
 	}
@@ -245,6 +245,14 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 		d.Pending = append(d.Pending, p)
 	}
 	return nil
+}
+
+// touches reports whether a record read or wrote key or a key under it
+// (desired/service/web, not desired/service/webapp).
+func touches(e audit.Event, key string) bool {
+	in := func(k string) bool { return k == key || strings.HasPrefix(k, key+"/") }
+	return slices.ContainsFunc(e.Writes, func(w facts.EventWrite) bool { return in(w.Key) }) ||
+		slices.ContainsFunc(e.Reads, func(r facts.EventRead) bool { return in(r.Key) })
 }
 
 func (d *description) print(out io.Writer) error {
