@@ -114,10 +114,18 @@ func TestCLIE2E(t *testing.T) {
 			t.Errorf("get services -l tier=front: %q", out)
 		}
 		node := web.placement[want[0][len("instance/"):]]
-		for _, l := range strings.Fields(srv.ok(t, "get", "instances", "--node", node, "-o", "json")) {
-			if strings.HasPrefix(l, `"node":`) && l != fmt.Sprintf(`"node":"%s",`, node) && l != `"node":` {
-				t.Errorf("get instances --node %s printed %s", node, l)
+		var onNode []instanceJSON
+		if err := json.Unmarshal([]byte(srv.ok(t, "get", "instances", "--node", node, "-o", "json")), &onNode); err != nil {
+			t.Fatal(err)
+		}
+		wantOn := 0
+		for _, n := range web.placement {
+			if n == node {
+				wantOn++
 			}
+		}
+		if len(onNode) != wantOn || slices.ContainsFunc(onNode, func(in instanceJSON) bool { return in.Node != node }) {
+			t.Errorf("get instances --node %s: %+v, want the %d there", node, onNode, wantOn)
 		}
 		wide := srv.ok(t, "get", "instances", "-o", "wide")
 		if head := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); strings.Join(head[len(head)-4:], " ") != "CPU MEMORY STARTED REASON" {
@@ -237,10 +245,18 @@ func TestCLIE2E(t *testing.T) {
 	})
 
 	t.Run("events --limit and --rule", func(t *testing.T) {
-		all := strings.Split(strings.TrimSpace(srv.ok(t, "events", "--rule", "schedule", "-o", "json")), "\n")
-		two := strings.Split(strings.TrimSpace(srv.ok(t, "events", "--rule", "schedule", "--limit", "2", "-o", "json")), "\n")
-		if len(all) < 3 || len(two) != 2 || two[1] != all[len(all)-1] || two[0] != all[len(all)-2] {
-			t.Errorf("events --limit 2 printed %d records, not the newest 2 of %d", len(two), len(all))
+		// Records may be added meanwhile: the two must be consecutive in
+		// the list read after them, the newer no older than the newest
+		// read before.
+		lines := func(args ...string) []string {
+			return strings.Split(strings.TrimSpace(srv.ok(t, append([]string{"events", "--rule", "schedule", "-o", "json"}, args...)...)), "\n")
+		}
+		before := lines()
+		two := lines("--limit", "2")
+		after := lines()
+		i := slices.Index(after, two[len(two)-1])
+		if len(before) < 3 || len(two) != 2 || i < len(before)-1 || after[i-1] != two[0] {
+			t.Errorf("events --limit 2 printed %d records, not the newest 2 of %d", len(two), len(after))
 		}
 		r := srv.ccattler(t, "events", "--rule", "schedul")
 		if r.code != 2 || !strings.Contains(r.stderr, `--rule "schedul": no record and no default policy names this rule`) ||
