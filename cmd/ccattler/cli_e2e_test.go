@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -174,6 +176,13 @@ func TestCLIE2E(t *testing.T) {
 				lines <- rows
 			}
 		}()
+		// A table not on a terminal: one view after another, a blank line between.
+		table := exec.CommandContext(ctx, bin, append(srv.flags(), "get", "instances", "--service", "web", "-w")...)
+		var tableOut syncBuffer
+		table.Stdout, table.Stderr = &tableOut, &tableOut
+		if err := table.Start(); err != nil {
+			t.Fatal(err)
+		}
 		first := <-lines
 		if len(first) != 1 || first[0].Running != 2 {
 			t.Fatalf("first snapshot: %+v", first)
@@ -195,6 +204,21 @@ func TestCLIE2E(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("get -w after Ctrl-C: %v (want exit 0)\n%s", err, stderr.String())
+		}
+		var views []string
+		runningRow := regexp.MustCompile(`(?m)^\S+\s+web\s+\S+\s+running\b`)
+		waitUntil(t, 30*time.Second, "the table view with 3 running instances", func() bool {
+			views = strings.Split(strings.TrimSpace(tableOut.String()), "\n\n")
+			return len(views) >= 2 && len(runningRow.FindAllString(views[len(views)-1], -1)) == 3
+		})
+		for _, v := range views {
+			if !strings.HasPrefix(v, "ID ") {
+				t.Errorf("a view of get instances -w does not start with the heads:\n%s", v)
+			}
+		}
+		_ = table.Process.Signal(syscall.SIGINT)
+		if err := table.Wait(); err != nil {
+			t.Errorf("get instances -w after Ctrl-C: %v\n%s", err, tableOut.String())
 		}
 		web = waitFleet(t, srv, "web", 3)
 	})
@@ -331,4 +355,22 @@ func TestCLIE2E(t *testing.T) {
 			t.Errorf("--version: exit %d: %q", r.code, r.stdout)
 		}
 	})
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
