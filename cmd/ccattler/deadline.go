@@ -34,8 +34,10 @@ func withDeadline(cmd *cobra.Command) {
 	if untimed[cmd.CommandPath()] || g.timeout <= 0 {
 		return
 	}
-	if f := cmd.Flags().Lookup("follow"); f != nil && f.Value.String() == "true" {
-		return
+	for _, name := range []string{"follow", "watch"} { // events --follow, get --watch
+		if f := cmd.Flags().Lookup(name); f != nil && f.Value.String() == "true" {
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 	g.cancelDeadline = cancel

@@ -154,11 +154,13 @@ func TestEndToEnd(t *testing.T) {
 			strings.Join(strings.Fields(lines[1]), " ") != "web nginx:1.28 3 - 0 0 8080 0/3 - - - -" {
 			t.Errorf("get services:\n%s", out)
 		}
-		var rows []serviceRow
+		// -o json is typed (docs/cli.md): counts are numbers, ports a list.
+		var rows []serviceJSON
 		if err := json.Unmarshal([]byte(srv.ok(t, "get", "service", "-o", "json")), &rows); err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != 1 || rows[0] != (serviceRow{Name: "web", Image: "nginx:1.28", Desired: "3", Ports: "8080", Updated: "0/3"}) {
+		if len(rows) != 1 || rows[0].Name != "web" || rows[0].Image != "nginx:1.28" || rows[0].Desired == nil || *rows[0].Desired != 3 ||
+			rows[0].Effective != nil || *rows[0].Target != 3 || len(rows[0].Ports) != 1 || rows[0].Ports[0] != 8080 || rows[0].Updated != 0 || rows[0].Running != 0 {
 			t.Errorf("get service -o json: %+v", rows)
 		}
 	})

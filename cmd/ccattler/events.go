@@ -20,19 +20,28 @@ func newEventsCmd() *cobra.Command {
 		flt    audit.Filter
 		since  string
 		follow bool
+		limit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Show the firing records: every write and the rule that made it",
 		Long: `Show the records under event/, newest last. Each record names the rule (or
 the apply, or the agent) that wrote, the rule-set version, the bindings, the
-facts read with their revisions, and the writes.`,
+facts read with their revisions, and the writes.
+
+--rule naming no rule the records or the default policies know is a usage
+mistake (exit 2) that lists the known names; with --follow it is a warning,
+since a rule of a server's --policies DIR is known only once it fired.`,
 		Example: `  ccattler events
+  ccattler events --limit 20
   ccattler events --rule schedule --since 10m
   ccattler events --key endpoint/service/web/ --follow
   ccattler events -o json | jq .`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return usageError("--limit %d: expected 0 (every record) or more", limit)
+			}
 			if since != "" {
 				t, err := parseSince(since)
 				if err != nil {
@@ -50,6 +59,14 @@ facts read with their revisions, and the writes.`,
 			evs, rev, bad, err := audit.List(ctx, s, flt)
 			if err != nil {
 				return err
+			}
+			if len(evs) == 0 && flt.Rule != "" {
+				if err := checkRuleName(ctx, s, flt.Rule, follow, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			if limit > 0 && len(evs) > limit {
+				evs = evs[len(evs)-limit:] // the newest, as tail -n
 			}
 			out := cmd.OutOrStdout()
 			for _, ev := range evs {
@@ -75,6 +92,7 @@ facts read with their revisions, and the writes.`,
 	f.StringVar(&flt.KeyPrefix, "key", "", "only records that read or wrote a key with this prefix")
 	f.StringVar(&since, "since", "", "only records this recent: a duration (10m) or an RFC 3339 time")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new records as they are committed")
+	f.IntVarP(&limit, "limit", "n", 0, "only the newest N records (0: all); with --follow, the newest N then every new one")
 	return cmd
 }
 

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/signal"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -29,8 +32,13 @@ var getKinds = map[string]string{
 }
 
 func newGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get services|instances|nodes|endpoints|volumes",
+	var (
+		v      getView
+		labels []string
+		watch  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "get services|instances|nodes|endpoints|volumes [NAME...]",
 		Short: "Show services, instances, nodes, endpoints or volumes as tables",
 		Long: `Show the state of the cluster, built from the facts in etcd at one revision.
 
@@ -43,45 +51,61 @@ func newGetCmd() *cobra.Command {
   endpoints  service, instance, address
   volumes    name, size, persistent, access mode, attached node, state
 
-Singular forms (service, instance, ...) work too. -o json prints the same rows as JSON.`,
+Singular forms (service, instance, ...) work too. NAMEs narrow the list to
+those objects (endpoints: to those services); a NAME that does not exist
+is an error (exit 1) after the rest are printed. --state, --node,
+--service and -l narrow it further; -w keeps it on screen, redrawn as the
+cluster changes.
+
+-o json and -o yaml print typed objects — counts as numbers, cpu in cores,
+memory and sizes in bytes, times in RFC 3339 — in the shapes docs/cli.md
+documents; -o wide adds columns; -o name prints kind/name, one a line.`,
 		Example: `  ccattler get services
-  ccattler get instances -o json`,
+  ccattler get services web api -o json
+  ccattler get instances --state running,pending --service web
+  ccattler get instances -l tier=front -w
+  ccattler get nodes -o name | xargs -n1 ccattler describe`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
+			if len(args) == 0 {
 				return usageError("get: expected one of services, instances, nodes, endpoints, volumes")
 			}
 			kind, ok := getKinds[args[0]]
 			if !ok {
 				return usageError("get: unknown kind %q: expected one of services, instances, nodes, endpoints, volumes", args[0])
 			}
-			s, err := g.dial(cmd.Context())
+			v.kind, v.names = kind, args[1:]
+			sel, err := parseSelector(labels)
+			if err != nil {
+				return err
+			}
+			v.selector = sel
+			if err := v.check(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if watch {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			s, err := g.dial(ctx)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			w, err := loadWorld(cmd.Context(), s)
-			if err != nil {
-				return err
+			if watch {
+				return v.watch(ctx, s, cmd.OutOrStdout())
 			}
-			var rows any
-			switch kind {
-			case "services":
-				rows = w.services()
-			case "instances":
-				rows = w.instances(time.Now())
-			case "nodes":
-				rows = w.nodes()
-			case "endpoints":
-				rows = w.endpoints()
-			case "volumes":
-				rows = w.volumes()
-			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), rows)
-			}
-			return printTable(cmd.OutOrStdout(), rows)
+			return v.show(ctx, s, cmd.OutOrStdout())
 		},
 	}
+	f := cmd.Flags()
+	f.StringSliceVar(&v.states, "state", nil, "only objects in these states, comma-separated (instances: pending, running, failed, stopped; nodes: alive, unreachable, draining; volumes: attached, detached, error)")
+	f.StringVar(&v.node, "node", "", "only instances, endpoints or volumes on this node")
+	f.StringVar(&v.service, "service", "", "only instances or endpoints of this service")
+	f.StringArrayVarP(&labels, "selector", "l", nil, "only services (and their instances and endpoints) whose labels match: key=value, key!=value or key; repeat or comma-separate to require all")
+	f.BoolVarP(&watch, "watch", "w", false, "keep printing the view, redrawn (at most once a second) as the facts behind it change")
+	return cmd
 }
 
 // world is the facts the tables are built from, grouped by the variable
@@ -91,13 +115,20 @@ type world struct {
 	attrs map[string]map[string]string // "type.name" -> id -> display value
 	ids   map[string][]string          // fact type name -> ids having it, sorted
 	eps   []endpointRow                // in key order: by service, then instance
+	// raw holds the stored values that keep to the schema, as attrs does
+	// (get_typed.go reads them as numbers, quantities and times); bad the
+	// keys whose values break it; labels the services' labels.
+	raw    map[string]map[string][]byte
+	bad    []string
+	labels map[string]map[string]string
 }
 
 // getTrees are the key trees the tables read.
 var getTrees = []string{"desired/", "effective/", "observed/", "placement/", "endpoint/"}
 
 func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
-	w := &world{attrs: map[string]map[string]string{}, ids: map[string][]string{}}
+	w := &world{attrs: map[string]map[string]string{}, ids: map[string][]string{},
+		raw: map[string]map[string][]byte{}, labels: map[string]map[string]string{}}
 	for _, tree := range getTrees {
 		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
 		if err != nil {
@@ -112,6 +143,7 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 			// A value that breaks the schema is shown as such, never as
 			// data: the rules treat it as absent.
 			_, bad := s.Schema.CheckFact(f)
+			w.record(k, f, bad != nil)
 			if k.Type.Name == "endpoint.service" {
 				addr := address(f.Value)
 				if bad != nil {
@@ -380,10 +412,20 @@ func printTable(out io.Writer, rows any) error {
 
 // columns returns the json names of a row struct's fields, in field order.
 func columns(rows any) []string {
-	t := reflect.TypeOf(rows).Elem()
-	cols := make([]string, t.NumField())
-	for i := range cols {
-		cols[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	return fieldColumns(reflect.TypeOf(rows).Elem())
+}
+
+// fieldColumns flattens embedded structs, as encoding/json does (the
+// wide rows embed the narrow ones).
+func fieldColumns(t reflect.Type) []string {
+	var cols []string
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Anonymous {
+			cols = append(cols, fieldColumns(f.Type)...)
+		} else {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			cols = append(cols, name)
+		}
 	}
 	return cols
 }

@@ -17,29 +17,7 @@ func TestGetTables(t *testing.T) {
 	ctx := context.Background()
 	s := etcdtest.Start(t).Store(t)
 	started := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
-	put := map[string]any{
-		facts.DesiredService("web"): map[string]any{}, facts.ServiceImage("web"): "nginx:1.28",
-		facts.ServiceInstances("web"): 3, facts.ServiceExpose("web", 8443): map[string]any{},
-		facts.ServiceExpose("web", 8080): map[string]any{}, facts.EffectiveInstances("web"): 2,
-		facts.Node("node-1"): map[string]any{}, facts.NodeState("node-1"): "alive", facts.NodeZone("node-1"): "eu-1a",
-		facts.NodeArchitecture("node-1"): "amd64", facts.NodeCapacityCPU("node-1"): 4, facts.NodeAvailableCPU("node-1"): 3.5,
-		facts.NodeCapacityMemory("node-1"): "8Gi", facts.NodeAvailableMemory("node-1"): "7Gi",
-		facts.Node("node-2"): map[string]any{}, facts.NodeState("node-2"): "draining",
-		facts.Instance("a8f31"): map[string]any{}, facts.InstanceService("a8f31"): "web", facts.InstanceNode("a8f31"): "node-1",
-		facts.InstanceState("a8f31"): "running", facts.InstanceHealth("a8f31"): "healthy", facts.InstanceIP("a8f31"): "10.1.0.5",
-		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
-		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
-		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
-		facts.DesiredService("api"):    map[string]any{}, facts.ServiceImage("api"): "api:2", facts.EffectiveInstances("api"): 2,
-		facts.InstanceService("c0001"): "api", facts.InstanceState("c0001"): "running", facts.InstanceHealth("c0001"): "healthy",
-		facts.InstanceImage("c0001"): "api:1", facts.Placement("c0001"): "node-1",
-		facts.ServiceRollout("api"): map[string]any{"image": "api:2", "updated": 0, "total": 2, "state": "halted",
-			"reason": "1 instance(s) of api:2 failed or are unhealthy; 1 running an older image keep serving"},
-		facts.RestartState("api", "failures"): 3, facts.RestartState("api", "reason"): "start: port 8080 is not free on this node",
-		facts.RestartState("web", "failures"): 1, facts.RestartState("web", "reason"): "exited with status 1", // 1 of 2 running: failing
-		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
-		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
-	}
+	put := getFixture(started)
 	for k, v := range put {
 		if _, err := s.PutValue(ctx, k, v); err != nil {
 			t.Fatal(err)
@@ -87,6 +65,35 @@ data  10Gi  true        single-node  node-1         attached`},
 				t.Errorf("table:\n%s\nwant:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// getFixture is a small cluster as the controllers and agents write it:
+// two services (one mid-rollout and failing), two nodes, three instances,
+// an endpoint and a volume.
+func getFixture(started time.Time) map[string]any {
+	return map[string]any{
+		facts.DesiredService("web"): map[string]any{}, facts.ServiceImage("web"): "nginx:1.28",
+		facts.ServiceInstances("web"): 3, facts.ServiceExpose("web", 8443): map[string]any{},
+		facts.ServiceExpose("web", 8080): map[string]any{}, facts.EffectiveInstances("web"): 2,
+		facts.Node("node-1"): map[string]any{}, facts.NodeState("node-1"): "alive", facts.NodeZone("node-1"): "eu-1a",
+		facts.NodeArchitecture("node-1"): "amd64", facts.NodeCapacityCPU("node-1"): 4, facts.NodeAvailableCPU("node-1"): 3.5,
+		facts.NodeCapacityMemory("node-1"): "8Gi", facts.NodeAvailableMemory("node-1"): "7Gi",
+		facts.Node("node-2"): map[string]any{}, facts.NodeState("node-2"): "draining",
+		facts.Instance("a8f31"): map[string]any{}, facts.InstanceService("a8f31"): "web", facts.InstanceNode("a8f31"): "node-1",
+		facts.InstanceState("a8f31"): "running", facts.InstanceHealth("a8f31"): "healthy", facts.InstanceIP("a8f31"): "10.1.0.5",
+		facts.InstanceImage("a8f31"): "nginx:1.28", facts.InstanceStartedAt("a8f31"): started,
+		facts.InstanceService("b72c9"): "web", facts.InstanceState("b72c9"): "pending", facts.Placement("b72c9"): "node-2",
+		facts.Endpoint("web", "a8f31"): map[string]any{"ip": "10.1.0.5", "port": 8080},
+		facts.DesiredService("api"):    map[string]any{}, facts.ServiceImage("api"): "api:2", facts.EffectiveInstances("api"): 2,
+		facts.InstanceService("c0001"): "api", facts.InstanceState("c0001"): "running", facts.InstanceHealth("c0001"): "healthy",
+		facts.InstanceImage("c0001"): "api:1", facts.Placement("c0001"): "node-1",
+		facts.ServiceRollout("api"): map[string]any{"image": "api:2", "updated": 0, "total": 2, "state": "halted",
+			"reason": "1 instance(s) of api:2 failed or are unhealthy; 1 running an older image keep serving"},
+		facts.RestartState("api", "failures"): 3, facts.RestartState("api", "reason"): "start: port 8080 is not free on this node",
+		facts.RestartState("web", "failures"): 1, facts.RestartState("web", "reason"): "exited with status 1", // 1 of 2 running: failing
+		facts.DesiredVolume("data"): map[string]any{}, facts.VolumeSize("data"): "10Gi", facts.VolumePersistent("data"): true,
+		facts.VolumeAccessMode("data"): "single-node", facts.VolumeAttachedNode("data"): "node-1", facts.VolumeState("data"): "attached",
 	}
 }
 

@@ -53,7 +53,7 @@ CEL-guarded rules in HCL files.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.etcd, "etcd", defEtcd, "etcd endpoints, comma-separated (env CCATTLER_ETCD)")
 	pf.StringVar(&g.root, "root", facts.DefaultRoot, "key prefix every fact lives under")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (get and describe: also yaml, wide, name)")
 	pf.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd before giving up")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a command may take, its requests to etcd included (0: no limit; server, agent and watches run until stopped)")
 	pf.StringVar(&g.tls.cacert, "cacert", os.Getenv("CCATTLER_CACERT"), "CA certificate that signed etcd's serving certificate (env CCATTLER_CACERT)")
@@ -64,11 +64,12 @@ CEL-guarded rules in HCL files.`,
 	pf.StringVar(&g.tls.identity, "identity", os.Getenv("CCATTLER_IDENTITY"),
 		"principal whose certificate in --tls-dir to use (env CCATTLER_IDENTITY; default user:admin, node:{id} for agents, root for server)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		ranCommand = true // past cobra's own flag and argument checks (exitcodes.go)
 		if cmd.Flags().Changed("etcd") {
 			g.etcdGiven = true
 		}
-		if g.output != "table" && g.output != "json" {
-			return usageError("--output %q: expected table or json", g.output)
+		if err := checkOutput(cmd); err != nil {
+			return err
 		}
 		withDeadline(cmd)
 		return nil
@@ -76,6 +77,9 @@ CEL-guarded rules in HCL files.`,
 	for _, mk := range subcommands {
 		root.AddCommand(mk())
 	}
+	strictUsage(root)
+	setVersion(root)
+	registerCompletions(root)
 	return root
 }
 

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/audit"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newDescribeCmd) }
+
+// describeKinds maps what users type to what is described.
+var describeKinds = map[string]string{
+	"service": "service", "services": "service", "svc": "service",
+	"instance": "instance", "instances": "instance", "inst": "instance",
+	"node": "node", "nodes": "node",
+}
+
+func newDescribeCmd() *cobra.Command {
+	var events int
+	cmd := &cobra.Command{
+		Use:   "describe service|instance|node NAME",
+		Short: "Show everything about one service, instance or node on one screen",
+		Long: `Show one object whole, from the facts at one revision:
+
+  service   its desired spec (every desired/service/NAME/ fact), the effective
+            instance count and the intents behind it, running/healthy/updated
+            counts, the rollout, the autoscaler, the restart policy's failures,
+            its instances (state, health, node, age, failure reason), its
+            endpoints, why each pending instance is not placed, and the last
+            records that touched any of it
+  instance  its observed facts, placement, endpoint, why it is not placed
+            while pending, and the last records that touched it
+  node      its observed facts, whether it holds its lease, the instances on
+            it, and the last records that touched it
+
+The records are those of ccattler events (rule firings, applies and agent
+reports); the placement explanation is that of ccattler why-not. -o json and
+-o yaml print the same as one typed document (the shapes of get -o json
+inside; docs/cli.md).`,
+		Example: `  ccattler describe service web
+  ccattler describe instance a8f31 --events 30
+  ccattler describe node node-1 -o json | jq .instances`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, ok := describeKinds[args[0]]
+			if !ok {
+				return usageError("describe: unknown kind %q: expected service, instance or node", args[0])
+			}
+			name := args[1]
+			if err := facts.CheckSegment(map[string]string{"service": "name", "instance": "instance-id", "node": "node-id"}[kind], name); err != nil {
+				return usageError("describe %s: %v", kind, err)
+			}
+			if events < 0 {
+				return usageError("--events %d: expected 0 or more", events)
+			}
+			s, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			d, err := describe(cmd.Context(), s, kind, name, events, time.Now())
+			if err != nil {
+				return err
+			}
+			switch g.output {
+			case "json":
+				return printJSON(cmd.OutOrStdout(), d)
+			case "yaml":
+				return printYAML(cmd.OutOrStdout(), d)
+			}
+			return d.print(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().IntVar(&events, "events", 10, "how many of the last records that touched the object to show")
+	return cmd
+}
+
+// description is `describe -o json`: the object as `get -o json` shows it,
+// its facts by key, and what the records and the scheduler say about it.
+type description struct {
+	Kind      string            `json:"kind"`
+	Name      string            `json:"name"`
+	Revision  int64             `json:"revision"`
+	Service   *serviceJSON      `json:"service,omitempty"`
+	Instance  *instanceJSON     `json:"instance,omitempty"`
+	Node      *nodeJSON         `json:"node,omitempty"`
+	Facts     []describedFact   `json:"facts"` // every fact of the object, by key
+	Intents   []describedFact   `json:"intents,omitempty"`
+	Leased    *bool             `json:"leased,omitempty"` // node: holds lease/node/{id} now
+	Instances []instanceJSON    `json:"instances"`
+	Endpoints []endpointJSON    `json:"endpoints"`
+	Pending   []pendingInstance `json:"pending"`
+	Events    []audit.Event     `json:"events"`
+	Matched   int               `json:"events_matched"` // records that touched it, of which the last Events are shown
+	prefixes  []string          // the key trees that make up the object
+	w         *world
+}
+
+type describedFact struct {
+	Key   string        `json:"key"`
+	Value facts.RawJSON `json:"value"`
+}
+
+// pendingInstance is an unplaced instance with the scheduler's last
+// rejection record (null: none recorded yet).
+type pendingInstance struct {
+	Instance  string       `json:"instance"`
+	Rejection *audit.Event `json:"rejection"`
+}
+
+func describe(ctx context.Context, s *facts.Store, kind, name string, events int, now time.Time) (*description, error) {
+	w, err := loadWorld(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	d := &description{Kind: kind, Name: name, Revision: w.rev, w: w, Facts: []describedFact{},
+		Instances: []instanceJSON{}, Endpoints: []endpointJSON{}, Pending: []pendingInstance{}, Events: []audit.Event{}}
+	var insts []string // the instances the description covers
+	switch kind {
+	case "service":
+		i := slices.IndexFunc(w.servicesJSON(), func(r serviceJSON) bool { return r.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("service %q not found (ccattler get services lists them)", name)
+		}
+		svc := w.servicesJSON()[i]
+		d.Service = &svc
+		d.prefixes = []string{"desired/service/" + name, "effective/service/" + name, "observed/service/" + name, "endpoint/service/" + name}
+		for _, it := range w.instancesJSON(now) {
+			if it.Service == name {
+				insts = append(insts, it.ID)
+			}
+		}
+		intents, _, err := s.List(ctx, "intent/", w.rev)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range intents {
+			if strings.Contains(f.Key, "/service/"+name+"/") {
+				d.Intents = append(d.Intents, describedFact{f.Key, f.Value})
+				d.prefixes = append(d.prefixes, f.Key)
+			}
+		}
+	case "instance":
+		i := slices.IndexFunc(w.instancesJSON(now), func(r instanceJSON) bool { return r.ID == name })
+		if i < 0 {
+			return nil, fmt.Errorf("instance %q not found (ccattler get instances lists them)", name)
+		}
+		inst := w.instancesJSON(now)[i]
+		d.Instance = &inst
+		insts = []string{name}
+	case "node":
+		i := slices.IndexFunc(w.nodesJSON(), func(r nodeJSON) bool { return r.ID == name })
+		if i < 0 {
+			return nil, fmt.Errorf("node %q not found (ccattler get nodes lists them)", name)
+		}
+		node := w.nodesJSON()[i]
+		d.Node = &node
+		d.prefixes = []string{"observed/node/" + name, facts.Lease(name)}
+		_, held, err := s.Get(ctx, facts.Lease(name))
+		if err != nil {
+			return nil, err
+		}
+		d.Leased = &held
+		for _, it := range w.instancesJSON(now) {
+			if it.Node == name {
+				d.Instances = append(d.Instances, it)
+			}
+		}
+	}
+	for _, id := range insts {
+		d.prefixes = append(d.prefixes, "observed/instance/"+id, facts.Placement(id))
+	}
+	if kind != "node" {
+		for _, it := range w.instancesJSON(now) {
+			if slices.Contains(insts, it.ID) {
+				d.Instances = append(d.Instances, it)
+			}
+		}
+		for _, ep := range w.endpointsJSON() {
+			if kind == "service" && ep.Service == name || kind == "instance" && ep.Instance == name {
+				d.Endpoints = append(d.Endpoints, ep)
+			}
+		}
+	}
+	// The object's own facts, at the world's revision.
+	trees := d.prefixes
+	if kind == "service" {
+		trees = trees[:3] // desired, effective, observed/service: the instances have their own description
+	}
+	for _, p := range trees {
+		fs, _, err := s.List(ctx, p, w.rev)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			if f.Key == p || strings.HasPrefix(f.Key, p+"/") {
+				d.Facts = append(d.Facts, describedFact{f.Key, f.Value})
+			}
+		}
+	}
+	if err := d.records(ctx, s, events); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// records fills in the last records that read or wrote any of the
+// object's keys, and the rejection of each pending, unplaced instance.
+func (d *description) records(ctx context.Context, s *facts.Store, limit int) error {
+	evs, _, _, err := audit.List(ctx, s, audit.Filter{})
+	if err != nil {
+		return err
+	}
+	var touched []audit.Event
+	for _, e := range evs {
+		if slices.ContainsFunc(d.prefixes, func(p string) bool { return touches(e, p) }) {
+			touched = append(touched, e)
+		}
+	}
+	d.Matched = len(touched)
+	if len(touched) > limit {
+		touched = touched[len(touched)-limit:]
+	}
+	d.Events = append(d.Events, touched...)
+	for _, it := range d.Instances {
+		if it.State != "pending" && it.State != "" || d.w.get("placement.instance", it.ID) != "" {
+			continue
+		}
+		p := pendingInstance{Instance: it.ID}
+		// The newest rejection binding the instance, as why-not finds it.
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Kind == audit.KindRejection && evs[i].Bindings["id"] == it.ID {
+				p.Rejection = &evs[i]
+				break
+			}
+		}
+		d.Pending = append(d.Pending, p)
+	}
+	return nil
+}
+
+// touches reports whether a record read or wrote key or a key under it
+// (desired/service/web, not desired/service/webapp).
+func touches(e audit.Event, key string) bool {
+	in := func(k string) bool { return k == key || strings.HasPrefix(k, key+"/") }
+	return slices.ContainsFunc(e.Writes, func(w facts.EventWrite) bool { return in(w.Key) }) ||
+		slices.ContainsFunc(e.Reads, func(r facts.EventRead) bool { return in(r.Key) })
+}
+
+func (d *description) print(out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	line := func(k, format string, args ...any) {
+		fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
+	}
+	switch {
+	case d.Service != nil:
+		v := d.Service
+		line("Service", "%s", v.Name)
+		line("Image", "%s", dash(v.Image))
+		line("Labels", "%s", dash(d.w.labelsOf(v.Name)))
+		line("Instances", "desired %s, effective %s%s", num(v.Desired), num(v.Effective), d.intentText())
+		line("Status", "%d running, %d healthy, %d/%s updated%s", v.Running, v.Healthy, v.Updated, num(v.Target), failingText(v))
+		if v.Rollout != nil {
+			line("Rollout", "%s: %s on %d of %d%s", v.Rollout.State, v.Rollout.Image, v.Rollout.Updated, v.Rollout.Total, prefixed(": ", v.Rollout.Reason))
+		}
+		if a := v.Autoscale; a != nil {
+			line("Autoscale", "%s at %s per instance, %s to %s instances, recommends %s", a.Metric, floatText(a.Threshold), num(a.Min), num(a.Max), num(a.Recommendation))
+		}
+	case d.Instance != nil:
+		v := d.Instance
+		line("Instance", "%s", v.ID)
+		line("Service", "%s", dash(v.Service))
+		line("Node", "%s", dash(v.Node))
+		line("State", "%s%s", dash(v.State), prefixed(", health ", v.Health))
+		if v.StartedAt != nil {
+			line("Started", "%s (%s ago)", v.StartedAt.Format(time.RFC3339), time.Duration(*v.AgeSeconds)*time.Second)
+		}
+		if v.Reason != "" {
+			line("Reason", "%s%s", v.Reason, prefixed(", exit status ", num(v.ExitStatus)))
+		}
+	case d.Node != nil:
+		v := d.Node
+		line("Node", "%s", v.ID)
+		line("State", "%s (lease %s)", dash(v.State), map[bool]string{true: "held", false: "not held"}[*d.Leased])
+		line("Zone", "%s, %s", dash(v.Zone), dash(v.Arch))
+		line("Address", "%s", dash(v.Address))
+		line("Cpu", "%s of %s cores free", floatText(v.CPU.Available), floatText(v.CPU.Capacity))
+		line("Memory", "%s of %s free", memText(v.Memory.Available), memText(v.Memory.Capacity))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	section := func(title string) { fmt.Fprintf(out, "\n%s:\n", title) }
+	section("Facts")
+	ftw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	for _, f := range d.Facts {
+		fmt.Fprintf(ftw, "  %s\t%s\n", f.Key, f.Value)
+	}
+	ftw.Flush()
+	if d.Node == nil || len(d.Instances) > 0 {
+		section("Instances")
+		itw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(itw, "  ID\tSERVICE\tNODE\tSTATE\tHEALTH\tAGE\tREASON")
+		for _, it := range d.Instances {
+			age := "-"
+			if it.AgeSeconds != nil {
+				age = (time.Duration(*it.AgeSeconds) * time.Second).String()
+			}
+			fmt.Fprintf(itw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.ID, dash(it.Service), dash(it.Node), dash(it.State), dash(it.Health), age, dash(it.Reason))
+		}
+		itw.Flush()
+	}
+	if d.Node == nil {
+		section("Endpoints")
+		for _, ep := range d.Endpoints {
+			fmt.Fprintf(out, "  %s  %s\n", ep.Instance, ep.Address)
+		}
+		if len(d.Endpoints) == 0 {
+			fmt.Fprintln(out, "  (none)")
+		}
+	}
+	if len(d.Pending) > 0 {
+		section("Why not placed")
+		for _, p := range d.Pending {
+			if p.Rejection == nil {
+				fmt.Fprintf(out, "  %s: no rejection recorded yet: it may not have been considered\n", p.Instance)
+				continue
+			}
+			audit.PrintRejection(out, *p.Rejection)
+		}
+	}
+	section(fmt.Sprintf("Events (the last %d of %d that touched it; ccattler events --key PREFIX for more)", len(d.Events), d.Matched))
+	for _, e := range d.Events {
+		if err := printEvent(out, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *description) intentText() string {
+	var parts []string
+	for _, f := range d.Intents {
+		layer := strings.SplitN(strings.TrimPrefix(f.Key, "intent/"), "/", 2)[0]
+		parts = append(parts, layer+" "+string(f.Value))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (intents: " + strings.Join(parts, ", ") + ")"
+}
+
+func failingText(v *serviceJSON) string {
+	if v.Status != "failing" {
+		return ""
+	}
+	return fmt.Sprintf("; failing: %d failures in a row%s", v.Failures, prefixed(", last: ", v.Reason))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func prefixed(p, s string) string {
+	if s == "" || s == "-" {
+		return ""
+	}
+	return p + s
+}
+
+func num(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
+func floatText(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprint(*f)
+}
+
+func memText(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return facts.FormatMemory(*n)
+}
