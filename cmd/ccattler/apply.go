@@ -15,7 +15,7 @@ func init() { subcommands = append(subcommands, newApplyCmd) }
 
 func newApplyCmd() *cobra.Command {
 	var files []string
-	var dryRun bool
+	var dryRun, wait bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Declare services and volumes from HCL files",
@@ -31,13 +31,20 @@ Applying unchanged files writes nothing.
 A file with a mistake is rejected with every problem listed as file:line:col,
 and nothing is written.
 
+--wait then waits until every applied service has converged: the effective
+number of instances running the desired image, healthy, each with an
+endpoint when the service exposes a port, and no older instance left. It
+prints progress on stderr and exits 1 naming the services that did not
+converge within --timeout (default with --wait: 5m).
+
 The transaction holds one compare per key read and one operation per change:
 the embedded etcd of ` + "`ccattler server`" + ` allows 16384 of each; an external etcd
 allows what its --max-txn-ops says (128 unless raised).`,
 		Example: `  ccattler apply -f examples/web.hcl
   ccattler apply -f web.hcl -f db.hcl
   ccattler apply -f services/            # every *.hcl in the directory
-  ccattler apply -f web.hcl --dry-run    # show the difference, write nothing`,
+  ccattler apply -f web.hcl --dry-run    # show the difference, write nothing
+  ccattler apply -f web.hcl --wait --timeout 2m   # until running, healthy, with endpoints`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {
@@ -68,11 +75,15 @@ allows what its --max-txn-ops says (128 unless raised).`,
 			if err != nil {
 				return err
 			}
-			return printResult(cmd.OutOrStdout(), res, dryRun)
+			if err := printResult(cmd.OutOrStdout(), res, dryRun); err != nil || !wait || dryRun {
+				return err
+			}
+			return applyWait(cmd, s, doc)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes that would be made, write nothing")
+	cmd.Flags().BoolVar(&wait, "wait", false, "after writing, wait until the services are running, healthy and have endpoints (progress on stderr; bounded by --timeout, default 5m)")
 	return cmd
 }
 

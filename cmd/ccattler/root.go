@@ -28,6 +28,8 @@ type globals struct {
 	timeout        time.Duration
 	deadlined      bool
 	cancelDeadline func()
+
+	context string // --context: the client configuration's context to use (clientconfig.go)
 }
 
 var g = &globals{}
@@ -63,9 +65,13 @@ CEL-guarded rules in HCL files.`,
 		"directory of ca.crt and PRINCIPAL.crt/.key made by `ccattler certs` (env CCATTLER_TLS_DIR; default: "+serverPKI+" when it exists)")
 	pf.StringVar(&g.tls.identity, "identity", os.Getenv("CCATTLER_IDENTITY"),
 		"principal whose certificate in --tls-dir to use (env CCATTLER_IDENTITY; default user:admin, node:{id} for agents, root for server)")
+	pf.StringVar(&g.context, "context", "", "context of the client configuration to use (env CCATTLER_CONTEXT; see ccattler config)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if cmd.Flags().Changed("etcd") {
 			g.etcdGiven = true
+		}
+		if err := applyContext(cmd); err != nil {
+			return err
 		}
 		if g.output != "table" && g.output != "json" {
 			return usageError("--output %q: expected table or json", g.output)

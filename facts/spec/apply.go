@@ -265,6 +265,11 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 		}
 		t.If = append(t.If, facts.Cond{Key: rec.Key, Rev: 0})
 		t.Ops = append(t.Ops, rec)
+		hist, err := historyOps(ctx, s, rev, scopes, want, res.Changes, strings.TrimPrefix(rec.Key, "event/"))
+		if err != nil {
+			return Result{}, err
+		}
+		t.Ops = append(t.Ops, hist...)
 		res.Rev, err = s.Commit(ctx, t)
 		if err == nil {
 			res.Written = true
