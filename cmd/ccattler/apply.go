@@ -50,15 +50,9 @@ allows what its --max-txn-ops says (128 unless raised).`,
 			if len(files) == 0 {
 				return usageError("apply: no files: give -f FILE or -f DIR (see ccattler apply --help)")
 			}
-			srcs, err := spec.ReadFiles(files)
+			doc, err := readDoc(cmd, files)
 			if err != nil {
 				return err
-			}
-			doc, diags := spec.Decode(srcs...)
-			if diags.HasErrors() {
-				_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags)
-				return exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
-					strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
 			}
 			s, err := g.dial(cmd.Context())
 			if err != nil {
@@ -78,7 +72,7 @@ allows what its --max-txn-ops says (128 unless raised).`,
 			if err := printResult(cmd.OutOrStdout(), res, dryRun); err != nil || !wait || dryRun {
 				return err
 			}
-			return applyWait(cmd, s, doc)
+			return applyWait(cmd, s, servicesOf(doc))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")

@@ -131,7 +131,7 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 		case !haveTarget:
 			c.Pending = "the intent resolver to set effective/service/" + name + "/instances"
 		case haveUser && !overridden && !autoscaled && target != user:
-			c.Pending = fmt.Sprintf("the effective count to become %d (it is %d)", user, target)
+			c.Pending = fmt.Sprintf("the effective count to become %d, not %d", user, target)
 		case c.Running < target:
 			c.Pending = fmt.Sprintf("%d more running on %s", target-c.Running, image)
 		case c.Healthy < target:
@@ -146,16 +146,21 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 	return out, nil
 }
 
-// waitConverged polls until every service of doc is converged, printing
-// each change of a service's progress on progress. It fails naming the
-// services that did not converge by the deadline.
-func waitConverged(ctx context.Context, s *facts.Store, doc *spec.Doc, within time.Duration, progress io.Writer) error {
-	var services []string
+// servicesOf names the services doc declares.
+func servicesOf(doc *spec.Doc) []string {
+	var out []string
 	for _, o := range doc.Objects {
 		if o.Kind == spec.KindService {
-			services = append(services, o.Name)
+			out = append(out, o.Name)
 		}
 	}
+	return out
+}
+
+// waitConverged polls until every one of services is converged, printing
+// each change of a service's progress on progress. It fails naming the
+// services that did not converge by the deadline.
+func waitConverged(ctx context.Context, s *facts.Store, services []string, within time.Duration, progress io.Writer) error {
 	if len(services) == 0 {
 		return nil
 	}
@@ -191,17 +196,18 @@ func waitConverged(ctx context.Context, s *facts.Store, doc *spec.Doc, within ti
 			}
 			slices.Sort(stuck)
 			if len(stuck) == 0 { // no read succeeded
-				return exitError{code: 1, err: fmt.Errorf("apply --wait: convergence not read within %s: %v", within, err)}
+				return exitError{code: 1, err: fmt.Errorf("--wait: convergence not read within %s: %v", within.Round(100*time.Millisecond), err)}
 			}
-			return exitError{code: 1, err: fmt.Errorf("apply --wait: not converged within %s: %s", within, strings.Join(stuck, "; "))}
+			return exitError{code: 1, err: fmt.Errorf("--wait: not converged within %s: %s (ccattler get instances and ccattler why-not show why)",
+				within.Round(100*time.Millisecond), strings.Join(stuck, "; "))}
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
-// applyWait is apply --wait: --timeout bounds the whole command when given;
-// otherwise the wait has defaultWaitTimeout of its own.
-func applyWait(cmd *cobra.Command, s *facts.Store, doc *spec.Doc) error {
+// applyWait is --wait of apply, scale and rollback: --timeout bounds the
+// whole command when given; otherwise the wait has defaultWaitTimeout of its own.
+func applyWait(cmd *cobra.Command, s *facts.Store, services []string) error {
 	ctx, within := context.WithoutCancel(cmd.Context()), defaultWaitTimeout
 	if cmd.Flags().Changed("timeout") {
 		ctx, within = cmd.Context(), g.timeout
@@ -211,5 +217,5 @@ func applyWait(cmd *cobra.Command, s *facts.Store, doc *spec.Doc) error {
 			within = 100 * 365 * 24 * time.Hour // --timeout 0: no limit
 		}
 	}
-	return waitConverged(ctx, s, doc, within, cmd.ErrOrStderr())
+	return waitConverged(ctx, s, services, within, cmd.ErrOrStderr())
 }
