@@ -136,7 +136,9 @@ var contextFree = map[string]bool{"server": true, "dev": true, "config": true, "
 // $CCATTLER_CONTEXT, else the file's current_context), what neither a flag
 // nor an environment variable set: the endpoints, the root, and the
 // certificates (as one group: any TLS flag or variable given, the context's
-// certificates are not mixed in).
+// certificates are not mixed in). Endpoints given by --etcd or
+// $CCATTLER_ETCD leave the context out altogether: they name another
+// cluster than the context's.
 func applyContext(cmd *cobra.Command) error {
 	if parts := strings.Fields(cmd.CommandPath()); len(parts) > 1 && contextFree[parts[1]] {
 		return nil
@@ -173,7 +175,12 @@ func applyContext(cmd *cobra.Command) error {
 	}
 	fl := cmd.Flags()
 	unset := func(flag, env string) bool { return !fl.Changed(flag) && os.Getenv(env) == "" }
-	if len(c.Etcd) > 0 && unset("etcd", "CCATTLER_ETCD") {
+	if !unset("etcd", "CCATTLER_ETCD") {
+		// Endpoints given otherwise are another cluster: the context's
+		// certificates and root are its own, not theirs.
+		return nil
+	}
+	if len(c.Etcd) > 0 {
 		g.etcd, g.etcdGiven = strings.Join(c.Etcd, ","), true
 	}
 	if c.Root != "" && !fl.Changed("root") {

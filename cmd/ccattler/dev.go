@@ -130,7 +130,7 @@ control plane (docs/security.md).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth), data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, f.dataDir, f.nodes)
+			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth),%s data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, devAdminNote(cfg.Ops), f.dataDir, f.nodes)
 			return runServer(ctx, cfg)
 		},
 	}

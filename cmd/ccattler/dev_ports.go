@@ -157,3 +157,11 @@ func writeDevContext(clientURL, root string, out io.Writer) (undo func(), err er
 		})
 	}, nil
 }
+
+// devAdminNote names the admin endpoint in dev's banner.
+func devAdminNote(ops opsConfig) string {
+	if ops.AdminAddr == "" {
+		return ""
+	}
+	return " metrics http://" + ops.AdminAddr + "/metrics,"
+}
