@@ -103,11 +103,12 @@ var opNames = map[spec.Op]string{spec.OpPut: "put", spec.OpChange: "change", spe
 func printResult(w io.Writer, res spec.Result, dryRun bool) error {
 	if g.output == "json" {
 		out := struct {
-			DryRun   bool         `json:"dry_run"`
-			Written  bool         `json:"written"`
-			Revision int64        `json:"revision"`
-			Changes  []changeJSON `json:"changes"`
-		}{DryRun: dryRun, Written: res.Written, Revision: res.Rev, Changes: []changeJSON{}}
+			DryRun        bool         `json:"dry_run"`
+			Written       bool         `json:"written"`
+			Revision      int64        `json:"revision"`
+			Changes       []changeJSON `json:"changes"`
+			HistoryDenied bool         `json:"history_denied,omitempty"`
+		}{DryRun: dryRun, Written: res.Written, Revision: res.Rev, Changes: []changeJSON{}, HistoryDenied: res.HistoryDenied}
 		for _, c := range res.Changes {
 			out.Changes = append(out.Changes, changeJSON{Op: opNames[c.Op], Key: c.Key, Old: jsonValue(c.Old), New: jsonValue(c.New)})
 		}
@@ -115,6 +116,9 @@ func printResult(w io.Writer, res spec.Result, dryRun bool) error {
 	}
 	for _, c := range res.Changes {
 		fmt.Fprintln(w, c)
+	}
+	if res.HistoryDenied {
+		fmt.Fprintln(w, "note: no history entry was written (ccattler rollback): this principal may not write desired/history/")
 	}
 	n := len(res.Changes)
 	switch {

@@ -130,7 +130,7 @@ func (c *clientConfig) names() []string {
 
 // contextFree are the commands that take no context: they start a control
 // plane (whose own flags say where) or read only local files.
-var contextFree = map[string]bool{"server": true, "dev": true, "config": true, "validate": true, "certs": true, "help": true, "completion": true}
+var contextFree = map[string]bool{"server": true, "dev": true, "config": true, "validate": true, "certs": true, "help": true, "completion": true, "version": true}
 
 // applyContext fills in, from the chosen context (--context, else
 // $CCATTLER_CONTEXT, else the file's current_context), what neither a flag

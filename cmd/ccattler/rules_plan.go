@@ -116,6 +116,10 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 					}
 				}
 			}
+			if doc != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: both sets run on the facts with %s applied (%d %s; nothing written)\n",
+					strings.Join(with, ", "), len(w.res.Changes), plural(len(w.res.Changes), "change", "changes"))
+			}
 			d := whatif.Compare(snapshot, rev, running, next, whatif.Options{Seed: seed})
 			if g.output == "json" {
 				if d.Changes == nil {
