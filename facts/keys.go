@@ -95,6 +95,7 @@ var builtins = []builtin{
 	{"desired.service.restart.delay", "desired/service/{name}/restart/delay", vDur, "How long a failed instance's replacement waits after the first failures (default 1s)."},
 	{"desired.service.restart.max_delay", "desired/service/{name}/restart/max_delay", vDur, "The longest a replacement waits, however many failures came before (default 5m)."},
 	{"desired.service.restart.interval", "desired/service/{name}/restart/interval", vDur, "A service without a failure for this long starts again from restart/delay (default 10m)."},
+	{"desired.history.service", "desired/history/service/{name}/{event-id}", vAnyJSON, "A spec of the service as an apply made it, written in the apply's transaction under the id of its record under event/: {\"event\": \"event/{event-id}\", \"facts\": {key: value}} with every desired/service/{name} fact and the user's intent. The last 5 are kept (ccattler rollback restores one); user-written like desired/, and checked like a file when restored."},
 	{"desired.volume", "desired/volume/{name}", vObject, "A volume exists; its attributes are the keys below it."},
 	{"desired.volume.size", "desired/volume/{name}/size", vMemory, "The size of the volume."},
 	{"desired.volume.persistent", "desired/volume/{name}/persistent", vBool, "Whether the volume's data outlives its instances."},
@@ -267,3 +268,6 @@ func NodeCacheError(id string) string         { return NodeAttr(id, "cache_error
 func NodeNetwork(id string) string            { return NodeAttr(id, "network") }
 func NodeLogs(id string) string               { return NodeAttr(id, "logs") }
 func RestartState(name, attr string) string   { return "observed/service/" + name + "/restart/" + attr }
+
+// ServiceHistory is one applied spec of a service; id "" gives the prefix of them all.
+func ServiceHistory(name, id string) string { return "desired/history/service/" + name + "/" + id }

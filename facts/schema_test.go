@@ -51,6 +51,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/service/web/restart/reason", "observed.service.restart.reason", []string{"web"}, RestartState("web", "reason")},
 		{"observed/service/web/restart/image", "observed.service.restart.image", []string{"web"}, RestartState("web", "image")},
 		{"observed/service/web/restart/hold", "observed.service.restart.hold", []string{"web"}, RestartState("web", "hold")},
+		{"desired/history/service/web/20261129T185454.000000001Z-000001", "desired.history.service", []string{"web", "20261129T185454.000000001Z-000001"}, ServiceHistory("web", "20261129T185454.000000001Z-000001")},
 		{"desired/volume/data", "desired.volume", []string{"data"}, DesiredVolume("data")},
 		{"desired/volume/data/size", "desired.volume.size", []string{"data"}, VolumeSize("data")},
 		{"desired/volume/data/persistent", "desired.volume.persistent", []string{"data"}, VolumePersistent("data")},

@@ -15,7 +15,7 @@ func init() { subcommands = append(subcommands, newApplyCmd) }
 
 func newApplyCmd() *cobra.Command {
 	var files []string
-	var dryRun bool
+	var dryRun, wait bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Declare services and volumes from HCL files",
@@ -31,27 +31,28 @@ Applying unchanged files writes nothing.
 A file with a mistake is rejected with every problem listed as file:line:col,
 and nothing is written.
 
+--wait then waits until every applied service has converged: the effective
+number of instances running the desired image, healthy, each with an
+endpoint when the service exposes a port, and no older instance left. It
+prints progress on stderr and exits 1 naming the services that did not
+converge within --timeout (default with --wait: 5m).
+
 The transaction holds one compare per key read and one operation per change:
 the embedded etcd of ` + "`ccattler server`" + ` allows 16384 of each; an external etcd
 allows what its --max-txn-ops says (128 unless raised).`,
 		Example: `  ccattler apply -f examples/web.hcl
   ccattler apply -f web.hcl -f db.hcl
   ccattler apply -f services/            # every *.hcl in the directory
-  ccattler apply -f web.hcl --dry-run    # show the difference, write nothing`,
+  ccattler apply -f web.hcl --dry-run    # show the difference, write nothing
+  ccattler apply -f web.hcl --wait --timeout 2m   # until running, healthy, with endpoints`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {
 				return usageError("apply: no files: give -f FILE or -f DIR (see ccattler apply --help)")
 			}
-			srcs, err := spec.ReadFiles(files)
+			doc, err := readDoc(cmd, files)
 			if err != nil {
 				return err
-			}
-			doc, diags := spec.Decode(srcs...)
-			if diags.HasErrors() {
-				_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags)
-				return exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
-					strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
 			}
 			s, err := g.dial(cmd.Context())
 			if err != nil {
@@ -68,11 +69,15 @@ allows what its --max-txn-ops says (128 unless raised).`,
 			if err != nil {
 				return err
 			}
-			return printResult(cmd.OutOrStdout(), res, dryRun)
+			if err := printResult(cmd.OutOrStdout(), res, dryRun); err != nil || !wait || dryRun {
+				return err
+			}
+			return applyWait(cmd, s, servicesOf(doc))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes that would be made, write nothing")
+	cmd.Flags().BoolVar(&wait, "wait", false, "after writing, wait until the services are running, healthy and have endpoints (progress on stderr; bounded by --timeout, default 5m)")
 	return cmd
 }
 
@@ -98,11 +103,12 @@ var opNames = map[spec.Op]string{spec.OpPut: "put", spec.OpChange: "change", spe
 func printResult(w io.Writer, res spec.Result, dryRun bool) error {
 	if g.output == "json" {
 		out := struct {
-			DryRun   bool         `json:"dry_run"`
-			Written  bool         `json:"written"`
-			Revision int64        `json:"revision"`
-			Changes  []changeJSON `json:"changes"`
-		}{DryRun: dryRun, Written: res.Written, Revision: res.Rev, Changes: []changeJSON{}}
+			DryRun        bool         `json:"dry_run"`
+			Written       bool         `json:"written"`
+			Revision      int64        `json:"revision"`
+			Changes       []changeJSON `json:"changes"`
+			HistoryDenied bool         `json:"history_denied,omitempty"`
+		}{DryRun: dryRun, Written: res.Written, Revision: res.Rev, Changes: []changeJSON{}, HistoryDenied: res.HistoryDenied}
 		for _, c := range res.Changes {
 			out.Changes = append(out.Changes, changeJSON{Op: opNames[c.Op], Key: c.Key, Old: jsonValue(c.Old), New: jsonValue(c.New)})
 		}
@@ -110,6 +116,9 @@ func printResult(w io.Writer, res spec.Result, dryRun bool) error {
 	}
 	for _, c := range res.Changes {
 		fmt.Fprintln(w, c)
+	}
+	if res.HistoryDenied {
+		fmt.Fprintln(w, "note: no history entry was written (ccattler rollback): this principal may not write desired/history/")
 	}
 	n := len(res.Changes)
 	switch {

@@ -25,6 +25,7 @@ var untimed = map[string]bool{
 	"ccattler rules test":            true, // local work only, however long
 	"ccattler rules check":           true,
 	"ccattler rules plan":            true,
+	"ccattler diff":                  true, // rules plan's local work
 	"ccattler cluster snapshot save": true, // as long as the keyspace takes to copy
 }
 

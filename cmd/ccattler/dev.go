@@ -42,6 +42,7 @@ type devFlags struct {
 
 func newDevCmd() *cobra.Command {
 	f := &devFlags{}
+	ops := &devOps{}
 	// dev is for one person's machine: plain http and no etcd auth, so
 	// that every other command reaches it with no certificate. It says so.
 	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Insecure: true}
@@ -55,8 +56,17 @@ with -f are applied once everything is up. The live log shows convergence as
 it happens: every rule firing with what it wrote, every report of the nodes'
 agents, every apply.
 
-Other commands reach it with their default --etcd while it runs:
-ccattler get instances, ccattler apply -f ..., ccattler why KEY.
+Other commands reach it with no flags while it runs: ccattler get instances,
+ccattler apply -f ..., ccattler why KEY. It writes a context named dev (dev-PORT
+off etcd's default port) into the client configuration and makes it current
+(ccattler config); at exit the context goes and the one before is current
+again. A default port that is taken (a second dev, a server) is replaced by a
+free one, and dev says so.
+
+It serves /metrics on --admin-addr like ccattler server. --watch DIR runs the
+rules in DIR and reloads them when their files change; ccattler rules reload
+reloads them on demand.
+
 Ctrl-C stops it; its data goes with it unless --data-dir is given.
 
 dev is insecure: no TLS, no client certificates, no etcd auth, so any
@@ -64,7 +74,8 @@ client that reaches it may write anything. ccattler server is the secure
 control plane (docs/security.md).`,
 		Example: `  ccattler dev -f examples/web.hcl
   ccattler dev --nodes 5 --node-cpu 2 -f examples/
-  ccattler dev --policies ./my-policies -f examples/web.hcl`,
+  ccattler dev --policies ./my-policies -f examples/web.hcl
+  ccattler dev --watch ./my-policies -f examples/web.hcl   # edit the rules, see them reload`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.nodes < 1 {
@@ -106,12 +117,20 @@ control plane (docs/security.md).`,
 			cfg.Embed.DataDir = f.dataDir
 			cfg.Root, cfg.DialTimeout, cfg.Log, cfg.Policies = g.root, g.dialTimeout, log, f.policies
 			out := cmd.OutOrStdout()
+			if err := devPorts(cmd.Flags(), &cfg, ops, out); err != nil {
+				return err
+			}
+			undo, err := writeDevContext(cfg.Embed.ClientURL, g.root, out)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context written for this dev: %v\n", err)
+			}
+			defer undo()
 			cfg.Ready = func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 				return devReady(ctx, f, mem, doc, store, log, out)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth), data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, f.dataDir, f.nodes)
+			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth),%s data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, devAdminNote(cfg.Ops), f.dataDir, f.nodes)
 			return runServer(ctx, cfg)
 		},
 	}
@@ -129,6 +148,7 @@ control plane (docs/security.md).`,
 	fl.BoolVar(&f.reportLog, "show-leases", false, "also show lease renewals in the live log")
 	fl.StringVar(&cfg.Embed.ClientURL, "listen-client", cfg.Embed.ClientURL, "URL the embedded etcd serves clients on")
 	fl.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "URL the embedded etcd serves peers on")
+	addDevOpsFlags(fl, ops)
 	return cmd
 }
 

@@ -17,7 +17,9 @@ const webExample = "../../examples/web.hcl"
 func TestEndToEnd(t *testing.T) {
 	srv := newServer(t, t.TempDir())
 	dir := t.TempDir()
-	userTrees := []string{"desired/", "intent/"}
+	// The specs and intents users write; desired/history/ (the applies'
+	// history, for rollback) is checked on its own.
+	userTrees := []string{"desired/service/", "desired/volume/", "intent/"}
 
 	t.Run("dry run writes nothing", func(t *testing.T) {
 		_, _, before := srv.factsUnder(t, "")
@@ -52,6 +54,15 @@ func TestEndToEnd(t *testing.T) {
 			}
 			if r != applyRev {
 				t.Errorf("%s written at revision %d, others at %d: not one transaction", k, r, applyRev)
+			}
+		}
+		hist, hrevs, _ := srv.factsUnder(t, "desired/history/service/web/")
+		if len(hist) != 1 {
+			t.Fatalf("history after one apply: %v", hist)
+		}
+		for k, r := range hrevs {
+			if r != applyRev {
+				t.Errorf("%s written at revision %d, the apply at %d: not in its transaction", k, r, applyRev)
 			}
 		}
 	})

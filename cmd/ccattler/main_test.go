@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "ccattler")
+	// The binary's client configuration lives in the test's directory, never
+	// in the real home: ccattler dev writes its context there.
+	os.Setenv("CCATTLER_CONFIG", filepath.Join(dir, "config.hcl"))
+	os.Unsetenv("CCATTLER_CONTEXT")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
 		gobin = "go"

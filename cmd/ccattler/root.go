@@ -28,6 +28,8 @@ type globals struct {
 	timeout        time.Duration
 	deadlined      bool
 	cancelDeadline func()
+
+	context string // --context: the client configuration's context to use (clientconfig.go)
 }
 
 var g = &globals{}
@@ -63,10 +65,14 @@ CEL-guarded rules in HCL files.`,
 		"directory of ca.crt and PRINCIPAL.crt/.key made by `ccattler certs` (env CCATTLER_TLS_DIR; default: "+serverPKI+" when it exists)")
 	pf.StringVar(&g.tls.identity, "identity", os.Getenv("CCATTLER_IDENTITY"),
 		"principal whose certificate in --tls-dir to use (env CCATTLER_IDENTITY; default user:admin, node:{id} for agents, root for server)")
+	pf.StringVar(&g.context, "context", "", "context of the client configuration to use (env CCATTLER_CONTEXT; see ccattler config)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		ranCommand = true // past cobra's own flag and argument checks (exitcodes.go)
 		if cmd.Flags().Changed("etcd") {
 			g.etcdGiven = true
+		}
+		if err := applyContext(cmd); err != nil {
+			return err
 		}
 		if err := checkOutput(cmd); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/engine/whatif"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
@@ -17,9 +18,10 @@ func init() { rulesCmdChildren = append(rulesCmdChildren, newRulesPlanCmd) }
 
 func newRulesPlanCmd() *cobra.Command {
 	var against string
+	var with []string
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "plan DIR",
+		Use:   "plan [DIR] [--with FILE]",
 		Short: "Show what the rule set in DIR would do differently from the running one, on the live facts; write nothing",
 		Long: `Evaluate the rule set in DIR against the live facts without writing anything,
 and print what it would do differently from the running rule set: the keys it
@@ -40,41 +42,69 @@ leading server runs (ccattler rules status) when it is readable here and
 still holds the running version, else the default policies built into this
 binary. When the set compared with is not the running version, a note says so.
 
+--with FILE plans a service change instead, or as well: alone, it shows what
+the running rules would do because of applying FILE (the same plan as
+ccattler diff -f FILE); with DIR, both sets run on the facts with FILE
+applied, so a rule change can be tried on a service that is not there yet.
+
 A rule set that does not load prints its problems with file:line:col and
 exits 1; otherwise the exit status is 0, with or without differences.`,
 		Example: `  # a scheduler that packs instead of spreading, against what the servers run
   ccattler rules plan ./my-policies
 
   # against the directory the server runs
-  ccattler rules plan ./next --against /etc/ccattler/policies -o json`,
-		Args: cobra.ExactArgs(1),
+  ccattler rules plan ./next --against /etc/ccattler/policies -o json
+
+  # what the running rules would do with web.hcl applied
+  ccattler rules plan --with web.hcl`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
+			if len(args) == 0 && len(with) == 0 {
+				return usageError("rules plan: expected DIR, or --with FILE to plan a service change under the running rules")
+			}
+			var doc *spec.Doc
+			if len(with) > 0 {
+				var err error
+				if doc, err = readDoc(cmd, with); err != nil {
+					return err
+				}
+			}
 			s, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			snapshot, rev, err := s.List(cmd.Context(), "", 0)
-			if err != nil {
-				return fmt.Errorf("read the facts: %w", err)
-			}
-			// Plugin types registered under schema/ type the rules too: the
-			// table registers them as it takes the facts.
-			schema := facts.NewSchema()
-			tb := facts.NewTable(schema)
-			for _, f := range snapshot {
-				tb.Put(f)
-			}
-			next, err := loadPlanSet(cmd, dir, schema)
-			if err != nil {
-				return err
+			var snapshot []facts.Fact
+			var rev int64
+			var schema *facts.Schema
+			var w applied
+			if doc != nil {
+				// The sets run on the facts with the apply in them.
+				if w, err = withApply(cmd, s, doc, with); err != nil {
+					return err
+				}
+				snapshot, rev, schema = w.after, w.res.Rev, w.schema
+			} else {
+				if snapshot, rev, err = s.List(cmd.Context(), "", 0); err != nil {
+					return fmt.Errorf("read the facts: %w", err)
+				}
+				// Plugin types registered under schema/ type the rules too.
+				schema = planSchema(snapshot)
 			}
 			if !cmd.Flags().Changed("against") {
 				against = runningSource(cmd, s)
 			}
 			runningName := policiesName(against)
 			running, err := loadPlanSet(cmd, against, schema)
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 { // --with alone: what the running rules do because of the change
+				d := whatif.WithChange(w.before, w.after, rev, running, whatif.Options{Seed: seed})
+				return printApplyPlan(cmd.OutOrStdout(), strings.Join(with, ", "), runningName, w.res, d)
+			}
+			dir := args[0]
+			next, err := loadPlanSet(cmd, dir, schema)
 			if err != nil {
 				return err
 			}
@@ -85,6 +115,10 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 							st.Server, st.Version, st.Source, runningName, running.Version)
 					}
 				}
+			}
+			if doc != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: both sets run on the facts with %s applied (%d %s; nothing written)\n",
+					strings.Join(with, ", "), len(w.res.Changes), plural(len(w.res.Changes), "change", "changes"))
 			}
 			d := whatif.Compare(snapshot, rev, running, next, whatif.Options{Seed: seed})
 			if g.output == "json" {
@@ -98,6 +132,7 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 		},
 	}
 	cmd.Flags().StringVar(&against, "against", "", "rule directory standing for the running set (default: the leading server's directory if readable here, else the built-in policies)")
+	cmd.Flags().StringArrayVar(&with, "with", nil, "a service or volume file (or directory) to plan as applied: alone, what the running rules would do because of it (as ccattler diff); with DIR, both sets run on the facts with it applied (repeatable)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids both sets draw, so that the rules they share create the same ids")
 	return cmd
 }
@@ -123,36 +158,12 @@ func loadPlanSet(cmd *cobra.Command, dir string, schema *facts.Schema) (*rules.R
 func printPlan(out io.Writer, dir, against string, d whatif.Diff) {
 	fmt.Fprintf(out, "Plan of %s (version %s) against %s (version %s), on %d facts at revision %d.\n",
 		dir, d.Next.Version, against, d.Running.Version, d.Facts, d.Rev)
-	for _, o := range []struct {
-		name string
-		o    whatif.Outcome
-	}{{dir, d.Next}, {against, d.Running}} {
-		if !o.o.Fixpoint {
-			fmt.Fprintf(out, "warning: %s still wrote after %d rounds: no fixpoint, the plan is partial\n", o.name, o.o.Rounds)
-		}
-		for _, p := range o.o.Problems {
-			fmt.Fprintf(out, "warning: %s: %s\n", o.name, p)
-		}
-	}
+	printPlanProblems(out, []namedOutcome{{dir, d.Next}, {against, d.Running}})
 	if len(d.Changes) == 0 {
 		fmt.Fprintf(out, "\nNo changes: %s would do the same as %s on these facts. Nothing was written.\n", dir, against)
 		return
 	}
-	rule := ""
-	for _, c := range d.Changes {
-		if c.Rule != rule {
-			rule = c.Rule
-			fmt.Fprintf(out, "\n%s\n", rule)
-		}
-		switch c.Op {
-		case whatif.Put:
-			fmt.Fprintf(out, "  + %s = %s\n", c.Key, c.Value)
-		case whatif.Change:
-			fmt.Fprintf(out, "  ~ %s = %s  (running: %s)\n", c.Key, c.Value, c.Was)
-		default:
-			fmt.Fprintf(out, "  - %s  (running: %s)\n", c.Key, c.Was)
-		}
-	}
+	printKeyDiffs(out, d, "running")
 	fmt.Fprintf(out, "\nPlan: %s. Nothing was written.\n", d)
 }
 

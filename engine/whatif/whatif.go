@@ -58,6 +58,19 @@ type Outcome struct {
 // the schema the snapshot's keys are typed by (their patterns point into
 // it). It writes nothing anywhere.
 func Compare(snapshot []facts.Fact, rev int64, running, next *rules.RuleSet, opt Options) Diff {
+	return compare(snapshot, snapshot, rev, running, next, opt)
+}
+
+// WithChange runs rs on copies of before and of after (before with a change
+// made, such as an apply: both at rev) and returns where what the rules
+// would then do differs: the Running outcome is before's, Next is after's,
+// and a KeyDiff's Value is the key with the change, Was without it. Keys
+// the change itself sets and no rule writes are not in it.
+func WithChange(before, after []facts.Fact, rev int64, rs *rules.RuleSet, opt Options) Diff {
+	return compare(before, after, rev, rs, rs, opt)
+}
+
+func compare(snapA, snapB []facts.Fact, rev int64, running, next *rules.RuleSet, opt Options) Diff {
 	if opt.Seed == 0 {
 		opt.Seed = 1
 	}
@@ -68,13 +81,10 @@ func Compare(snapshot []facts.Fact, rev int64, running, next *rules.RuleSet, opt
 		now := time.Now()
 		opt.Now = func() time.Time { return now } // one instant for both runs
 	}
-	orig := make(map[string][]byte, len(snapshot))
-	for _, f := range snapshot {
-		orig[f.Key] = f.Value
-	}
-	a := run(snapshot, rev, running, opt)
-	b := run(snapshot, rev, next, opt)
-	d := Diff{Rev: rev, Facts: len(snapshot), Running: a.Outcome, Next: b.Outcome}
+	origA, origB := values(snapA), values(snapB)
+	a := run(snapA, rev, running, opt)
+	b := run(snapB, rev, next, opt)
+	d := Diff{Rev: rev, Facts: len(snapB), Running: a.Outcome, Next: b.Outcome}
 	keys := map[string]bool{}
 	for k := range a.final {
 		keys[k] = true
@@ -83,8 +93,8 @@ func Compare(snapshot []facts.Fact, rev int64, running, next *rules.RuleSet, opt
 		keys[k] = true
 	}
 	for k := range keys {
-		va, okA := a.value(k, orig)
-		vb, okB := b.value(k, orig)
+		va, okA := a.value(k, origA)
+		vb, okB := b.value(k, origB)
 		if okA == okB && bytes.Equal(va, vb) {
 			continue
 		}
@@ -110,6 +120,14 @@ func Compare(snapshot []facts.Fact, rev int64, running, next *rules.RuleSet, opt
 		return x.Key < y.Key
 	})
 	return d
+}
+
+func values(snapshot []facts.Fact) map[string][]byte {
+	out := make(map[string][]byte, len(snapshot))
+	for _, f := range snapshot {
+		out[f.Key] = f.Value
+	}
+	return out
 }
 
 // result is one set's run: the final value of every key it wrote (nil:

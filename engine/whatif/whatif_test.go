@@ -150,3 +150,47 @@ func TestCompareNoFixpoint(t *testing.T) {
 		t.Errorf("candidate outcome %+v: want no fixpoint after 10 rounds", d.Next)
 	}
 }
+
+// WithChange shows what one rule set does because of a change of the facts:
+// raising a service from 1 to 3 instances, on a cluster converged at 1,
+// creates and places two instances; the key the change itself sets (the
+// count) is no difference of the rules'.
+func TestWithChange(t *testing.T) {
+	schema := facts.NewSchema()
+	rs := load(t, schema, create, strings.Replace(schedule, "SCORE", "-double(placed)", 1))
+	before := []facts.Fact{
+		{Key: "desired/service/web/instances", Value: []byte("1"), ModRevision: 5},
+		{Key: "observed/node/node-1/state", Value: []byte(`"alive"`), ModRevision: 2},
+		{Key: "observed/node/node-2/state", Value: []byte(`"alive"`), ModRevision: 3},
+		{Key: "observed/instance/a0001/service", Value: []byte(`"web"`), ModRevision: 6},
+		{Key: "observed/instance/a0001/state", Value: []byte(`"running"`), ModRevision: 6},
+		{Key: "placement/instance/a0001", Value: []byte(`"node-1"`), ModRevision: 7},
+	}
+	after := append([]facts.Fact(nil), before...)
+	after[0] = facts.Fact{Key: "desired/service/web/instances", Value: []byte("3"), ModRevision: 5}
+	d := whatif.WithChange(before, after, 7, rs, whatif.Options{})
+	n := map[string]int{}
+	for _, c := range d.Changes {
+		if c.Op != whatif.Put || c.Was != nil {
+			t.Errorf("change %+v: want a put of a key absent without the change", c)
+		}
+		switch {
+		case strings.HasPrefix(c.Key, "desired/"):
+			t.Errorf("the change's own key %s is listed as the rules'", c.Key)
+		case strings.HasSuffix(c.Key, "/state"):
+			n["created"]++
+		case strings.HasPrefix(c.Key, "placement/instance/"):
+			n["placed"]++
+		}
+	}
+	if n["created"] != 2 || n["placed"] != 2 {
+		t.Errorf("created %d, placed %d; want 2 and 2: %+v", n["created"], n["placed"], d.Changes)
+	}
+	if len(d.Running.Firings) != 0 || d.Next.Firings["create_instances"] == 0 || d.Next.Firings["schedule"] != 2 {
+		t.Errorf("firings without %v, with %v", d.Running.Firings, d.Next.Firings)
+	}
+	// No change: nothing to show.
+	if d := whatif.WithChange(before, before, 7, rs, whatif.Options{}); len(d.Changes) != 0 {
+		t.Errorf("no change, yet %+v", d.Changes)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -95,6 +96,10 @@ type Result struct {
 	// was written (no changes, or DryRun).
 	Rev     int64
 	Written bool
+	// HistoryDenied: the writes were made, but the principal may not write
+	// desired/history/ (its grants are narrower than a user's default), so
+	// no history entry was.
+	HistoryDenied bool
 }
 
 // Apply makes the store hold exactly the facts of doc for every service and
@@ -265,7 +270,19 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 		}
 		t.If = append(t.If, facts.Cond{Key: rec.Key, Rev: 0})
 		t.Ops = append(t.Ops, rec)
+		hist, err := historyOps(ctx, s, rev, scopes, want, res.Changes, strings.TrimPrefix(rec.Key, "event/"))
+		if err != nil {
+			return Result{}, err
+		}
+		t.Ops = append(t.Ops, hist...)
 		res.Rev, err = s.Commit(ctx, t)
+		if err != nil && len(hist) > 0 && access.IsDenied(err) {
+			// A principal granted its services' keys but not their
+			// history still applies; the rollback point is what is lost.
+			t.Ops = t.Ops[:len(t.Ops)-len(hist)]
+			res.Rev, err = s.Commit(ctx, t)
+			res.HistoryDenied = err == nil
+		}
 		if err == nil {
 			res.Written = true
 			return res, nil

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
+	"github.com/spf13/cobra"
+)
+
+// defaultWaitTimeout bounds apply --wait when --timeout is not given: a
+// rollout of a few instances, with image pulls, takes longer than the 10s
+// a plain request may.
+const defaultWaitTimeout = 5 * time.Minute
+
+// convergence is how far one service is from what was applied, read from
+// the facts at one revision.
+type convergence struct {
+	Service   string `json:"service"`
+	Target    int    `json:"target"`    // effective/service/{name}/instances (-1: none yet)
+	Live      int    `json:"live"`      // pending or running instances
+	Running   int    `json:"running"`   // running, on the desired image
+	Healthy   int    `json:"healthy"`   // of those, healthy
+	Endpoints int    `json:"endpoints"` // of those, with an endpoint (when the service exposes a port)
+	Exposes   bool   `json:"exposes"`
+	Pending   string `json:"waiting_for,omitempty"` // what is missing, in words; "" when converged
+}
+
+func (c convergence) converged() bool { return c.Pending == "" }
+
+func (c convergence) String() string {
+	s := fmt.Sprintf("%s: %d/%d running, %d healthy", c.Service, c.Running, max(c.Target, 0), c.Healthy)
+	if c.Exposes {
+		s += fmt.Sprintf(", %d %s", c.Endpoints, plural(c.Endpoints, "endpoint", "endpoints"))
+	}
+	if c.Pending != "" {
+		s += " (waiting for " + c.Pending + ")"
+	}
+	return s
+}
+
+// readConvergence reads, at one revision, how far each service is: it is
+// converged when the effective count is the one the applied intent yields,
+// that many instances run the desired image and are healthy, each has an
+// endpoint when the service exposes a port, and no other instance of it is
+// live (a rollout's old ones are gone).
+func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]convergence, error) {
+	trees := map[string][]facts.Fact{}
+	var rev int64
+	for _, tree := range []string{"desired/service/", "effective/service/", "intent/", "observed/instance/", "endpoint/service/"} {
+		fs, r, err := s.List(ctx, tree, rev)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", tree, err)
+		}
+		rev, trees[tree] = r, fs
+	}
+	val := map[string][]byte{}
+	for _, fs := range trees {
+		for _, f := range fs {
+			val[f.Key] = f.Value
+		}
+	}
+	str := func(k string) string { v, _ := facts.StringValue(val[k]); return v }
+	num := func(k string) (int, bool) {
+		var n int
+		raw, ok := val[k]
+		if !ok || json.Unmarshal(raw, &n) != nil {
+			return 0, false
+		}
+		return n, true
+	}
+	byService := map[string][]string{}
+	for _, f := range trees["observed/instance/"] {
+		id, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "observed/instance/"), "/service")
+		if ok && !strings.Contains(id, "/") {
+			if svc, ok := facts.StringValue(f.Value); ok {
+				byService[svc] = append(byService[svc], id)
+			}
+		}
+	}
+	var out []convergence
+	for _, name := range services {
+		c := convergence{Service: name, Target: -1}
+		if _, ok := val[facts.DesiredService(name)]; !ok {
+			c.Pending = "its desired facts: the service is not declared"
+			out = append(out, c)
+			continue
+		}
+		image := str(facts.ServiceImage(name))
+		for k := range val {
+			if strings.HasPrefix(k, facts.DesiredService(name)+"/expose/") {
+				c.Exposes = true
+			}
+		}
+		for _, id := range byService[name] {
+			st := str(facts.InstanceState(id))
+			if st == "pending" || st == "running" {
+				c.Live++
+			}
+			if st != "running" || str(facts.InstanceImage(id)) != image {
+				continue
+			}
+			c.Running++
+			if str(facts.InstanceHealth(id)) != "healthy" {
+				continue
+			}
+			c.Healthy++
+			if _, ok := val[facts.Endpoint(name, id)]; ok {
+				c.Endpoints++
+			}
+		}
+		target, haveTarget := num(facts.EffectiveInstances(name))
+		if haveTarget {
+			c.Target = target
+		}
+		user, haveUser := num(facts.Intent("user", name))
+		_, overridden := val[facts.Intent("policy", name)]
+		_, autoscaled := val[facts.Intent("autoscaler", name)]
+		autoscaled = autoscaled && val[facts.ServiceAutoscaleMetric(name)] != nil
+		ready := c.Healthy
+		if c.Exposes {
+			ready = c.Endpoints
+		}
+		switch {
+		case !haveTarget:
+			c.Pending = "the intent resolver to set effective/service/" + name + "/instances"
+		case haveUser && !overridden && !autoscaled && target != user:
+			c.Pending = fmt.Sprintf("the effective count to become %d, not %d", user, target)
+		case c.Running < target:
+			c.Pending = fmt.Sprintf("%d more running on %s", target-c.Running, image)
+		case c.Healthy < target:
+			c.Pending = fmt.Sprintf("%d more healthy", target-c.Healthy)
+		case ready < target:
+			c.Pending = fmt.Sprintf("%d more %s", target-ready, plural(target-ready, "endpoint", "endpoints"))
+		case c.Live > target:
+			c.Pending = fmt.Sprintf("%d more to stop", c.Live-target)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// servicesOf names the services doc declares.
+func servicesOf(doc *spec.Doc) []string {
+	var out []string
+	for _, o := range doc.Objects {
+		if o.Kind == spec.KindService {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
+// waitConverged polls until every one of services is converged, printing
+// each change of a service's progress on progress. It fails naming the
+// services that did not converge by the deadline.
+func waitConverged(ctx context.Context, s *facts.Store, services []string, within time.Duration, progress io.Writer) error {
+	if len(services) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(within)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	last := map[string]string{}
+	var cs []convergence
+	for {
+		now, err := readConvergence(ctx, s, services)
+		if err == nil {
+			cs = now
+			done := true
+			for _, c := range cs {
+				if line := c.String(); line != last[c.Service] {
+					fmt.Fprintf(progress, "%s  %s\n", stamp(time.Now()), line)
+					last[c.Service] = line
+				}
+				done = done && c.converged()
+			}
+			if done {
+				fmt.Fprintf(progress, "converged: %s\n", strings.Join(services, ", "))
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			var stuck []string
+			for _, c := range cs {
+				if !c.converged() {
+					stuck = append(stuck, c.String())
+				}
+			}
+			slices.Sort(stuck)
+			if len(stuck) == 0 { // no read succeeded
+				return exitError{code: 1, err: fmt.Errorf("--wait: convergence not read within %s: %v", within.Round(100*time.Millisecond), err)}
+			}
+			return exitError{code: 1, err: fmt.Errorf("--wait: not converged within %s: %s (ccattler get instances and ccattler why-not show why)",
+				within.Round(100*time.Millisecond), strings.Join(stuck, "; "))}
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// applyWait is --wait of apply, scale and rollback: --timeout bounds the
+// whole command when given; otherwise the wait has defaultWaitTimeout of its own.
+func applyWait(cmd *cobra.Command, s *facts.Store, services []string) error {
+	ctx, within := context.WithoutCancel(cmd.Context()), defaultWaitTimeout
+	if cmd.Flags().Changed("timeout") {
+		ctx, within = cmd.Context(), g.timeout
+		if d, ok := ctx.Deadline(); ok {
+			within = time.Until(d)
+		} else if within <= 0 {
+			within = 100 * 365 * 24 * time.Hour // --timeout 0: no limit
+		}
+	}
+	return waitConverged(ctx, s, services, within, cmd.ErrOrStderr())
+}

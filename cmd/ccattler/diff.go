@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ccattler/ccattler/engine/whatif"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newDiffCmd) }
+
+func newDiffCmd() *cobra.Command {
+	var files []string
+	var policiesDir string
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "diff -f FILE|DIR [-f ...]",
+		Short: "Show what an apply would write and what the rules would then do; write nothing",
+		Long: `Show what ccattler apply -f would write, and what the rules would then do
+because of it: the instances they would create or stop, where they would place
+them, the endpoints and counts they would change.
+
+The apply is made on a private copy of the live facts (read at one
+revision), and the running rule set is run on that copy and on the facts
+without it, each to a fixpoint, as ccattler rules plan does: what differs is
+what the apply sets in motion. The nodes' agents are not simulated, so the
+plan stops where an agent would start a container.
+
+  + key = value              the rules would write it because of the apply
+  ~ key = value (now: value) they would write another value than without it
+  - key (now: value)         they would delete it because of the apply
+
+The rule set is the running one (as rules plan finds it), or --policies DIR.
+A file with a mistake is rejected as apply rejects it (file:line:col, exit 1).
+The exit status is 0 with or without differences.`,
+		Example: `  ccattler diff -f web.hcl
+  ccattler diff -f services/ -o json
+  ccattler diff -f web.hcl --policies ./next-policies`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(files) == 0 {
+				return usageError("diff: no files: give -f FILE or -f DIR (see ccattler diff --help)")
+			}
+			doc, err := readDoc(cmd, files)
+			if err != nil {
+				return err
+			}
+			s, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			w, err := withApply(cmd, s, doc, files)
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("policies") {
+				policiesDir = runningSource(cmd, s)
+			}
+			rs, err := loadPlanSet(cmd, policiesDir, w.schema)
+			if err != nil {
+				return err
+			}
+			d := whatif.WithChange(w.before, w.after, w.res.Rev, rs, whatif.Options{Seed: seed})
+			return printApplyPlan(cmd.OutOrStdout(), strings.Join(files, ", "), policiesName(policiesDir), w.res, d)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
+	cmd.Flags().StringVar(&policiesDir, "policies", "", "rule directory to plan with (default: the running set, as rules plan finds it)")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids the rules draw")
+	return cmd
+}
+
+// readDoc reads and decodes the files as apply does: a mistake prints
+// every problem as file:line:col and is an exit-1 error.
+func readDoc(cmd *cobra.Command, files []string) (*spec.Doc, error) {
+	srcs, err := spec.ReadFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	doc, diags := spec.Decode(srcs...)
+	if diags.HasErrors() {
+		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags)
+		return nil, exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
+			strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
+	}
+	return doc, nil
+}
+
+// applied is the live facts without and with an apply, at one revision.
+type applied struct {
+	res           spec.Result // the apply's changes, as a dry run computes them
+	before, after []facts.Fact
+	schema        *facts.Schema // with the plugin types the facts register
+}
+
+// withApply computes doc's apply as a dry run and the facts at its
+// revision with and without it. A refused apply prints why, as apply does.
+func withApply(cmd *cobra.Command, s *facts.Store, doc *spec.Doc, files []string) (applied, error) {
+	ctx := cmd.Context()
+	res, err := spec.Apply(ctx, s, doc, spec.Options{DryRun: true})
+	var refused *spec.RefusedError
+	if errors.As(err, &refused) {
+		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, refused.Diags)
+		return applied{}, exitError{code: 1, err: fmt.Errorf("%s refused (%d %s); nothing planned",
+			strings.Join(files, ", "), len(refused.Diags), plural(len(refused.Diags), "problem", "problems"))}
+	}
+	if err != nil {
+		return applied{}, err
+	}
+	before, err := snapshotAt(ctx, s, res.Rev)
+	if err != nil {
+		return applied{}, err
+	}
+	return applied{res: res, before: before, after: applyChanges(before, res.Changes, res.Rev), schema: planSchema(before)}, nil
+}
+
+func snapshotAt(ctx context.Context, s *facts.Store, rev int64) ([]facts.Fact, error) {
+	fs, _, err := s.List(ctx, "", rev)
+	if err != nil {
+		return nil, fmt.Errorf("read the facts: %w", err)
+	}
+	return fs, nil
+}
+
+// planSchema is the schema the facts are typed by: the built-in types and
+// the plugin types registered under schema/ (the table registers them as
+// it takes the facts), for loading rule sets to run on them.
+func planSchema(snapshot []facts.Fact) *facts.Schema {
+	schema := facts.NewSchema()
+	tb := facts.NewTable(schema)
+	for _, f := range snapshot {
+		tb.Put(f)
+	}
+	return schema
+}
+
+// applyChanges returns a copy of snapshot with the changes made at rev.
+func applyChanges(snapshot []facts.Fact, changes []spec.Change, rev int64) []facts.Fact {
+	idx := map[string]int{}
+	out := make([]facts.Fact, 0, len(snapshot)+len(changes))
+	for _, f := range snapshot {
+		idx[f.Key] = len(out)
+		out = append(out, f)
+	}
+	gone := map[string]bool{}
+	for _, c := range changes {
+		switch c.Op {
+		case spec.OpDelete:
+			gone[c.Key] = true
+		case spec.OpChange:
+			out[idx[c.Key]].Value, out[idx[c.Key]].ModRevision = c.New, rev
+		default:
+			out = append(out, facts.Fact{Key: c.Key, Value: c.New, ModRevision: rev, CreateRevision: rev})
+		}
+	}
+	if len(gone) == 0 {
+		return out
+	}
+	kept := out[:0]
+	for _, f := range out {
+		if !gone[f.Key] {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// planSummary counts what a plan does to instances.
+type planSummary struct {
+	Created    int `json:"instances_created"`
+	Stopped    int `json:"instances_stopped"`
+	Placements int `json:"placements"`
+}
+
+func summarize(d whatif.Diff) planSummary {
+	var n planSummary
+	for _, c := range d.Changes {
+		inst, isInst := strings.CutPrefix(c.Key, "observed/instance/")
+		switch {
+		case isInst && strings.HasSuffix(inst, "/service") && c.Op == whatif.Put:
+			n.Created++
+		case isInst && strings.HasSuffix(inst, "/state") && c.Op != whatif.Delete && string(c.Value) == `"stopped"`:
+			n.Stopped++
+		case strings.HasPrefix(c.Key, "placement/instance/") && c.Op == whatif.Delete:
+			n.Stopped++ // its agent stops an instance that loses its placement
+		case strings.HasPrefix(c.Key, "placement/instance/"):
+			n.Placements++
+		}
+	}
+	return n
+}
+
+func (n planSummary) String() string {
+	return fmt.Sprintf("%d %s created, %d stopped, %d %s", n.Created, plural(n.Created, "instance", "instances"),
+		n.Stopped, n.Placements, plural(n.Placements, "placement", "placements"))
+}
+
+// printApplyPlan prints what an apply would write and what rs would then do.
+func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d whatif.Diff) error {
+	sum := summarize(d)
+	if g.output == "json" {
+		changes := []changeJSON{}
+		for _, c := range res.Changes {
+			changes = append(changes, changeJSON{Op: opNames[c.Op], Key: c.Key, Old: jsonValue(c.Old), New: jsonValue(c.New)})
+		}
+		if d.Changes == nil {
+			d.Changes = []whatif.KeyDiff{}
+		}
+		return printJSON(out, map[string]any{"files": files, "rules": rulesName, "revision": res.Rev,
+			"apply": changes, "plan": d, "summary": sum, "written": false})
+	}
+	fmt.Fprintf(out, "The apply of %s would write, on %d facts at revision %d:\n", files, d.Facts, res.Rev)
+	if len(res.Changes) == 0 {
+		fmt.Fprintln(out, "  nothing: the store holds the files already")
+	}
+	for _, c := range res.Changes {
+		fmt.Fprintf(out, "  %s\n", c)
+	}
+	fmt.Fprintf(out, "\nThen the rules of %s (version %s) would:\n", rulesName, d.Next.Version)
+	printPlanProblems(out, []namedOutcome{{"with the apply", d.Next}, {"without it", d.Running}})
+	if len(d.Changes) == 0 {
+		fmt.Fprintln(out, "  do nothing more")
+	}
+	printKeyDiffs(out, d, "now")
+	fmt.Fprintf(out, "\nPlan: %s; %s. Nothing was written.\n", sum, d)
+	return nil
+}
+
+type namedOutcome struct {
+	name string
+	o    whatif.Outcome
+}
+
+// printPlanProblems warns of a run without a fixpoint or with evaluation problems.
+func printPlanProblems(out io.Writer, os []namedOutcome) {
+	for _, o := range os {
+		if !o.o.Fixpoint {
+			fmt.Fprintf(out, "warning: %s still wrote after %d rounds: no fixpoint, the plan is partial\n", o.name, o.o.Rounds)
+		}
+		for _, p := range o.o.Problems {
+			fmt.Fprintf(out, "warning: %s: %s\n", o.name, p)
+		}
+	}
+}
+
+// printKeyDiffs lists a plan's changes by rule; was names the value compared with.
+func printKeyDiffs(out io.Writer, d whatif.Diff, was string) {
+	rule := ""
+	for _, c := range d.Changes {
+		if c.Rule != rule {
+			rule = c.Rule
+			fmt.Fprintf(out, "\n%s\n", rule)
+		}
+		switch c.Op {
+		case whatif.Put:
+			fmt.Fprintf(out, "  + %s = %s\n", c.Key, c.Value)
+		case whatif.Change:
+			fmt.Fprintf(out, "  ~ %s = %s  (%s: %s)\n", c.Key, c.Value, was, c.Was)
+		default:
+			fmt.Fprintf(out, "  - %s  (%s: %s)\n", c.Key, was, c.Was)
+		}
+	}
+}
