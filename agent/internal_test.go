@@ -105,6 +105,11 @@ func TestBuildWant(t *testing.T) {
 				return s.Image == "nginx:1.28" && s.CPU == 0.5 && s.Memory == 256<<20 && len(s.Ports) == 2 &&
 					s.Ports[0] == 443 && s.Health.Method == "GET" && s.Health.Interval == 5*time.Second
 			}},
+		{"command, env and their digest", attrs("image", `"nginx:1.28"`, "command", `["/bin/sh", "-c"]`, "env/A", `"1"`, "spec_digest", `"2f5fe11ad9e492f8"`),
+			true, "", func(s Spec) bool {
+				return s.Digest == "2f5fe11ad9e492f8" && len(s.Command) == 2 && s.Env["A"] == "1"
+			}},
+		{"a digest that is not one", attrs("image", `"nginx:1.28"`, "spec_digest", `"yes"`), false, "spec_digest", nil},
 		{"invalid memory quantity", attrs("image", `"nginx:1.28"`, "resources/memory", `"12XB"`), false, "12XB", nil},
 		{"invalid health method", attrs("image", `"nginx:1.28"`, "health/method", `"PING"`), false, "health/method", nil},
 	}

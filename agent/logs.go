@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/pki"
 )
 
 // Logged is implemented by runtimes that keep their containers' output
@@ -32,14 +35,20 @@ type Logged interface {
 // container writes until it is gone (stopped and removed) or the client
 // leaves.
 //
-// It speaks plain HTTP and is meant for loopback (e.g. 127.0.0.1:7070):
-// requests carry no identity yet. TLS belongs in Serve,
-// where the listener is made (tls.NewListener with the node's certificate,
-// requiring a client certificate of a user or auditor).
+// With TLS (the agent's own identity, pki.ServeMutual) it serves HTTPS
+// only and requires a client certificate of the cluster's CA; the
+// certificate's Common Name is who asks, and only users (user:admin among
+// them) and auditors may read container output: a node, the engine or
+// anyone else is refused with 403, so one compromised node cannot read
+// another's containers. Without TLS (an insecure cluster, `--insecure`) it
+// speaks plain HTTP, meant for loopback.
 type LogServer struct {
 	Addr  string
 	Nodes []NodeConfig
-	Log   *slog.Logger
+	// TLS is the server's configuration (pki.ServeMutual of the agent's
+	// certificate); nil serves plain HTTP.
+	TLS *tls.Config
+	Log *slog.Logger
 	// Poll is how often a followed log is checked for more output; default 200ms.
 	Poll time.Duration
 }
@@ -50,6 +59,13 @@ func (s *LogServer) Serve(ctx context.Context) error {
 	l, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("--logs-address %s: %w", s.Addr, err)
+	}
+	if s.TLS != nil {
+		if s.TLS.ClientAuth != tls.RequireAndVerifyClientCert || s.TLS.ClientCAs == nil {
+			l.Close()
+			return fmt.Errorf("--logs-address %s: the TLS configuration must require client certificates of the CA (pki.ServeMutual)", s.Addr)
+		}
+		l = tls.NewListener(l, s.TLS)
 	}
 	return s.serve(ctx, l)
 }
@@ -67,9 +83,20 @@ func (s *LogServer) serve(ctx context.Context, l net.Listener) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/logs/{node}/{instance}", func(w http.ResponseWriter, r *http.Request) {
+		if s.TLS != nil {
+			if who := pki.PeerName(r.TLS); !MayReadLogs(who) {
+				s.Log.Warn("container output refused", "principal", who, "remote", r.RemoteAddr, "path", r.URL.Path)
+				http.Error(w, fmt.Sprintf("%s may not read container output: users and auditors may", who), http.StatusForbidden)
+				return
+			}
+		}
 		s.handle(w, r, rts)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	// A TLS handshake failure (no certificate, another CA, plain HTTP
+	// on the TLS port) is the client's problem: logged by net/http at
+	// its own level, it never reaches a handler.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug)}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -160,9 +187,23 @@ func (s *LogServer) exists(ctx context.Context, rt Runtime, id string) bool {
 	return false
 }
 
-// LogURL is where a LogServer at addr serves the output of instance id of node.
-func LogURL(addr, node, id string, follow bool) string {
-	u := "http://" + addr + "/v1/logs/" + node + "/" + id
+// MayReadLogs reports whether principal (a client certificate's Common
+// Name) may read container output: users, user:admin among them, and
+// auditors. Nodes may not: a node's certificate is on a machine that runs
+// other people's containers.
+func MayReadLogs(principal string) bool {
+	kind, _, err := access.Kind(principal)
+	return err == nil && (kind == access.KindUser || kind == access.KindAuditor)
+}
+
+// LogURL is where a LogServer at addr serves the output of instance id of
+// node: https when it serves TLS (secure), http otherwise.
+func LogURL(addr, node, id string, follow, secure bool) string {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	u := scheme + addr + "/v1/logs/" + node + "/" + id
 	if follow {
 		u += "?follow=true"
 	}

@@ -11,7 +11,7 @@ import (
 
 // report writes what differs between what the node knows and what it last
 // committed: its node facts, observed/instance/{id}/node|state|image|ip|
-// health|started_at|resources/cpu|resources/memory of every instance it
+// health|started_at|resources/cpu|resources/memory|spec_digest of every instance it
 // holds, with the reason and exit status of a failed one, and the node's
 // cache problem if it had one. It writes no event: the failure policy
 // records what it reports (DESIGN §6, only the engine writes event/).
@@ -92,6 +92,9 @@ func (n *node) report(ctx context.Context) {
 			// What it was started with: a changed service replaces it (policies/rollout.hcl).
 			put(facts.InstanceCPU(id), st.Spec.CPU)
 			put(facts.InstanceMemory(id), st.Spec.Memory)
+			if st.Spec.Digest != "" {
+				put(facts.InstanceSpecDigest(id), st.Spec.Digest)
+			}
 		case f != nil:
 			put(facts.InstanceNode(id), n.cfg.ID)
 			put(facts.InstanceState(id), "failed")
@@ -102,6 +105,12 @@ func (n *node) report(ctx context.Context) {
 				put(facts.InstanceImage(id), img)
 			} else if img := n.wants[id].Image; img != "" {
 				put(facts.InstanceImage(id), img)
+			}
+			// Likewise its command, args, env and labels, by their digest.
+			if d := st.Spec.Digest; exists && d != "" {
+				put(facts.InstanceSpecDigest(id), d)
+			} else if d := n.wants[id].Digest; !exists && d != "" {
+				put(facts.InstanceSpecDigest(id), d)
 			}
 			// Why, for the failure policy to record (the engine writes the
 			// event, not the node) and for `ccattler get services` to show.
@@ -165,7 +174,7 @@ func (n *node) report(ctx context.Context) {
 	}
 	for _, id := range stoppedIDs {
 		delete(n.stopped, id)
-		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory", "reason", "exit_status"} {
+		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory", "spec_digest", "reason", "exit_status"} {
 			delete(n.have, facts.InstanceAttr(id, attr))
 		}
 	}

@@ -50,6 +50,10 @@ type Spec struct {
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Digest is the service's spec_digest (of command, args, env and
+	// labels) read with them: the agent reports it back, and the rollout
+	// replaces an instance whose digest is not the service's any more.
+	Digest string `json:"digest,omitempty"`
 }
 
 // HealthSpec is the service's health block.

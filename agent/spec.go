@@ -53,6 +53,9 @@ func buildWant(id, svc string, attrs map[string][]byte, schema *facts.Schema) Wa
 	if v, ok := decode("volume"); ok {
 		w.Spec.Volume, _ = v.(string)
 	}
+	if v, ok := decode("spec_digest"); ok {
+		w.Spec.Digest, _ = v.(string)
+	}
 	if v, ok := decode("command"); ok {
 		w.Spec.Command = strs(v)
 	}

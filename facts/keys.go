@@ -41,6 +41,7 @@ var (
 	vReason  = ValueType{Kind: KindString, Format: "reason"}
 	vNetwork = ValueType{Kind: KindEnum, Enum: []string{"host"}}
 	vAddr    = ValueType{Kind: KindString, Format: "hostport"}
+	vDigest  = ValueType{Kind: KindString, Format: "digest"}
 )
 
 // volatileTypes are the built-in types whose reads are not guarded (see FactType.Volatile).
@@ -129,6 +130,12 @@ var builtins = []builtin{
 	{"observed.instance.started_at", "observed/instance/{instance-id}/started_at", vTime, "When the instance's container started."},
 	{"observed.instance.resources.cpu", "observed/instance/{instance-id}/resources/cpu", vCPU, "The cpu limit the instance's container was started with, in cores (0: none)."},
 	{"observed.instance.resources.memory", "observed/instance/{instance-id}/resources/memory", vMemory, "The memory limit the instance's container was started with (0: none)."},
+	// A changed command, args, env or labels replaces the instances like a
+	// changed image (policies/rollout.hcl): apply writes the digest of the
+	// four with them, the agent reports back the digest its container was
+	// started with, and the rollout compares the two.
+	{"desired.service.spec_digest", "desired/service/{name}/spec_digest", vDigest, "A digest of the service's command, args, env and labels, written by apply in the same transaction as they are (absent when it sets none of them): an instance that reports another one is replaced by a rolling update."},
+	{"observed.instance.spec_digest", "observed/instance/{instance-id}/spec_digest", vDigest, "The desired/service/{name}/spec_digest the instance's container was started with, as its agent reports (absent when the service had none)."},
 	{"observed.instance.reason", "observed/instance/{instance-id}/reason", vReason, "Why the instance failed, as its agent reports: the start error (image pull, port clash, invalid spec) or how its process ended."},
 	{"observed.instance.exit_status", "observed/instance/{instance-id}/exit_status", vCount, "The exit status of the failed instance's process, as its agent reports (absent when it never ran)."},
 	{"observed.instance.unhealthy_since", "observed/instance/{instance-id}/unhealthy_since", vTime, "When the health policy first saw the running instance unhealthy (the clock then); gone once it is healthy again."},
@@ -223,6 +230,8 @@ func InstanceIP(id string) string             { return InstanceAttr(id, "ip") }
 func InstanceHealth(id string) string         { return InstanceAttr(id, "health") }
 func InstanceCPU(id string) string            { return InstanceAttr(id, "resources/cpu") }
 func InstanceMemory(id string) string         { return InstanceAttr(id, "resources/memory") }
+func InstanceSpecDigest(id string) string     { return InstanceAttr(id, "spec_digest") }
+func ServiceSpecDigest(name string) string    { return ServiceAttr(name, "spec_digest") }
 func InstanceStartedAt(id string) string      { return InstanceAttr(id, "started_at") }
 func InstanceStoppedAt(id string) string      { return InstanceAttr(id, "stopped_at") }
 func InstanceUnhealthySince(id string) string { return InstanceAttr(id, "unhealthy_since") }

@@ -80,6 +80,8 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/started_at", "observed.instance.started_at", []string{"a8f31"}, InstanceStartedAt("a8f31")},
 		{"observed/instance/a8f31/resources/cpu", "observed.instance.resources.cpu", []string{"a8f31"}, InstanceCPU("a8f31")},
 		{"observed/instance/a8f31/resources/memory", "observed.instance.resources.memory", []string{"a8f31"}, InstanceMemory("a8f31")},
+		{"observed/instance/a8f31/spec_digest", "observed.instance.spec_digest", []string{"a8f31"}, InstanceSpecDigest("a8f31")},
+		{"desired/service/web/spec_digest", "desired.service.spec_digest", []string{"web"}, ServiceSpecDigest("web")},
 		{"observed/instance/a8f31/unhealthy_since", "observed.instance.unhealthy_since", []string{"a8f31"}, InstanceUnhealthySince("a8f31")},
 		{"observed/service/web/metrics/cpu/a8f31", "observed.service.metrics", []string{"web", "cpu", "a8f31"}, ServiceMetric("web", "cpu", "a8f31")},
 		{"observed/service/web/autoscale/recommendation", "observed.service.autoscale.recommendation", []string{"web"}, AutoscaleRecommendation("web")},
@@ -194,6 +196,7 @@ func TestSeedValues(t *testing.T) {
 		{"desired/volume/data/persistent", true, `true`},
 		{"desired/service/web/autoscale/threshold", 0.7, `0.7`},
 		{"desired/service/web/command", []any{"/bin/sh", "-c", "echo hi"}, `["/bin/sh", "-c", "echo hi"]`},
+		{"observed/instance/a8f31/spec_digest", "2f5fe11ad9e492f8", `"2f5fe11ad9e492f8"`},
 		{"observed/node/node-2/logs", "127.0.0.1:7070", `"127.0.0.1:7070"`},
 	}
 	s := NewSchema()
@@ -238,6 +241,9 @@ func TestValidateRejects(t *testing.T) {
 		{"desired/service/web/resources/cpu", `-1`, "expected a cpu quantity"},
 		{"desired/service/web/health/interval", `"soon"`, "expected a duration"},
 		{"desired/service/web/health/path", `"healthz"`, `starting with "/"`},
+		{"desired/service/web/spec_digest", `"2F5FE11AD9E492F8"`, "16 lowercase hex digits"},
+		{"observed/instance/a8f31/spec_digest", `"2f5fe11ad9e492f"`, "16 lowercase hex digits"},
+		{"observed/instance/a8f31/spec_digest", `"2f5fe11ad9e492f8 "`, "16 lowercase hex digits"},
 		{"endpoint/service/web/a8f31", `{"ip": "10.1.0.5"}`, `missing field "port"`},
 		{"endpoint/service/web/a8f31", `{"ip": "nowhere", "port": 80}`, `field "ip"`},
 		{"observed/instance/a8f31/started_at", `"yesterday"`, "RFC 3339"},

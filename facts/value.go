@@ -71,7 +71,7 @@ type ValueType struct {
 	Min    *float64             // KindInt, KindNumber, KindCPU: the least allowed value
 	Max    *float64             // KindInt, KindNumber, KindCPU: the greatest allowed value
 	Fields map[string]ValueKind // KindObject: fields that must be present, with their kinds
-	Format string               // KindString: "path" (starts with /), "name" (a key segment), "image", "reason" (bounded), "hostport"; KindJSON: "strings" (an array of strings)
+	Format string               // KindString: "path" (starts with /), "name" (a key segment), "image", "reason" (bounded), "hostport", "digest" (16 lowercase hex digits); KindJSON: "strings" (an array of strings)
 	// MaxName and Unit mark a Max that is one of the limits of limits.go:
 	// a value above it is a *LimitError naming the limit, not a plain
 	// "expected ...", so that the user learns it is a bound.
@@ -104,6 +104,8 @@ func (t ValueType) Describe() string {
 			return fmt.Sprintf("a JSON string of at most %d bytes", MaxReason)
 		case "hostport":
 			return `a JSON string host:port such as "127.0.0.1:7070"`
+		case "digest":
+			return `a JSON string of 16 lowercase hex digits such as "3f9a0c5e7b2d4a61"`
 		}
 		return "a JSON string"
 	case KindInt:
@@ -288,6 +290,10 @@ func (t ValueType) check(v any) (any, error) {
 			}
 		case "hostport":
 			if _, p, err := net.SplitHostPort(s); err != nil || p == "" {
+				return bad()
+			}
+		case "digest":
+			if !validDigest(s) {
 				return bad()
 			}
 		}
@@ -566,4 +572,17 @@ func plainJSON(raw []byte) (v any, ok bool) {
 		return nil, false
 	}
 	return json.Number(raw), true
+}
+
+// validDigest reports whether s is a spec digest: 16 lowercase hex digits.
+func validDigest(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -60,11 +60,12 @@ func scale[T any](ci, full T) T {
 
 // proc is one process of the run: a server or an agent.
 type proc struct {
-	name string
-	args []string
-	log  string // its stderr, appended across restarts
-	cmd  *exec.Cmd
-	done chan struct{}
+	name  string
+	args  []string
+	log   string // its stderr, appended across restarts
+	netns string // the network namespace it runs in (netns_test.go); "" for the root one
+	cmd   *exec.Cmd
+	done  chan struct{}
 }
 
 func (p *proc) start(t *testing.T) {
@@ -75,6 +76,11 @@ func (p *proc) start(t *testing.T) {
 	}
 	fmt.Fprintf(f, "==== start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	p.cmd = exec.Command(bin, p.args...)
+	if p.netns != "" {
+		// ip execs the binary in the namespace: the pid is the binary's,
+		// so signals reach it.
+		p.cmd = exec.Command("ip", append([]string{"netns", "exec", p.netns, bin}, p.args...)...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.Env = append(os.Environ(), "CCATTLER_ETCD=")
 	if err := p.cmd.Start(); err != nil {
@@ -150,6 +156,15 @@ type cluster struct {
 // the test passes and kept, and named, when it fails.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterOn(t, nil)
+}
+
+// newClusterOn is newCluster with each server in its own network
+// namespace, bridged to the others and to the root namespace by net
+// (netns_test.go); links[i] cuts server i off. A nil net: all in the root
+// namespace.
+func newClusterOn(t *testing.T, net *isolation) *cluster {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ccattler-faults-"+t.Name()+"-")
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +197,9 @@ func newCluster(t *testing.T) *cluster {
 	for i := range 3 {
 		m := c.newMember(fmt.Sprintf("s%d", i+1), ports[i], strings.Join(peers, ","), "new")
 		c.members = append(c.members, m)
+	}
+	if net != nil {
+		net.isolate(c.members, ports)
 	}
 	for _, m := range c.members { // together: the first waits for a quorum
 		m.start(t)
@@ -336,33 +354,44 @@ func (c *cluster) must(args ...string) string {
 func (c *cluster) startAgents(procs, nodes int) {
 	c.t.Helper()
 	for i := range procs {
-		prefix := fmt.Sprintf("sim%c-", 'a'+i)
-		principal := "node:" + prefix + "*"
-		c.run(nil, "certs", "issue", "--dir", c.members[0].pki, "--name", principal)
-		if r := c.client("auth", "add", principal); r.code != 0 && !strings.Contains(r.stderr, "has rules already") {
-			c.t.Fatalf("auth add %s: %s", principal, r.stderr)
-		}
-		a := &proc{name: "agent-" + prefix, log: filepath.Join(c.dir, "agent-"+prefix+".log"), args: []string{"agent",
-			"--etcd", strings.Join(c.endpoints(), ","), "--tls-dir", c.members[0].pki,
-			"--runtime", "sim", "--nodes", fmt.Sprint(nodes), "--node-prefix", prefix,
-			"--state-dir", filepath.Join(c.dir, "agent-"+prefix), "--sim-start-delay", "10ms",
-			"--metrics-interval", "0", "--lease-ttl", "10s", "--cpu", "64", "--memory", "256Gi"}}
-		// The server syncs etcd's users from auth/ within about a second;
-		// an agent started before that is refused and exits: start again.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			a.start(c.t)
-			time.Sleep(3 * time.Second)
-			if a.running() {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("agent %s keeps exiting:\n%s", prefix, tail(a.logText()))
-			}
-		}
-		c.agents = append(c.agents, a)
+		c.startAgent(fmt.Sprintf("sim%c-", 'a'+i), nodes, nil)
 	}
 	c.waitNodes(procs * nodes)
+}
+
+// startAgent runs one simulated-agent process of nodes nodes named
+// {prefix}0001..., as node:{prefix}*, in network namespace ns (nil: the
+// root one), and returns it once it runs.
+func (c *cluster) startAgent(prefix string, nodes int, ns *netns) *proc {
+	c.t.Helper()
+	principal := "node:" + prefix + "*"
+	c.run(nil, "certs", "issue", "--dir", c.members[0].pki, "--name", principal)
+	if r := c.client("auth", "add", principal); r.code != 0 && !strings.Contains(r.stderr, "has rules already") {
+		c.t.Fatalf("auth add %s: %s", principal, r.stderr)
+	}
+	a := &proc{name: "agent-" + prefix, log: filepath.Join(c.dir, "agent-"+prefix+".log"), args: []string{"agent",
+		"--etcd", strings.Join(c.endpoints(), ","), "--tls-dir", c.members[0].pki,
+		"--runtime", "sim", "--nodes", fmt.Sprint(nodes), "--node-prefix", prefix,
+		"--state-dir", filepath.Join(c.dir, "agent-"+prefix), "--sim-start-delay", "10ms",
+		"--metrics-interval", "0", "--lease-ttl", "10s", "--cpu", "64", "--memory", "256Gi"}}
+	if ns != nil {
+		a.netns = ns.name
+	}
+	// The server syncs etcd's users from auth/ within about a second;
+	// an agent started before that is refused and exits: start again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a.start(c.t)
+		time.Sleep(3 * time.Second)
+		if a.running() {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("agent %s keeps exiting:\n%s", prefix, tail(a.logText()))
+		}
+	}
+	c.agents = append(c.agents, a)
+	return a
 }
 
 func (c *cluster) waitNodes(n int) {

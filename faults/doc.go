@@ -1,7 +1,9 @@
 // Package faults is the fault suite of the control plane: its tests run the
 // real ccattler binary as separate processes (three secure servers forming
 // one etcd cluster with --initial-cluster, simulated agents), inject faults
-// by killing (SIGKILL) and freezing (SIGSTOP) processes, record what the
+// by killing (SIGKILL) and freezing (SIGSTOP) processes and by cutting
+// the network of processes run in network namespaces the tests create
+// (loopback only, bridged port by port: netns_test.go), record what the
 // clients saw, and check it by machine: acknowledged applies for
 // linearizability (porcupine), instance counts, ids and endpoints against
 // the invariants after every fault.

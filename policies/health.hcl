@@ -95,6 +95,7 @@ rule "release_failed" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
   }
   aggregate "outdated" {
     match {
@@ -106,8 +107,9 @@ rule "release_failed" {
     optional {
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(istate == 'pending' || istate == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(istate == 'pending' || istate == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   when = "state == 'failed' && (outdated == 0 || clock - failed >= duration('60s'))"

@@ -63,6 +63,7 @@ rule "cancel_waiting_extras" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
     image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
   }
@@ -103,8 +104,9 @@ rule "cancel_waiting_extras" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   let {
@@ -137,6 +139,7 @@ rule "stop_placed_extras" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
     image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
   }
@@ -206,8 +209,9 @@ rule "stop_placed_extras" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   let {

@@ -1,10 +1,12 @@
 # Rolling replacement. Counts rest on placements on nodes that held a lease
-# and on reports from the placed node (instances.hcl). An instance is replaced when it runs an image or
-# resources other than its service's current ones (the agent starts every
-# instance with the service's spec of the moment and reports its image in
-# observed/instance/{id}/image, its cpu and memory in resources/cpu|memory;
-# an instance without them reported is left as it is), or when the health
-# policy marked it retiring. Replacement is new first:
+# and on reports from the placed node (instances.hcl). An instance is replaced when it runs an image,
+# resources or a command, args, env or labels other than its service's
+# current ones (the agent starts every instance with the service's spec of
+# the moment and reports its image in observed/instance/{id}/image, its cpu
+# and memory in resources/cpu|memory, and the service's spec_digest it read
+# with the command, args, env and labels in spec_digest: apply writes that
+# digest with them; an instance without them reported is left as it is), or
+# when the health policy marked it retiring. Replacement is new first:
 #   1. replace_first creates new instances while the service has instances to
 #      replace, up to update/max_extra (default 1) above its target and until
 #      the target's worth of new ones exist;
@@ -34,6 +36,7 @@ rule "rollout_status" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
   }
   aggregate "updated" {
     match {
@@ -48,8 +51,9 @@ rule "rollout_status" {
       inode = "observed/instance/{i}/node"
       icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "outdated" {
@@ -64,8 +68,9 @@ rule "rollout_status" {
       inode = "observed/instance/{i}/node"
       icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "bad" {
@@ -81,8 +86,9 @@ rule "rollout_status" {
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   let {
@@ -107,6 +113,7 @@ rule "replace_first" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
     max_extra = "desired/service/{svc}/update/max_extra"
   }
   aggregate "outdated" {
@@ -121,8 +128,9 @@ rule "replace_first" {
       inode = "observed/instance/{i}/node"
       icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "bad" {
@@ -138,8 +146,9 @@ rule "replace_first" {
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -188,8 +197,9 @@ rule "replace_first" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   let {
@@ -223,6 +233,7 @@ rule "stop_replaced" {
   optional {
     dcpu = "desired/service/{svc}/resources/cpu"
     dmem = "desired/service/{svc}/resources/memory"
+    dspec = "desired/service/{svc}/spec_digest"
     max_extra       = "desired/service/{svc}/update/max_extra"
     max_unavailable = "desired/service/{svc}/update/max_unavailable"
   }
@@ -238,8 +249,9 @@ rule "stop_replaced" {
       inode = "observed/instance/{i}/node"
       icpu  = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "bad" {
@@ -255,8 +267,9 @@ rule "stop_replaced" {
       iimage = "observed/instance/{i}/image"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
     count = true
   }
   aggregate "waiting" {
@@ -282,8 +295,9 @@ rule "stop_replaced" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "renewed" {
@@ -300,8 +314,9 @@ rule "stop_replaced" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "renewed_healthy" {
@@ -319,8 +334,9 @@ rule "stop_replaced" {
       retiring = "observed/instance/{i}/retiring"
       icpu = "observed/instance/{i}/resources/cpu"
       imem = "observed/instance/{i}/resources/memory"
+      ispec = "observed/instance/{i}/spec_digest"
     }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)))"
+    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
     count = true
   }
   aggregate "healthy" {
@@ -361,12 +377,13 @@ rule "stop_replaced" {
       vretiring = "observed/instance/{v}/retiring"
       vcpu      = "observed/instance/{v}/resources/cpu"
       vmem      = "observed/instance/{v}/resources/memory"
+      vspec     = "observed/instance/{v}/spec_digest"
     }
     let {
       serving = "vstate == 'running' && vhealth.orValue('unknown') == 'healthy'"
     }
     filters {
-      replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image || (vcpu.hasValue() && vcpu.value() != dcpu.orValue(0.0)) || (vmem.hasValue() && vmem.value() != dmem.orValue(0)))"
+      replaced  = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable' && (vretiring.hasValue() || vimage.orValue(image) != image || (vcpu.hasValue() && vcpu.value() != dcpu.orValue(0.0)) || (vmem.hasValue() && vmem.value() != dmem.orValue(0)) || (vspec.hasValue() && vspec.value() != dspec.orValue('')))"
       available = "!serving || healthy - 1 >= want - unavailable"
       believed  = "vinode.orValue(vnode) == vnode"
     }

@@ -491,7 +491,7 @@ func TestContainerdAgent(t *testing.T) {
 		if got := raw(t, s, facts.NodeLogs("node-1")); got != cc.LogsAddr {
 			t.Fatalf("node-1 reports its logs at %q, want %q", got, cc.LogsAddr)
 		}
-		url := agent.LogURL(cc.LogsAddr, "node-1", id5, false)
+		url := agent.LogURL(cc.LogsAddr, "node-1", id5, false, false)
 		var body string
 		waitFor(t, 10*time.Second, func() string {
 			resp, err := http.Get(url)
@@ -526,7 +526,7 @@ func TestContainerdAgent(t *testing.T) {
 
 		// Follow: lines written after the request arrive on it, and the
 		// stream ends once the container is stopped and removed.
-		resp, err := http.Get(agent.LogURL(cc.LogsAddr, "node-1", id5, true))
+		resp, err := http.Get(agent.LogURL(cc.LogsAddr, "node-1", id5, true, false))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -212,7 +212,7 @@ func newClusterSnapshotCmd() *cobra.Command {
 	save := &cobra.Command{
 		Use:     "save FILE",
 		Short:   "Write an etcd snapshot of the cluster to FILE",
-		Long:    "Write a consistent etcd snapshot (the whole keyspace: facts, rules, users and roles) to FILE, through a temporary file renamed once complete. Restore it as docs/operations.md says.",
+		Long:    "Write a consistent etcd snapshot (the whole keyspace: facts, rules, users and roles) to FILE, through a temporary file renamed once complete. Restore it with `ccattler cluster snapshot restore` (docs/operations.md).",
 		Example: "  ccattler --tls-dir /etc/ccattler/pki cluster snapshot save /backup/ccattler-$(date +%F).db",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -248,6 +248,6 @@ func newClusterSnapshotCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(save)
+	cmd.AddCommand(save, newSnapshotRestoreCmd())
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"github.com/spf13/cobra"
 )
 
@@ -25,7 +26,12 @@ func newLogsCmd() *cobra.Command {
 agent reported); the node's agent serves the output at the address it
 reports in observed/node/{id}/logs, which it does when started with
 --logs-address. With --follow, output is streamed until the container is
-gone or Ctrl-C.`,
+gone or Ctrl-C.
+
+In a secure cluster the agent serves HTTPS on the node's certificate and
+asks for the client's: the same certificates as for etcd (--tls-dir,
+--cert/--key/--cacert), of a user or an auditor; the node is believed only
+when its certificate names it (node:{id}, or its fleet node:{prefix}*).`,
 		Example: `  ccattler logs a8f31
   ccattler logs a8f31 --follow`,
 		Args: cobra.ExactArgs(1),
@@ -44,7 +50,20 @@ gone or Ctrl-C.`,
 			if err != nil {
 				return err
 			}
-			return streamLogs(cmd.Context(), cmd.OutOrStdout(), agent.LogURL(addr, node, id, follow), follow)
+			// The node's agent serves on its own identity when the
+			// cluster is secure: the same certificates as for etcd.
+			tlsCfg, _, err := g.connection(access.Admin)
+			if err != nil {
+				return err
+			}
+			c, err := logsClient(tlsCfg, node)
+			if err != nil {
+				return err
+			}
+			if !follow {
+				c.Timeout = time.Minute
+			}
+			return streamLogs(cmd.Context(), cmd.OutOrStdout(), c, agent.LogURL(addr, node, id, follow, tlsCfg != nil))
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming what the container writes")
@@ -82,11 +101,7 @@ func logsAddress(ctx context.Context, s *facts.Store, id string) (node, addr str
 	return node, addr, nil
 }
 
-func streamLogs(ctx context.Context, out io.Writer, url string, follow bool) error {
-	c := &http.Client{}
-	if !follow {
-		c.Timeout = time.Minute
-	}
+func streamLogs(ctx context.Context, out io.Writer, c *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

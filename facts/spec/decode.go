@@ -216,6 +216,12 @@ func (d *decoder) object(b *hcl.Block) {
 		}
 	}
 	slices.SortFunc(o.Facts, func(a, b Fact) int { return strings.Compare(a.Key, b.Key) })
+	if kind == KindService {
+		if f, ok := specDigest(name, o.Facts); ok {
+			o.Facts = append(o.Facts, f)
+			slices.SortFunc(o.Facts, func(a, b Fact) int { return strings.Compare(a.Key, b.Key) })
+		}
+	}
 	d.doc.Objects = append(d.doc.Objects, *o)
 }
 

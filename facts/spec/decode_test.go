@@ -119,12 +119,15 @@ service "api" {
 		"desired/service/api/env/GREETING":           `"hello"`,
 		"desired/service/api/env/LOG_LEVEL":          `"debug"`,
 		"desired/service/api/labels/team":            `"core"`,
-		"desired/service/api/restart/attempts":       `2`,
-		"desired/service/api/restart/delay":          `"2s"`,
-		"desired/service/api/restart/max_delay":      `"1m"`,
-		"desired/service/api/restart/interval":       `"30m"`,
-		"desired/service/api/resources/cpu":          `0.25`,
-		"desired/service/api/resources/memory":       `"1Gi"`,
+		// Pinned: another digest for the same file would replace every
+		// instance of such a service on upgrade.
+		"desired/service/api/spec_digest":       `"2f5fe11ad9e492f8"`,
+		"desired/service/api/restart/attempts":  `2`,
+		"desired/service/api/restart/delay":     `"2s"`,
+		"desired/service/api/restart/max_delay": `"1m"`,
+		"desired/service/api/restart/interval":  `"30m"`,
+		"desired/service/api/resources/cpu":     `0.25`,
+		"desired/service/api/resources/memory":  `"1Gi"`,
 	}
 	assertFacts(t, doc.Facts(), want)
 	// Every rendered fact is a valid fact of the schema.
