@@ -97,7 +97,7 @@ type world struct {
 var getTrees = []string{"desired/", "effective/", "observed/", "placement/", "endpoint/"}
 
 func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
-	w := &world{attrs: map[string]map[string]string{}, ids: map[string][]string{}}
+	w := newWorld()
 	for _, tree := range getTrees {
 		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
 		if err != nil {
@@ -105,47 +105,62 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 		}
 		w.rev = rev
 		for _, f := range fs {
-			k, err := s.Schema.Parse(f.Key)
-			if err != nil {
-				continue // a fact of an unknown type has no column
-			}
-			// A value that breaks the schema is shown as such, never as
-			// data: the rules treat it as absent.
-			_, bad := s.Schema.CheckFact(f)
-			if k.Type.Name == "endpoint.service" {
-				addr := address(f.Value)
-				if bad != nil {
-					addr = invalidCell(f.Value)
-				}
-				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: addr})
-				continue
-			}
-			if len(k.Args) == 0 {
-				continue // a singleton such as observed/clock describes no object
-			}
-			id := k.Args[0]
-			m := w.attrs[k.Type.Name]
-			if m == nil {
-				m = map[string]string{}
-				w.attrs[k.Type.Name] = m
-			}
-			switch {
-			case bad != nil:
-				m[id] = invalidCell(f.Value)
-			case k.Type.Name == "desired.service.expose":
-				m[id] = joinNonEmpty(m[id], k.Args[1])
-			default:
-				m[id] = display(f.Value)
-			}
+			w.add(s.Schema, f)
 		}
 	}
+	w.index()
+	return w, nil
+}
+
+func newWorld() *world {
+	return &world{attrs: map[string]map[string]string{}, ids: map[string][]string{}}
+}
+
+// add files one fact under its type and id; facts of no known type, and
+// singletons, describe nothing a table shows.
+func (w *world) add(schema *facts.Schema, f facts.Fact) {
+	k, err := schema.Parse(f.Key)
+	if err != nil {
+		return // a fact of an unknown type has no column
+	}
+	// A value that breaks the schema is shown as such, never as
+	// data: the rules treat it as absent.
+	_, bad := schema.CheckFact(f)
+	if k.Type.Name == "endpoint.service" {
+		addr := address(f.Value)
+		if bad != nil {
+			addr = invalidCell(f.Value)
+		}
+		w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: addr})
+		return
+	}
+	if len(k.Args) == 0 {
+		return // a singleton such as observed/clock describes no object
+	}
+	id := k.Args[0]
+	m := w.attrs[k.Type.Name]
+	if m == nil {
+		m = map[string]string{}
+		w.attrs[k.Type.Name] = m
+	}
+	switch {
+	case bad != nil:
+		m[id] = invalidCell(f.Value)
+	case k.Type.Name == "desired.service.expose":
+		m[id] = joinNonEmpty(m[id], k.Args[1])
+	default:
+		m[id] = display(f.Value)
+	}
+}
+
+// index lists, once every fact is added, the ids having each fact type.
+func (w *world) index() {
 	for t, m := range w.attrs {
 		for id := range m {
 			w.ids[t] = append(w.ids[t], id)
 		}
 		slices.Sort(w.ids[t])
 	}
-	return w, nil
 }
 
 func joinNonEmpty(a, b string) string {
