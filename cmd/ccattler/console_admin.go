@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +28,7 @@ type adminHandler struct {
 // from the mirror and the rule set the engine runs (rs, swapped on reload).
 func newConsole(ctx context.Context, store *facts.Store, mirror *facts.Mirror, rs *atomic.Pointer[rules.RuleSet], stats func() engine.Stats) (adminHandler, error) {
 	cfg := console.Config{Store: store, Mirror: mirror, Cluster: consoleCluster(mirror, store.Schema),
-		Engine: stats, LeaderPrefix: engine.DefaultLeaderPrefix(store.Root)}
+		Engine: stats, LeaderPrefix: engine.DefaultLeaderPrefix(store.Root), Affects: affectsTables}
 	if rs != nil {
 		cfg.Rules = rs.Load
 	}
@@ -38,22 +39,43 @@ func newConsole(ctx context.Context, store *facts.Store, mirror *facts.Mirror, r
 	return adminHandler{Pattern: console.Prefix, Handler: c, LoopbackOnly: true}, nil
 }
 
+// affectsTables says whether a change of key can change a `get` table: a
+// key under the trees they read, but not the clock ticking every second.
+func affectsTables(key string) bool {
+	if key == facts.Clock() {
+		return false
+	}
+	for _, tree := range getTrees {
+		if strings.HasPrefix(key, tree) {
+			return true
+		}
+	}
+	return false
+}
+
 // consoleCluster builds the `get` tables from one view of the mirror.
 func consoleCluster(mirror *facts.Mirror, schema *facts.Schema) func() console.Cluster {
 	return func() console.Cluster {
-		w := newWorld()
-		mirror.View(func(r facts.Reader) {
-			w.rev = r.Rev()
-			for _, tree := range getTrees {
-				r.Prefix(tree, func(f facts.Fact) bool { w.add(schema, f); return true })
-			}
-		})
-		w.index()
-		services := consoleTable(w.services())
-		services = withAutoscale(services, w)
-		return console.Cluster{Rev: w.rev, Services: services, Nodes: consoleTable(w.nodes()),
-			Instances: consoleTable(w.instances(time.Now())), Endpoints: consoleTable(w.endpoints())}
+		var cl console.Cluster
+		mirror.View(func(r facts.Reader) { cl = clusterOf(r, schema) })
+		return cl
 	}
+}
+
+// clusterOf builds the tables from a consistent view of the facts (the
+// mirror's: they are checked against the schema already).
+func clusterOf(r facts.Reader, schema *facts.Schema) console.Cluster {
+	w := newWorld()
+	w.rev, w.checked = r.Rev(), true
+	for _, tree := range getTrees {
+		r.Prefix(tree, func(f facts.Fact) bool { w.add(schema, f); return true })
+	}
+	w.index()
+	// The world is not changed after this: More may read it later.
+	return console.Cluster{Rev: w.rev, Services: withAutoscale(consoleTable(w.services()), w), Nodes: consoleTable(w.nodes()),
+		More: func() (console.Table, console.Table) {
+			return consoleTable(w.instances(time.Now())), consoleTable(w.endpoints())
+		}}
 }
 
 // withAutoscale adds the autoscaler's bounds and recommendation to the
@@ -76,23 +98,23 @@ func withAutoscale(t console.Table, w *world) console.Table {
 }
 
 // consoleTable is the rows of a `get` table as cells under their json
-// names, as printTable prints them.
+// names, as printTable prints them (rows is a slice of a struct of string
+// and int fields).
 func consoleTable(rows any) console.Table {
 	t := console.Table{Columns: columns(rows)}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return t
-	}
-	var objs []map[string]any
-	if err := json.Unmarshal(b, &objs); err != nil {
-		return t
-	}
-	for _, o := range objs {
-		cells := make([]string, len(t.Columns))
-		for i, c := range t.Columns {
-			cells[i] = fmt.Sprint(o[c])
-			if cells[i] == "/" {
-				cells[i] = ""
+	v := reflect.ValueOf(rows)
+	for i := range v.Len() {
+		r := v.Index(i)
+		cells := make([]string, r.NumField())
+		for j := range cells {
+			f := r.Field(j)
+			if f.Kind() == reflect.String {
+				cells[j] = f.String()
+			} else {
+				cells[j] = fmt.Sprint(f.Interface())
+			}
+			if cells[j] == "/" {
+				cells[j] = ""
 			}
 		}
 		t.Rows = append(t.Rows, cells)

@@ -166,7 +166,7 @@ func TestConsole(t *testing.T) {
 			t.Errorf("nodes table: %d rows, %d instances, want 3 and 5: %v", len(nodes), total, nodes)
 		}
 		var bars int
-		domEval(t, ctx, `document.querySelectorAll("#cluster table.nodes svg.bar").length`, &bars)
+		domEval(t, ctx, `document.querySelectorAll("#cluster table.nodes span.bar").length`, &bars)
 		if bars != 6 {
 			t.Errorf("%d allocation bars, want a cpu and a memory bar per node", bars)
 		}
@@ -178,7 +178,7 @@ func TestConsole(t *testing.T) {
 		waitUntil(t, 10*time.Second, "the live stream connected", func() bool {
 			var s string
 			domEval(t, ctx, `document.getElementById("live-state").textContent`, &s)
-			return strings.Contains(s, "updated at revision")
+			return strings.Contains(s, "live: connected")
 		})
 		var marked bool
 		domEval(t, ctx, `window.consoleMark = "same page"; true`, &marked)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -87,10 +88,13 @@ Singular forms (service, instance, ...) work too. -o json prints the same rows a
 // world is the facts the tables are built from, grouped by the variable
 // that identifies each thing: service or volume name, instance id, node id.
 type world struct {
-	rev   int64
-	attrs map[string]map[string]string // "type.name" -> id -> display value
-	ids   map[string][]string          // fact type name -> ids having it, sorted
-	eps   []endpointRow                // in key order: by service, then instance
+	rev int64
+	// checked: the facts come from a mirror, which checked each against
+	// the schema when it arrived (Fact.Invalid); else add checks them.
+	checked bool
+	attrs   map[string]map[string]string // "type.name" -> id -> display value
+	ids     map[string][]string          // fact type name -> ids having it, sorted
+	eps     []endpointRow                // in key order: by service, then instance
 }
 
 // getTrees are the key trees the tables read.
@@ -125,7 +129,7 @@ func (w *world) add(schema *facts.Schema, f facts.Fact) {
 	}
 	// A value that breaks the schema is shown as such, never as
 	// data: the rules treat it as absent.
-	_, bad := schema.CheckFact(f)
+	bad := w.check(schema, f)
 	if k.Type.Name == "endpoint.service" {
 		addr := address(f.Value)
 		if bad != nil {
@@ -143,6 +147,9 @@ func (w *world) add(schema *facts.Schema, f facts.Fact) {
 		m = map[string]string{}
 		w.attrs[k.Type.Name] = m
 	}
+	if _, seen := m[id]; !seen {
+		w.ids[k.Type.Name] = append(w.ids[k.Type.Name], id)
+	}
 	switch {
 	case bad != nil:
 		m[id] = invalidCell(f.Value)
@@ -153,13 +160,24 @@ func (w *world) add(schema *facts.Schema, f facts.Fact) {
 	}
 }
 
-// index lists, once every fact is added, the ids having each fact type.
+func (w *world) check(schema *facts.Schema, f facts.Fact) error {
+	if !w.checked {
+		_, err := schema.CheckFact(f)
+		return err
+	}
+	if f.Invalid != "" {
+		return errors.New(f.Invalid)
+	}
+	return nil
+}
+
+// index sorts, once every fact is added, the ids having each fact type:
+// facts added in key order (as listed) leave them sorted already.
 func (w *world) index() {
-	for t, m := range w.attrs {
-		for id := range m {
-			w.ids[t] = append(w.ids[t], id)
+	for _, ids := range w.ids {
+		if !slices.IsSorted(ids) {
+			slices.Sort(ids)
 		}
-		slices.Sort(w.ids[t])
 	}
 }
 

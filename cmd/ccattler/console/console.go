@@ -57,11 +57,13 @@ func (t Table) Where(col, val string) Table {
 
 // Cluster is the state the cluster page shows, at one mirror revision.
 type Cluster struct {
-	Rev       int64
-	Services  Table
-	Nodes     Table
-	Instances Table
-	Endpoints Table
+	Rev      int64
+	Services Table
+	Nodes    Table
+	// More builds the instances and endpoints tables of the same
+	// revision: the pages of a service or an instance need them, the
+	// cluster page does not. Called at most once.
+	More func() (instances, endpoints Table)
 }
 
 // Config is what the console reads.
@@ -74,6 +76,10 @@ type Config struct {
 	Rules func() *rules.RuleSet
 	// Engine is the engine's counters (nil: no engine runs here).
 	Engine func() engine.Stats
+	// Affects says whether a change of key can change the cluster tables
+	// (nil: every key does); the others (the clock's tick) leave the
+	// tables built and the live pages quiet.
+	Affects func(key string) bool
 	// LeaderPrefix is the election's prefix: `rules status` marks the leader.
 	LeaderPrefix string
 	Log          *slog.Logger
@@ -85,8 +91,10 @@ type Console struct {
 	pages *template.Template
 	mux   *http.ServeMux
 
-	mu     sync.Mutex // guards cached
-	cached *Cluster
+	mu      sync.Mutex // guards the fields below
+	gen     int64      // counts the changes of the cluster's facts
+	changed chan struct{}
+	cached  *snapshot
 
 	rounds *sampler
 }
@@ -104,7 +112,8 @@ func New(ctx context.Context, cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, pages: t, mux: http.NewServeMux(), rounds: newSampler(120)}
+	c := &Console{cfg: cfg, pages: t, mux: http.NewServeMux(), rounds: newSampler(120), changed: make(chan struct{})}
+	go c.follow(ctx, cfg.Mirror.Subscribe())
 	if cfg.Engine != nil {
 		go c.rounds.run(ctx, cfg.Engine, time.Second)
 	}
@@ -158,17 +167,151 @@ func LoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// cluster returns the tables at the mirror's revision, built at most once
-// per revision however many pages and live streams ask.
-func (c *Console) cluster() Cluster {
+// snapshot is the cluster at one generation, and its tables as HTML,
+// rendered once however many pages and live streams show it.
+type snapshot struct {
+	Cluster
+	gen  int64
+	once sync.Once
+	html template.HTML
+	err  error
+
+	more                 sync.Once
+	instances, endpoints Table
+}
+
+// tablesMore returns the instances and endpoints tables (built once).
+func (s *snapshot) tablesMore() (instances, endpoints Table) {
+	s.more.Do(func() {
+		if s.More != nil {
+			s.instances, s.endpoints = s.More()
+		}
+	})
+	return s.instances, s.endpoints
+}
+
+// follow counts the mirror's changes that affect the cluster tables, and
+// wakes the live streams on each, until ctx is done.
+func (c *Console) follow(ctx context.Context, sub *facts.Subscription) {
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Ready():
+		}
+		hit := false
+		for _, b := range sub.Take() {
+			hit = hit || b.Relist
+			for _, ch := range b.Changes {
+				hit = hit || c.cfg.Affects == nil || c.cfg.Affects(ch.Key)
+			}
+		}
+		if hit {
+			c.mu.Lock()
+			c.gen++
+			close(c.changed)
+			c.changed = make(chan struct{})
+			c.mu.Unlock()
+		}
+	}
+}
+
+// cluster returns the tables as of the latest change, building them when
+// a change came since they were last built.
+func (c *Console) cluster() *snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cached != nil && c.cached.Rev == c.cfg.Mirror.Rev() {
-		return *c.cached
+	if c.cached != nil && c.cached.gen == c.gen {
+		return c.cached
 	}
-	cl := c.cfg.Cluster()
-	c.cached = &cl
-	return cl
+	c.cached = &snapshot{Cluster: c.cfg.Cluster(), gen: c.gen}
+	return c.cached
+}
+
+// nodesShown is how many nodes the cluster page lists unless asked for
+// all: those not alive first, so that they are never cut off.
+const nodesShown = 200
+
+// clusterView is what the cluster tables show of a snapshot.
+type clusterView struct {
+	Rev      int64
+	Services Table
+	Nodes    Table
+	AllNodes int            // how many nodes there are
+	States   map[string]int // nodes by state
+	All      bool           // every node is listed
+}
+
+func view(s *snapshot, all bool) clusterView {
+	v := clusterView{Rev: s.Rev, Services: s.Services, AllNodes: len(s.Nodes.Rows), States: map[string]int{}, All: all}
+	st := s.Nodes.Col("state")
+	rows := slices.Clone(s.Nodes.Rows)
+	for _, r := range rows {
+		if st >= 0 {
+			v.States[or(r[st], "unknown")]++
+		}
+	}
+	if !all && len(rows) > nodesShown && st >= 0 {
+		slices.SortStableFunc(rows, func(a, b []string) int {
+			return boolCmp(a[st] != "alive", b[st] != "alive")
+		})
+		rows = rows[:nodesShown]
+		slices.SortStableFunc(rows, func(a, b []string) int { // back in id order, the problems first
+			if d := boolCmp(a[st] != "alive", b[st] != "alive"); d != 0 {
+				return d
+			}
+			return strings.Compare(a[0], b[0])
+		})
+	}
+	v.Nodes = Table{Columns: s.Nodes.Columns, Rows: rows}
+	return v
+}
+
+// boolCmp orders true first.
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// tables renders the snapshot's tables: the default view once, every
+// node's afresh each time.
+func (c *Console) tables(s *snapshot, all bool) (template.HTML, error) {
+	render := func() (template.HTML, error) {
+		var b strings.Builder
+		err := c.pages.ExecuteTemplate(&b, "cluster-tables", view(s, all))
+		return template.HTML(b.String()), err // html/template escaped it
+	}
+	if all {
+		return render()
+	}
+	s.once.Do(func() { s.html, s.err = render() })
+	return s.html, s.err
+}
+
+// wait returns a channel closed at the next change after generation gen
+// (already closed when one came since).
+func (c *Console) wait(gen int64) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return c.changed
 }
 
 type page struct {
@@ -193,47 +336,36 @@ func (c *Console) fail(w http.ResponseWriter, code int, err error) {
 // ---- cluster
 
 func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, "cluster.html", "cluster", "cluster", c.cluster())
+	all := r.URL.Query().Get("nodes") == "all"
+	snap := c.cluster()
+	html, err := c.tables(snap, all)
+	if err != nil {
+		c.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	c.render(w, "cluster.html", "cluster", "cluster", map[string]any{"Tables": html, "Gen": snap.gen, "All": all})
 }
 
-// liveCluster streams the cluster tables as server-sent events: one when
-// the stream opens and one after each change of the mirror, at most every
-// liveEvery (changes in between are coalesced into the next).
+// liveCluster streams the cluster tables as server-sent events: after each
+// change of the cluster's facts, at most every liveEvery (changes in
+// between are coalesced into the next). A stream opened with ?gen=N, the
+// generation its page shows, starts with the first change after it.
 func (c *Console) liveCluster(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	sub := c.cfg.Mirror.Subscribe()
-	defer sub.Close()
+	last := int64(-1)
+	if g, err := strconv.ParseInt(r.URL.Query().Get("gen"), 10, 64); err == nil {
+		last = g
+	}
+	all := r.URL.Query().Get("nodes") == "all"
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
-	var last int64 = -1
-	send := func() error {
-		cl := c.cluster()
-		if cl.Rev == last {
-			return nil
-		}
-		last = cl.Rev
-		var b strings.Builder
-		if err := c.pages.ExecuteTemplate(&b, "cluster-tables", cl); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "event: cluster\nid: %d\n", cl.Rev)
-		for _, line := range strings.Split(b.String(), "\n") {
-			fmt.Fprintf(w, "data: %s\n", line)
-		}
-		if _, err := fmt.Fprint(w, "\n"); err != nil {
-			return err
-		}
-		fl.Flush()
-		return nil
-	}
-	if err := send(); err != nil {
-		return
-	}
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
 	beat := time.NewTicker(15 * time.Second)
 	defer beat.Stop()
 	for {
@@ -245,16 +377,27 @@ func (c *Console) liveCluster(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
-		case <-sub.Ready():
-			sub.Take()
-			if err := send(); err != nil {
-				return
-			}
-			select { // coalesce a burst of changes into the next send
-			case <-r.Context().Done():
-				return
-			case <-time.After(liveEvery):
-			}
+			continue
+		case <-c.wait(last):
+		}
+		snap := c.cluster()
+		html, err := c.tables(snap, all)
+		if err != nil {
+			return
+		}
+		last = snap.gen
+		fmt.Fprintf(w, "event: cluster\nid: %d\n", snap.Rev)
+		for _, line := range strings.Split(string(html), "\n") {
+			fmt.Fprintf(w, "data: %s\n", line)
+		}
+		if _, err := fmt.Fprint(w, "\n"); err != nil {
+			return
+		}
+		fl.Flush()
+		select { // coalesce a burst of changes into the next send
+		case <-r.Context().Done():
+			return
+		case <-time.After(liveEvery):
 		}
 	}
 }
@@ -318,7 +461,8 @@ func (c *Console) servicePage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusNotFound, fmt.Errorf("service %s is not applied (see the cluster page)", name))
 		return
 	}
-	insts := cl.Instances.Where("service", name)
+	instances, endpoints := cl.tablesMore()
+	insts := instances.Where("service", name)
 	prefixes := []string{"desired/service/" + name + "/", "intent/user/service/" + name + "/", "effective/service/" + name + "/",
 		"endpoint/service/" + name + "/", "observed/service/" + name + "/"}
 	if i := insts.Col("id"); i >= 0 && len(insts.Rows) <= 50 { // a large service's firings are on the events page
@@ -332,7 +476,7 @@ func (c *Console) servicePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, "service.html", "service "+name, "cluster", map[string]any{
-		"Name": name, "Service": svc, "Instances": insts, "Endpoints": cl.Endpoints.Where("service", name), "Firings": evs, "Rev": cl.Rev})
+		"Name": name, "Service": svc, "Instances": insts, "Endpoints": endpoints.Where("service", name), "Firings": evs, "Rev": cl.Rev})
 }
 
 func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
@@ -342,7 +486,8 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cl := c.cluster()
-	inst := cl.Instances.Where("id", id)
+	instances, endpoints := cl.tablesMore()
+	inst := instances.Where("id", id)
 	if len(inst.Rows) == 0 {
 		c.fail(w, http.StatusNotFound, fmt.Errorf("instance %s does not exist", id))
 		return
@@ -356,7 +501,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 	evs.Events = slices.DeleteFunc(evs.Events, func(e audit.Event) bool {
 		return !touches(e, []string{"placement/instance/" + id, "observed/instance/" + id + "/"}) && !writesEndpointOf(e, id)
 	})
-	data := map[string]any{"ID": id, "Instance": inst, "Endpoints": cl.Endpoints.Where("instance", id), "Firings": evs}
+	data := map[string]any{"ID": id, "Instance": inst, "Endpoints": endpoints.Where("instance", id), "Firings": evs}
 	if _, placed, err := c.cfg.Store.Get(r.Context(), facts.Placement(id)); err == nil && !placed {
 		wn, err := c.whyNot(r.Context(), id)
 		if err != nil {

@@ -42,6 +42,7 @@ var funcs = template.FuncMap{
 		return id
 	},
 	"barw":   func(f float64) string { return strconv.FormatFloat(80*f, 'f', 1, 64) },
+	"step":   func(f float64) int { return int(f*20 + 0.5) }, // the bar's width in 5% steps
 	"pct":    func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
 	"rounds": roundsChart,
 }

@@ -18,5 +18,6 @@
     el.innerHTML = e.data;
     if (state) state.textContent = "live: updated at revision " + e.lastEventId;
   });
+  es.onopen = function () { if (state) state.textContent = "live: connected"; };
   es.onerror = function () { if (state) state.textContent = "live: reconnecting…"; };
 })();
