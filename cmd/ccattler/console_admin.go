@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -22,6 +23,15 @@ type adminHandler struct {
 	Pattern      string
 	Handler      http.Handler
 	LoopbackOnly bool
+}
+
+// servedOn says whether the handler is served on a listener at addr.
+func (h adminHandler) servedOn(addr net.Addr) bool {
+	if !h.LoopbackOnly {
+		return true
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // newConsole returns the web console's admin handler, reading the cluster

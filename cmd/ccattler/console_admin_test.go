@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -60,5 +61,57 @@ func BenchmarkConsoleCluster(b *testing.B) {
 	schema := facts.NewSchema()
 	for b.Loop() {
 		clusterOf(tb, schema)
+	}
+}
+
+// The console has no authentication of its own: the admin endpoint serves
+// it only when it listens on a loopback address, never on a wildcard or a
+// routable one.
+func TestConsoleServedOnLoopbackOnly(t *testing.T) {
+	ui := adminHandler{Pattern: "/ui/", LoopbackOnly: true}
+	metrics := adminHandler{Pattern: "/x"}
+	for addr, want := range map[string]bool{
+		"127.0.0.1": true, "127.0.0.53": true, "::1": true,
+		"0.0.0.0": false, "::": false, "10.1.2.3": false, "192.168.0.10": false, "::ffff:10.0.0.1": false,
+	} {
+		a := &net.TCPAddr{IP: net.ParseIP(addr), Port: 2381}
+		if got := ui.servedOn(a); got != want {
+			t.Errorf("console on %s: served %v, want %v", a, got, want)
+		}
+		if !metrics.servedOn(a) {
+			t.Errorf("a handler that is not loopback-only is not served on %s", a)
+		}
+	}
+	if ui.servedOn(&net.UnixAddr{Name: "/tmp/x", Net: "unix"}) {
+		t.Error("console served on a unix socket")
+	}
+}
+
+// The tables built from a mirror's view equal `get`'s from the store: the
+// same rows, whichever way the facts are read.
+func TestConsoleTablesAreGetTables(t *testing.T) {
+	tb := scaleTable(t, 20, 3, 7)
+	cl := clusterOf(tb, facts.NewSchema())
+	w := newWorld()
+	tb.Prefix("", func(f facts.Fact) bool { w.add(facts.NewSchema(), f); return true })
+	w.index()
+	if got, want := fmt.Sprint(cl.Nodes), fmt.Sprint(consoleTable(w.nodes())); got != want {
+		t.Errorf("nodes:\n%s\nwant\n%s", got, want)
+	}
+	svc := consoleTable(w.services())
+	if len(cl.Services.Rows) != 3 || cl.Services.Columns[len(cl.Services.Columns)-1] != "autoscale" {
+		t.Fatalf("services: %v", cl.Services)
+	}
+	for i, r := range cl.Services.Rows {
+		if fmt.Sprint(r[:len(r)-1]) != fmt.Sprint(svc.Rows[i]) {
+			t.Errorf("service row %v, want %v", r, svc.Rows[i])
+		}
+	}
+	if r := cl.Services.Rows[0]; r[cl.Services.Col("running")] != "7" || r[cl.Services.Col("healthy")] != "7" {
+		t.Errorf("svc-000 row: %v", r)
+	}
+	insts, eps := cl.More()
+	if len(insts.Rows) != 21 || len(eps.Rows) != 21 {
+		t.Errorf("%d instances, %d endpoints, want 21 each", len(insts.Rows), len(eps.Rows))
 	}
 }

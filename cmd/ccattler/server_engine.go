@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ccattler/ccattler/cmd/ccattler/console"
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/engine/promexport"
@@ -170,7 +169,7 @@ func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger, extra .
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	for _, h := range extra {
-		if h.LoopbackOnly && !console.LoopbackHost(ln.Addr().String()) {
+		if !h.servedOn(ln.Addr()) {
 			log.Warn("admin endpoint: "+h.Pattern+" not served: it is served on a loopback --admin-addr only (reach it through an SSH tunnel)", "addr", ln.Addr().String())
 			continue
 		}

@@ -538,6 +538,9 @@ func (c *Console) graph(ctx context.Context, key string, depth int) (audit.Graph
 	if _, err := c.cfg.Store.Schema.Parse(key); err != nil {
 		return audit.Graph{}, http.StatusBadRequest, err
 	}
+	if strings.HasPrefix(key, "auth/") {
+		return audit.Graph{}, http.StatusForbidden, fmt.Errorf("%s: the console does not show auth/ (see `ccattler auth list`)", key)
+	}
 	tree, err := audit.Why(ctx, c.cfg.Store, key, audit.WhyOptions{MaxDepth: depth})
 	if err != nil {
 		code := http.StatusServiceUnavailable
