@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -18,6 +19,9 @@ import (
 // directly into etcd, and the server runs --no-engine: the console reads
 // the same keys from the same mirror either way. The figures are printed
 // (go test -run TestConsoleAtScale -v).
+//
+// The pages must also show what they were given: the counts, the nodes
+// not alive first, the newest firings.
 func TestConsoleAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: writes 110,000 facts")
@@ -75,7 +79,42 @@ func TestConsoleAtScale(t *testing.T) {
 		}
 	}
 	flush()
-	t.Logf("wrote %d nodes and %d instances in %s", nodes, services*perService, time.Since(start).Round(time.Millisecond))
+	// Three firing records per instance (created, placed, published), as
+	// the engine writes them: the events, service and instance pages read
+	// the newest of 30,000.
+	ids := facts.NewEventIDs()
+	record := func(rule string, b map[string]string, reads []string, writes ...string) {
+		id, at := ids.Next()
+		rec := facts.EventRecord{Rule: rule, Version: "0123456789", Kind: "emit", Bindings: b, Time: at.Format(time.RFC3339Nano), Leader: "server-1"}
+		for _, k := range reads {
+			rec.Reads = append(rec.Reads, facts.EventRead{Key: k, Rev: 42})
+		}
+		for i := 0; i < len(writes); i += 2 {
+			rec.Writes = append(rec.Writes, facts.EventWrite{Key: writes[i], Value: facts.RawJSON(writes[i+1])})
+		}
+		v, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(facts.Event(id), string(v))
+	}
+	for sv := range services {
+		name := fmt.Sprintf("svc-%03d", sv)
+		for i := range perService {
+			id := fmt.Sprintf("%08x", 0x10000000+sv*perService+i)
+			node := fmt.Sprintf("n-%04d", (sv*perService+i)%nodes+1)
+			record("create_instances", map[string]string{"svc": name, "id": id}, []string{"effective/service/" + name + "/instances"},
+				facts.InstanceAttr(id, "service"), fmt.Sprintf("%q", name), facts.InstanceAttr(id, "state"), `"pending"`)
+			record("schedule", map[string]string{"svc": name, "id": id, "node": node},
+				[]string{facts.InstanceAttr(id, "state"), facts.NodeAttr(node, "state"), facts.NodeAttr(node, "capacity/cpu")},
+				facts.Placement(id), fmt.Sprintf("%q", node))
+			record("publish_endpoint", map[string]string{"svc": name, "id": id},
+				[]string{facts.InstanceAttr(id, "state"), facts.InstanceAttr(id, "health"), facts.InstanceAttr(id, "ip")},
+				facts.Endpoint(name, id), `{"ip":"10.0.0.1","port":8080}`)
+		}
+	}
+	flush()
+	t.Logf("wrote %d nodes, %d instances and %d records in %s", nodes, services*perService, 3*services*perService, time.Since(start).Round(time.Millisecond))
 	ui := "http://" + admin + "/ui/"
 	waitUntil(t, 60*time.Second, "the cluster page lists 100 services and 1000 nodes", func() bool {
 		runIn(t, ctx, chromedp.Navigate(ui+"?nodes=all"))
@@ -114,7 +153,8 @@ func TestConsoleAtScale(t *testing.T) {
 		{"cluster, all 1000 nodes", "?nodes=all", nil},
 		{"service (100 instances)", "service?name=svc-042", nil},
 		{"instance", fmt.Sprintf("instance?id=%08x", 0x10000000+4242), nil},
-		{"events", "events", nil},
+		{"events (the newest 200 of 30,000)", "events", nil},
+		{"events of one rule", "events?rule=schedule", nil},
 		{"rules", "rules", nil},
 	}
 	const loads = 7

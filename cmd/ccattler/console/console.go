@@ -6,6 +6,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -409,28 +410,60 @@ const liveEvery = 200 * time.Millisecond
 // ---- service and instance
 
 type recent struct {
-	Events []audit.Event
-	More   int
+	Events  []audit.Event
+	More    bool // older matching records were not read or not shown
+	Scanned int  // records read
+}
+
+// scanLimit bounds the records the events page reads: a filter that
+// matches little says so instead of loading a log of 100,000 records.
+// recentLimit bounds the search for the recent firings of a service's or
+// an instance's page, which the events page can take further back.
+const (
+	scanLimit   = 20000
+	recentLimit = 3000
+)
+
+// newest returns the newest records match accepts, at most n, reading no
+// more than limit records; raw, when set, passes over a record whose
+// stored bytes cannot match without decoding it.
+func (c *Console) newest(ctx context.Context, n, limit int, since time.Time, raw func([]byte) bool, match func(audit.Event) bool) (recent, int64, int, error) {
+	var out recent
+	rev, read, bad, err := audit.Newest(ctx, c.cfg.Store, audit.Query{Since: since, Raw: raw, Limit: limit}, func(e audit.Event) bool {
+		if match(e) {
+			if len(out.Events) == n {
+				out.More = true
+				return false
+			}
+			out.Events = append(out.Events, e)
+		}
+		return true
+	})
+	out.Scanned = read
+	if read >= limit {
+		out.More = true
+	}
+	return out, rev, bad, err
+}
+
+// mentions is a raw test: the record's bytes contain one of the strings
+// (JSON does not escape the characters of keys).
+func mentions(texts ...string) func([]byte) bool {
+	return func(b []byte) bool {
+		for _, t := range texts {
+			if bytes.Contains(b, []byte(t)) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // firingsTouching returns the newest records that read or wrote under any
 // of the prefixes, at most n.
 func (c *Console) firingsTouching(ctx context.Context, n int, prefixes ...string) (recent, error) {
-	evs, _, _, err := audit.List(ctx, c.cfg.Store, audit.Filter{})
-	if err != nil {
-		return recent{}, err
-	}
-	var out recent
-	for i := len(evs) - 1; i >= 0; i-- {
-		if touches(evs[i], prefixes) {
-			if len(out.Events) < n {
-				out.Events = append(out.Events, evs[i])
-			} else {
-				out.More++
-			}
-		}
-	}
-	return out, nil
+	r, _, _, err := c.newest(ctx, n, recentLimit, time.Time{}, mentions(prefixes...), func(e audit.Event) bool { return touches(e, prefixes) })
+	return r, err
 }
 
 func touches(e audit.Event, prefixes []string) bool {
@@ -492,15 +525,12 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusNotFound, fmt.Errorf("instance %s does not exist", id))
 		return
 	}
-	evs, err := c.firingsTouching(r.Context(), 30, "placement/instance/"+id, "observed/instance/"+id+"/", "endpoint/service/")
+	own := []string{"placement/instance/" + id, "observed/instance/" + id + "/"}
+	evs, _, _, err := c.newest(r.Context(), 30, recentLimit, time.Time{}, mentions(id), func(e audit.Event) bool { return touches(e, own) || writesEndpointOf(e, id) })
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	// endpoint/service/ matched every endpoint's firing: keep the ones of this instance.
-	evs.Events = slices.DeleteFunc(evs.Events, func(e audit.Event) bool {
-		return !touches(e, []string{"placement/instance/" + id, "observed/instance/" + id + "/"}) && !writesEndpointOf(e, id)
-	})
 	data := map[string]any{"ID": id, "Instance": inst, "Endpoints": endpoints.Where("instance", id), "Firings": evs}
 	if _, placed, err := c.cfg.Store.Get(r.Context(), facts.Placement(id)); err == nil && !placed {
 		wn, err := c.whyNot(r.Context(), id)
@@ -707,23 +737,26 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request) {
 			problems = append(problems, fmt.Sprintf("since %q: expected a duration such as 10m or a time such as 2026-11-29T18:00:00Z", s))
 		}
 	}
-	evs, rev, bad, err := audit.List(r.Context(), c.cfg.Store, flt)
+	id := q.Get("event")
+	var raw func([]byte) bool
+	switch { // an event id is in the key, not the bytes: read them all
+	case id != "":
+	case flt.KeyPrefix != "":
+		raw = mentions(flt.KeyPrefix)
+	case flt.Rule != "":
+		raw = mentions(`"rule":` + strconv.Quote(flt.Rule))
+	}
+	evs, rev, bad, err := c.newest(r.Context(), eventsShown, scanLimit, flt.Since, raw, func(e audit.Event) bool {
+		return (id == "" || e.ID == id) && flt.Match(e)
+	})
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	if id := q.Get("event"); id != "" {
-		evs = slices.DeleteFunc(evs, func(e audit.Event) bool { return e.ID != id })
-	}
-	total := len(evs)
-	slices.Reverse(evs)
-	if len(evs) > eventsShown {
-		evs = evs[:eventsShown]
-	}
 	c.render(w, "events.html", "events", "events", map[string]any{
-		"Events": evs, "Total": total, "Shown": len(evs), "Bad": bad, "Rev": rev, "Problems": problems,
-		"Rule": flt.Rule, "Key": flt.KeyPrefix, "Since": q.Get("since"), "Event": q.Get("event"),
-		"Rounds": c.rounds.snapshot(), "Engine": c.cfg.Engine != nil})
+		"Events": evs.Events, "Recent": evs, "Shown": len(evs.Events), "Bad": bad, "Rev": rev, "Problems": problems,
+		"Rule": flt.Rule, "Key": flt.KeyPrefix, "Since": q.Get("since"), "Event": id,
+		"Rounds": c.rounds.snapshot(), "Engine": c.cfg.Engine != nil, "Limit": scanLimit})
 }
 
 // ---- rules
