@@ -23,7 +23,7 @@ func TestNewestVisitsBackwardsAtOneRevision(t *testing.T) {
 	ids := facts.NewEventIDs()
 	var ops []facts.Op
 	var mid time.Time
-	qs := 0 // records binding i=q
+	qs := 0        // records binding i=q
 	const n = 2345 // more than two pages
 	for i := range n {
 		id, at := ids.Next()
