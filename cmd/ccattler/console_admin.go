@@ -36,7 +36,12 @@ func (h adminHandler) servedOn(addr net.Addr) bool {
 
 // newConsole returns the web console's admin handler, reading the cluster
 // from the mirror and the rule set the engine runs (rs, swapped on reload).
-func newConsole(ctx context.Context, store *facts.Store, mirror *facts.Mirror, rs *atomic.Pointer[rules.RuleSet], stats func() engine.Stats) (adminHandler, error) {
+// Without an admin endpoint (--admin-addr "") there is none, and nothing
+// follows the mirror for it.
+func newConsole(ctx context.Context, ops opsConfig, store *facts.Store, mirror *facts.Mirror, rs *atomic.Pointer[rules.RuleSet], stats func() engine.Stats) ([]adminHandler, error) {
+	if ops.AdminAddr == "" {
+		return nil, nil
+	}
 	cfg := console.Config{Store: store, Mirror: mirror, Cluster: consoleCluster(mirror, store.Schema),
 		Engine: stats, LeaderPrefix: engine.DefaultLeaderPrefix(store.Root), Affects: affectsTables}
 	if rs != nil {
@@ -44,9 +49,9 @@ func newConsole(ctx context.Context, store *facts.Store, mirror *facts.Mirror, r
 	}
 	c, err := console.New(ctx, cfg)
 	if err != nil {
-		return adminHandler{}, err
+		return nil, err
 	}
-	return adminHandler{Pattern: console.Prefix, Handler: c, LoopbackOnly: true}, nil
+	return []adminHandler{{Pattern: console.Prefix, Handler: c, LoopbackOnly: true}}, nil
 }
 
 // affectsTables says whether a change of key can change a `get` table: a

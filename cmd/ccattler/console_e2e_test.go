@@ -426,3 +426,37 @@ func TestConsole(t *testing.T) {
 		}
 	})
 }
+
+// The rules page of a server whose reload was rejected: the running set
+// stays listed, and the rejected files' diagnostics are shown at their line.
+func TestConsoleRulesPageShowsARejectedReload(t *testing.T) {
+	dir := policyCopy(t, nil)
+	srv, admin := newEngineServer(t, "--policies", dir)
+	writeFile(t, dir, "zz_broken.hcl", "rule \"broken\" {\n  when = \n}\n")
+	if r := srv.ccattler(t, "rules", "reload"); r.code == 0 {
+		t.Fatalf("a reload of a broken file was accepted:\n%s", r.stdout)
+	}
+	ctx := browser(t)
+	runIn(t, ctx, chromedp.Navigate("http://"+admin+"/ui/rules"))
+	var page struct {
+		Diag, Reloads, Where, Text string
+	}
+	domEval(t, ctx, `({
+		diag: (document.querySelector("section.server pre.diag") || {}).textContent || "",
+		reloads: Array.from(document.querySelectorAll("section.server table.kv tr")).map(tr => tr.textContent).join(" | "),
+		where: document.querySelector('table.rules tr[data-key="schedule"] td:nth-child(2)').textContent,
+		text: document.querySelector('table.rules tr[data-key="schedule"] pre').textContent,
+	})`, &page)
+	if !strings.Contains(page.Diag, "zz_broken.hcl:2") {
+		t.Errorf("the rejected reload's diagnostics do not point at zz_broken.hcl:2:\n%s", page.Diag)
+	}
+	if !strings.Contains(page.Reloads, "0 accepted, 1 rejected") {
+		t.Errorf("reload counts: %s", page.Reloads)
+	}
+	if !strings.HasPrefix(page.Where, filepath.Join(dir, "scheduler.hcl")+":") && !strings.HasPrefix(page.Where, "scheduler.hcl:") {
+		t.Errorf("schedule is at %q", page.Where)
+	}
+	if !strings.HasPrefix(page.Text, `rule "schedule"`) || !strings.Contains(page.Text, "filters") {
+		t.Errorf("the rule's text:\n%s", page.Text)
+	}
+}

@@ -66,11 +66,11 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	src := promexport.Sources{Mirror: mirror.Stats}
 	if cfg.NoEngine {
 		log.Info("--no-engine: the rules engine is not running")
-		ui, err := newConsole(ctx, store, mirror, nil, nil)
+		ui, err := newConsole(ctx, cfg.Ops, store, mirror, nil, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui)
+		stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -119,11 +119,11 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if cfg.OnEngine != nil {
 		cfg.OnEngine(eng)
 	}
-	ui, err := newConsole(ctx, store, mirror, &running, eng.Stats)
+	ui, err := newConsole(ctx, cfg.Ops, store, mirror, &running, eng.Stats)
 	if err != nil {
 		return nil, nil, err
 	}
-	stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui)
+	stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui...)
 	if err != nil {
 		return nil, nil, err
 	}
