@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -111,10 +112,13 @@ documents; -o wide adds columns; -o name prints kind/name, one a line.`,
 // world is the facts the tables are built from, grouped by the variable
 // that identifies each thing: service or volume name, instance id, node id.
 type world struct {
-	rev   int64
-	attrs map[string]map[string]string // "type.name" -> id -> display value
-	ids   map[string][]string          // fact type name -> ids having it, sorted
-	eps   []endpointRow                // in key order: by service, then instance
+	rev int64
+	// checked: the facts come from a mirror, which checked each against
+	// the schema when it arrived (Fact.Invalid); else add checks them.
+	checked bool
+	attrs   map[string]map[string]string // "type.name" -> id -> display value
+	ids     map[string][]string          // fact type name -> ids having it, sorted
+	eps     []endpointRow                // in key order: by service, then instance
 	// raw holds the stored values that keep to the schema, as attrs does
 	// (get_typed.go reads them as numbers, quantities and times); bad the
 	// keys whose values break it; labels the services' labels.
@@ -127,8 +131,7 @@ type world struct {
 var getTrees = []string{"desired/", "effective/", "observed/", "placement/", "endpoint/"}
 
 func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
-	w := &world{attrs: map[string]map[string]string{}, ids: map[string][]string{},
-		raw: map[string]map[string][]byte{}, labels: map[string]map[string]string{}}
+	w := newWorld()
 	for _, tree := range getTrees {
 		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
 		if err != nil {
@@ -136,48 +139,78 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 		}
 		w.rev = rev
 		for _, f := range fs {
-			k, err := s.Schema.Parse(f.Key)
-			if err != nil {
-				continue // a fact of an unknown type has no column
-			}
-			// A value that breaks the schema is shown as such, never as
-			// data: the rules treat it as absent.
-			_, bad := s.Schema.CheckFact(f)
-			w.record(k, f, bad != nil)
-			if k.Type.Name == "endpoint.service" {
-				addr := address(f.Value)
-				if bad != nil {
-					addr = invalidCell(f.Value)
-				}
-				w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: addr})
-				continue
-			}
-			if len(k.Args) == 0 {
-				continue // a singleton such as observed/clock describes no object
-			}
-			id := k.Args[0]
-			m := w.attrs[k.Type.Name]
-			if m == nil {
-				m = map[string]string{}
-				w.attrs[k.Type.Name] = m
-			}
-			switch {
-			case bad != nil:
-				m[id] = invalidCell(f.Value)
-			case k.Type.Name == "desired.service.expose":
-				m[id] = joinNonEmpty(m[id], k.Args[1])
-			default:
-				m[id] = display(f.Value)
-			}
+			w.add(s.Schema, f)
 		}
 	}
-	for t, m := range w.attrs {
-		for id := range m {
-			w.ids[t] = append(w.ids[t], id)
-		}
-		slices.Sort(w.ids[t])
-	}
+	w.index()
 	return w, nil
+}
+
+func newWorld() *world {
+	return &world{attrs: map[string]map[string]string{}, ids: map[string][]string{},
+		raw: map[string]map[string][]byte{}, labels: map[string]map[string]string{}}
+}
+
+// add files one fact under its type and id; facts of no known type, and
+// singletons, describe nothing a table shows.
+func (w *world) add(schema *facts.Schema, f facts.Fact) {
+	k, err := schema.Parse(f.Key)
+	if err != nil {
+		return // a fact of an unknown type has no column
+	}
+	// A value that breaks the schema is shown as such, never as
+	// data: the rules treat it as absent.
+	bad := w.check(schema, f)
+	w.record(k, f, bad != nil)
+	if k.Type.Name == "endpoint.service" {
+		addr := address(f.Value)
+		if bad != nil {
+			addr = invalidCell(f.Value)
+		}
+		w.eps = append(w.eps, endpointRow{Service: k.Args[0], Instance: k.Args[1], Address: addr})
+		return
+	}
+	if len(k.Args) == 0 {
+		return // a singleton such as observed/clock describes no object
+	}
+	id := k.Args[0]
+	m := w.attrs[k.Type.Name]
+	if m == nil {
+		m = map[string]string{}
+		w.attrs[k.Type.Name] = m
+	}
+	if _, seen := m[id]; !seen {
+		w.ids[k.Type.Name] = append(w.ids[k.Type.Name], id)
+	}
+	switch {
+	case bad != nil:
+		m[id] = invalidCell(f.Value)
+	case k.Type.Name == "desired.service.expose":
+		m[id] = joinNonEmpty(m[id], k.Args[1])
+	default:
+		m[id] = display(f.Value)
+	}
+}
+
+func (w *world) check(schema *facts.Schema, f facts.Fact) error {
+	if !w.checked {
+		_, err := schema.CheckFact(f)
+		return err
+	}
+	if f.Invalid != "" {
+		return errors.New(f.Invalid)
+	}
+	return nil
+}
+
+// index sorts, once every fact is added, the ids having each fact type:
+// facts added in key order (as listed) leave them sorted already.
+func (w *world) index() {
+	for _, ids := range w.ids {
+		if !slices.IsSorted(ids) {
+			slices.Sort(ids)
+		}
+	}
 }
 
 func joinNonEmpty(a, b string) string {

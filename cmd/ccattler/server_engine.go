@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ccattler/ccattler/engine"
@@ -50,7 +51,7 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost a round may spend before its plan is committed and the rest evaluated next (0: no limit)")
 	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long a round may evaluate before its plan is committed and the rest evaluated next (0: no limit)")
 	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")
-	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics (empty: none)")
+	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics and, on a loopback address, the web console at /ui/ (empty: none)")
 	cfg.Ops.adminRequired = func() bool { return f.Changed("admin-addr") }
 }
 
@@ -65,7 +66,11 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	src := promexport.Sources{Mirror: mirror.Stats}
 	if cfg.NoEngine {
 		log.Info("--no-engine: the rules engine is not running")
-		stopAdmin, err := serveAdmin(cfg.Ops, src, log)
+		ui, err := newConsole(ctx, cfg.Ops, store, mirror, nil, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -99,8 +104,10 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if err != nil {
 		return nil, nil, err
 	}
+	var running atomic.Pointer[rules.RuleSet] // what the console shows
+	running.Store(rs)
 	rcfg := reload.Config{Dir: cfg.Policies, Source: policiesName(cfg.Policies), Store: store, Identity: ecfg.Identity,
-		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { eng.Swap(newEval(rs)) }, Permit: cfg.permit}
+		Watch: cfg.Ops.Watch, Log: log, Install: func(rs *rules.RuleSet) { running.Store(rs); eng.Swap(newEval(rs)) }, Permit: cfg.permit}
 	if cfg.Policies == "" {
 		rcfg.Builtin = builtinPolicies()
 	}
@@ -112,7 +119,11 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if cfg.OnEngine != nil {
 		cfg.OnEngine(eng)
 	}
-	stopAdmin, err := serveAdmin(cfg.Ops, src, log)
+	ui, err := newConsole(ctx, cfg.Ops, store, mirror, &running, eng.Stats)
+	if err != nil {
+		return nil, nil, err
+	}
+	stopAdmin, err := serveAdmin(cfg.Ops, src, log, ui...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,10 +147,11 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	return waiter, func() { cancel(); <-stopped; <-reloaderDone; stopAdmin() }, nil
 }
 
-// serveAdmin serves /metrics on --admin-addr. The default address already
-// in use is a warning (the control plane runs without metrics); an address
-// given explicitly must work.
-func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger) (stop func(), err error) {
+// serveAdmin serves /metrics on --admin-addr, and the extra handlers (the
+// web console); a LoopbackOnly one only when the address is a loopback
+// one. The default address already in use is a warning (the control plane
+// runs without metrics); an address given explicitly must work.
+func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger, extra ...adminHandler) (stop func(), err error) {
 	if ops.AdminAddr == "" {
 		return func() {}, nil
 	}
@@ -156,7 +168,17 @@ func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger) (stop f
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	for _, h := range extra {
+		if !h.servedOn(ln.Addr()) {
+			log.Warn("admin endpoint: "+h.Pattern+" not served: it is served on a loopback --admin-addr only (reach it through an SSH tunnel)", "addr", ln.Addr().String())
+			continue
+		}
+		mux.Handle(h.Pattern, h.Handler)
+		log.Info("admin endpoint serving "+h.Pattern, "url", "http://"+ln.Addr().String()+h.Pattern)
+	}
+	// Streams (the console's live pages) end when the endpoint stops.
+	base, cancelBase := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -166,6 +188,7 @@ func serveAdmin(ops opsConfig, src promexport.Sources, log *slog.Logger) (stop f
 	}()
 	log.Info("admin endpoint serving /metrics", "addr", ln.Addr().String())
 	return func() {
+		cancelBase()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)

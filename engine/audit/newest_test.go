@@ -1,0 +1,107 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/audit"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// Newest reads backwards in pages: across several pages it visits every
+// record once, newest first, at one revision; it stops when told, and at
+// the first record older than since.
+func TestNewestVisitsBackwardsAtOneRevision(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	ctx := context.Background()
+	ids := facts.NewEventIDs()
+	var ops []facts.Op
+	var mid time.Time
+	qs := 0        // records binding i=q
+	const n = 2345 // more than two pages
+	for i := range n {
+		id, at := ids.Next()
+		if i == n/2 {
+			mid = at
+		}
+		if i%26 == 'q'-'a' {
+			qs++
+		}
+		b, _ := json.Marshal(facts.EventRecord{Rule: "r", Bindings: map[string]string{"i": string(rune('a' + i%26))}, Time: at.Format(time.RFC3339Nano)})
+		ops = append(ops, facts.Put(facts.Event(id), b))
+		if len(ops) == 100 || i == n-1 {
+			if _, err := s.Commit(ctx, facts.Txn{Ops: ops}); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	badID, _ := ids.Next()
+	if _, err := s.Client.Put(ctx, s.Abs(facts.Event(badID)), "not json"); err != nil {
+		t.Fatal(err)
+	}
+	all, _, _, err := audit.List(ctx, s, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range all {
+		want = append(want, e.ID)
+	}
+	slices.Reverse(want)
+
+	var got []string
+	written := false
+	rev, read, bad, err := audit.Newest(ctx, s, audit.Query{}, func(e audit.Event) bool {
+		got = append(got, e.ID)
+		if !written { // a record committed during the visit is not part of it
+			id, _ := ids.Next()
+			if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Event(id), []byte(`{"rule":"late","time":"x"}`))}}); err != nil {
+				t.Fatal(err)
+			}
+			written = true
+		}
+		return true
+	})
+	if err != nil || bad != 1 || rev == 0 || read != n+1 {
+		t.Fatalf("Newest: rev %d, read %d, bad %d, err %v", rev, read, bad, err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("visited %d records, want the %d in reverse order (first %v, want %v)", len(got), len(want), got[:3], want[:3])
+	}
+
+	got = got[:0]
+	if _, _, _, err := audit.Newest(ctx, s, audit.Query{}, func(e audit.Event) bool { got = append(got, e.ID); return len(got) < 10 }); err != nil || len(got) != 10 {
+		t.Errorf("stopped after %d, want 10 (%v)", len(got), err)
+	}
+	got = got[:0]
+	if _, read, _, err := audit.Newest(ctx, s, audit.Query{Limit: 700}, func(e audit.Event) bool { got = append(got, e.ID); return true }); err != nil || read != 700 || len(got) != 699 {
+		t.Errorf("limit 700: read %d, visited %d (the bad record aside), %v", read, len(got), err)
+	}
+	// The raw test sees every record's bytes; only those it keeps are decoded.
+	got = got[:0]
+	raws := 0
+	_, read, bad, err = audit.Newest(ctx, s, audit.Query{Raw: func(b []byte) bool { raws++; return strings.Contains(string(b), `"i":"q"`) }},
+		func(e audit.Event) bool { got = append(got, e.ID); return true })
+	if err != nil || raws != read || bad != 0 || len(got) != qs {
+		t.Errorf("raw filter: %d tested, %d read, %d bad, %d kept, %v", raws, read, bad, len(got), err)
+	}
+	got = got[:0]
+	if _, _, _, err := audit.Newest(ctx, s, audit.Query{Since: mid}, func(e audit.Event) bool { got = append(got, e.ID); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < n/2-1 || len(got) > n/2+2 { // the half after mid, the late record and the bad one aside
+		t.Errorf("since the middle record: %d visited, want about %d", len(got), n/2)
+	}
+	for _, id := range got {
+		if at, ok := facts.EventTime(id); ok && at.Before(mid) {
+			t.Errorf("%s is older than since", id)
+		}
+	}
+}
