@@ -59,10 +59,11 @@ type Config struct {
 	// the first placements reach the nodes while the rest are evaluated.
 	// 0: no budget.
 	RoundFirings int
-	// RoundCost and RoundTime are a round's budget of CEL cost and of
-	// time (eval.WithRoundBudget), passed like RoundFirings: past either,
-	// the round commits what it has and the rest is evaluated next, so one
-	// costly rule cannot hold the others back. 0: no budget of that kind.
+	// RoundCost and RoundTime are each rule's budget of CEL cost and of
+	// time in a round (eval.WithRoundBudget): past either, the rule's
+	// tasks left are evaluated next round while the others go on, so one
+	// costly rule cannot hold them back; four budgets end the round. 0: no
+	// budget of that kind.
 	RoundCost uint64
 	RoundTime time.Duration
 	// Log receives the engine's logs; nil discards them.

@@ -48,8 +48,8 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.DurationVar(&cfg.Engine.EventMaxAge, "event-max-age", cfg.Engine.EventMaxAge, "firing records older than this are deleted (0: no age limit)")
 	f.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", cfg.Engine.EventMaxCount, "the most firing records kept; the oldest go first (0: no limit)")
 	f.IntVar(&cfg.Engine.RoundFirings, "round-firings", cfg.Engine.RoundFirings, "the most firings a round plans before its plan is committed and the rest evaluated against it (0: no limit)")
-	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost a round may spend before its plan is committed and the rest evaluated next (0: no limit)")
-	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long a round may evaluate before its plan is committed and the rest evaluated next (0: no limit)")
+	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost one rule may spend in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
+	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long one rule may evaluate in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")
 	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics and, on a loopback address, the web console at /ui/ (empty: none)")
 	cfg.Ops.adminRequired = func() bool { return f.Changed("admin-addr") }

@@ -299,7 +299,10 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 	// it adjusts (aggstore.go).
 	var sd *deps
 	if rd.touched != nil {
-		sd = &deps{}
+		// The changed fact itself is among what the result now depends
+		// on: a later change of it that the store cannot adjust for
+		// must find the result to drop it.
+		sd = &deps{gets: []string{key}}
 		rd.ov.rec = sd
 		defer func() { rd.ov.rec = nil }()
 	}
@@ -383,6 +386,9 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 		e, held := entries[m.gk]
 		if !held && !whole {
 			continue // nothing to adjust
+		}
+		if held && rd.touched == nil && e.deps != nil && !e.deps.tooMany && !e.deps.impure {
+			rd.pristine = append(rd.pristine, pristine{s.ag, m.gk, e}) // as the reader has it
 		}
 		if !held {
 			e = rd.emptyGroup(s.ag, info, m.b) // whole: a group not held has no member

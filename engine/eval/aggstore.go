@@ -45,7 +45,14 @@ type deps struct {
 	segs     []segDep
 	vals     []valDep
 	types    []*facts.FactType
-	tooMany  bool                // more accesses than maxDeps: not kept across rounds
+	tooMany  bool // more accesses than maxDeps: not kept across rounds
+	impure   bool // saw the round's own writes: not right for the reader alone
+	// adjusted: the result was adjusted for changes since its computation.
+	// Adjusting follows the patterns, so what it lists is not every fact
+	// a recomputation would read (a member's fact created before its
+	// service fact reads nothing): a batch of changes the store drops
+	// results for, rather than adjusting them, drops it whatever it lists.
+	adjusted bool
 	base     int                 // the accesses of the computation itself; adjusting adds to them
 	set      map[depKey]struct{} // the accesses adjusting added (addNew)
 }
@@ -176,6 +183,7 @@ func (d *deps) merge(o *deps) {
 		d.tooMany = true
 		return
 	}
+	d.impure = d.impure || o.impure
 	d.gets = append(d.gets, o.gets...)
 	d.prefixes = append(d.prefixes, o.prefixes...)
 	d.segs = append(d.segs, o.segs...)
@@ -190,6 +198,14 @@ type aggRef struct {
 	ag *rules.Aggregate
 	gk string
 	d  *deps
+}
+
+// pristine is a cached result as it was before the round's own writes
+// first adjusted it, when it was right for the round's reader alone.
+type pristine struct {
+	ag *rules.Aggregate
+	gk string
+	e  aggEntry
 }
 
 // aggStore is the evaluator's aggregate results between rounds, indexed by
@@ -313,7 +329,7 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 // writes could alter are dropped (those it adjusted for them first), and
 // the store holds for revision rev. The indexes are rebuilt when mostly
 // stale.
-func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []aggRef, written []written) {
+func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []aggRef, written []written, pristine []pristine) {
 	for _, r := range computed {
 		if e, ok := s.groups[r.ag][r.gk]; ok && e.deps == r.d {
 			if r.d.tooMany {
@@ -332,9 +348,37 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 	for _, w := range written {
 		s.forget(schema, w.key, w.values)
 	}
+	// What the round's writes changed, as it was before them: right for
+	// the reader, and adjusted for those writes when they come back as
+	// changes (a batch of agents' reports and the engine's own writes touch
+	// every service's counts each round; dropped, they were recounted in
+	// every round).
+	for _, p := range pristine {
+		gs := s.groups[p.ag]
+		if gs == nil {
+			gs = map[string]aggEntry{}
+			s.groups[p.ag] = gs
+		}
+		if p.e.deps.base == 0 {
+			p.e.deps.base = p.e.deps.size()
+		}
+		gs[p.gk] = p.e
+		s.index(aggRef{p.ag, p.gk, p.e.deps}, p.e.deps)
+	}
 	s.rev = rev
 	if s.refs > s.limit {
 		s.compact()
+	}
+}
+
+// dropAdjusted drops every result adjusted since its computation (deps.adjusted).
+func (s *aggStore) dropAdjusted() {
+	for _, gs := range s.groups {
+		for gk, e := range gs {
+			if e.deps == nil || e.deps.adjusted {
+				delete(gs, gk)
+			}
+		}
 	}
 }
 
@@ -421,6 +465,7 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 			// What adjusting read joins what the computation read. A
 			// result adjusted for so many different facts that this
 			// outgrows it is dropped: computing it again starts afresh.
+			en.deps.adjusted = true
 			added := en.deps.addNew(t.d)
 			if en.deps.size() > 4*en.deps.base+1024 {
 				delete(e.store.groups[t.ag], t.gk)

@@ -177,3 +177,32 @@ func TestRoundBudgetDoesNotStarveOtherRules(t *testing.T) {
 		})
 	}
 }
+
+// A rule over its budget waits for the next round; the others do not: the
+// round goes on with them, so a costly rule costs its own bindings a
+// round, not every rule after it. (The budget is checked between tasks:
+// one task over many bindings, as a full evaluation has, runs until the
+// round's own bound.)
+func TestRuleBudgetLeavesTheRoundToOthers(t *testing.T) {
+	rs := loadSrc(t, costlyRules(120))
+	tb := newTable()
+	ev := eval.New(rs, eval.WithRoundBudget(0, 20*time.Millisecond))
+	from := tb.Rev()
+	ev.Full(tb)
+	var changes []facts.Change
+	for i := 0; i < 200; i++ {
+		changes = append(changes, tb.put(fmt.Sprintf("observed/service/api/metrics/cpu/a%04x", i), `0.5`),
+			tb.put(fmt.Sprintf("desired/service/s%03d/instances", i), `3`))
+	}
+	p := ev.Continue(from, tb, changes, false)
+	byRule := map[string]int{}
+	for _, f := range p.Firings {
+		byRule[f.Rule]++
+	}
+	if !p.More {
+		t.Fatalf("the round ran all 200 costly bindings (%v): no budget applied", byRule)
+	}
+	if byRule["scale"] != 200 {
+		t.Errorf("the cheap rule after the costly one fired %d times in the round, want all 200 (%v)", byRule["scale"], byRule)
+	}
+}

@@ -125,7 +125,19 @@ func (o *overlay) get(key string) (f facts.Fact, ok, own bool) {
 	if o.rec != nil {
 		o.rec.get(key)
 	}
-	return o.lookup(key)
+	f, ok, own = o.lookup(key)
+	if own {
+		o.sawOwn()
+	}
+	return f, ok, own
+}
+
+// sawOwn marks the access being recorded as one that met the round's own
+// writes: the result it serves is not what the reader alone holds.
+func (o *overlay) sawOwn() {
+	if o.rec != nil && !o.committed {
+		o.rec.impure = true
+	}
 }
 
 // lookup is get without recording the access.
@@ -149,6 +161,9 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 	}
 	if o.rec != nil {
 		o.rec.get(key)
+		if own {
+			o.sawOwn()
+		}
 	}
 	return key, f, ok, own
 }
@@ -163,6 +178,7 @@ func (o *overlay) prefix(prefix string, fn visitor) {
 	stop := false
 	o.base.Prefix(prefix, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
+			o.sawOwn()
 			return true
 		}
 		stop = !fn(f, false)
@@ -175,6 +191,7 @@ func (o *overlay) prefix(prefix string, fn visitor) {
 		if !strings.HasPrefix(e.f.Key, prefix) {
 			return false
 		}
+		o.sawOwn()
 		return e.deleted || fn(e.f, !o.committed)
 	})
 }
@@ -186,6 +203,7 @@ func (o *overlay) ofType(t *facts.FactType, fn visitor) {
 	stop := false
 	o.base.OfType(t, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
+			o.sawOwn()
 			return true
 		}
 		stop = !fn(f, false)
@@ -193,6 +211,9 @@ func (o *overlay) ofType(t *facts.FactType, fn visitor) {
 	})
 	if stop {
 		return
+	}
+	if len(o.byType[t]) > 0 {
+		o.sawOwn()
 	}
 	for _, e := range o.byType[t] {
 		if !e.deleted && !fn(e.f, !o.committed) {
@@ -221,6 +242,7 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 	stop := false
 	o.base.ByVar(t, pos, v, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
+			o.sawOwn()
 			return true
 		}
 		stop = !fn(f, false)
@@ -228,6 +250,9 @@ func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
 	})
 	if stop {
 		return
+	}
+	if len(o.bySeg[ovSegKey{t, seg, v}]) > 0 {
+		o.sawOwn()
 	}
 	for _, e := range o.bySeg[ovSegKey{t, seg, v}] {
 		if !e.deleted && !fn(e.f, !o.committed) {
@@ -243,6 +268,7 @@ func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
 	stop := false
 	o.base.ByValue(t, v, func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
+			o.sawOwn()
 			return true
 		}
 		stop = !fn(f, false)
@@ -250,6 +276,9 @@ func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
 	})
 	if stop {
 		return
+	}
+	if len(o.byVal[ovValKey{t, v}]) > 0 {
+		o.sawOwn()
 	}
 	for _, e := range o.byVal[ovValKey{t, v}] {
 		if e.deleted {

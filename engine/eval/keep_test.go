@@ -1,0 +1,120 @@
+package eval_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// putKnown is table.put with the value before, as the mirror reports a
+// change (Change.PrevKnown): the store adjusts its results only for those.
+func putKnown(tb *table, key, value string) facts.Change {
+	old, had := tb.Get(key)
+	c := tb.put(key, value)
+	c.PrevKnown = true
+	if had {
+		c.Prev = old.Value
+	}
+	return c
+}
+
+func applyKnown(tb *table, p eval.Plan) []facts.Change {
+	var out []facts.Change
+	for _, f := range p.Firings {
+		for _, w := range f.Writes {
+			out = append(out, putKnown(tb, w.Key, string(w.Value)))
+		}
+	}
+	return out
+}
+
+// ownWrites: "count" reads each service's placed instances; "place",
+// after it, places the pending ones. The count is computed before the
+// placements of the same round, which then change it.
+const ownWrites = `
+rule "count" {
+  doc       = "The effective count follows the desired one once the placed instances are counted."
+  principal = "intent-resolver"
+  match {
+    n = "desired/service/{svc}/instances"
+  }
+  aggregate "placed" {
+    match {
+      svc  = "observed/instance/{i}/service"
+      node = "placement/instance/{i}"
+    }
+    count = true
+  }
+  when = "placed >= 0"
+  emit "effective/service/{svc}/instances" {
+    value = "n + placed - placed"
+  }
+}
+rule "place" {
+  doc       = "Every pending instance is placed on node-1."
+  principal = "scheduler"
+  after     = ["count"]
+  match {
+    svc = "observed/instance/{id}/service"
+    st  = "observed/instance/{id}/state"
+  }
+  absent = ["placement/instance/{id}"]
+  when = "st == 'pending'"
+  emit "placement/instance/{id}" {
+    value = "'node-1'"
+  }
+}
+`
+
+// TestOwnWritesKeepCounts: the counts a round computed before its own
+// writes changed them are kept as they were, right for the facts the round
+// read, and adjusted when the writes come back as changes: the next round
+// counts nothing again. (They were dropped, and every service recounted.)
+func TestOwnWritesKeepCounts(t *testing.T) {
+	rs := loadSrc(t, ownWrites)
+	tb := newTable()
+	for s := range 10 {
+		putKnown(tb, fmt.Sprintf("desired/service/s%d/instances", s), `5`)
+	}
+	ev := eval.New(rs, eval.WithWholeAggregates(-1)) // counted a group at a time, as the store keeps them
+	from := tb.Rev()
+	changes := applyKnown(tb, ev.Full(tb))
+	// The instances arrive: the round counts each service, then places.
+	for s := range 10 {
+		for i := range 5 {
+			id := fmt.Sprintf("%x%04x", s+1, i)
+			changes = append(changes, putKnown(tb, "observed/instance/"+id+"/service", fmt.Sprintf(`"s%d"`, s)),
+				putKnown(tb, "observed/instance/"+id+"/state", `"pending"`))
+		}
+	}
+	rev := tb.Rev()
+	p := ev.Continue(from, tb, changes, false)
+	from = rev
+	if len(p.Firings) != 50 {
+		t.Fatalf("%d firings, want 50 placements", len(p.Firings))
+	}
+	// The placements come back; a desired count changes for every service.
+	changes = applyKnown(tb, p)
+	for s := range 10 {
+		changes = append(changes, putKnown(tb, fmt.Sprintf("desired/service/s%d/instances", s), `6`))
+	}
+	was := ev.Stats()
+	p = ev.Continue(from, tb, changes, false)
+	after := ev.Stats()
+	if n := after.Aggregates - was.Aggregates; n != 0 {
+		t.Errorf("the next round counted %d groups again, want 0: the counts were kept and adjusted", n)
+	}
+	if hits := after.AggregateHits - was.AggregateHits; hits < 10 {
+		t.Errorf("%d counts served from the store, want the 10 services'", hits)
+	}
+	if len(p.Firings) != 10 {
+		t.Fatalf("%d firings, want the 10 new effective counts", len(p.Firings))
+	}
+	for _, f := range p.Firings {
+		if f.Bindings["placed"] != "5" || string(f.Writes[0].Value) != "6" {
+			t.Errorf("%s: placed %s, wrote %s; want 5 placed and 6", f.Rule, f.Bindings["placed"], f.Writes[0].Value)
+		}
+	}
+}
