@@ -368,6 +368,9 @@ type round struct {
 	pristine   []pristine                               // those of them right for the reader, as they were before (aggstore.go)
 	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
 	osc        []string                                 // rules found oscillating: the round is redone without them
+	returns    map[string]int                           // by key: how often it came back to an earlier value (commit)
+	oscillated map[string]bool                          // rules stopped for this round as a cycle: their tasks are parked
+	parked     []task                                   // tasks of rules stopped for oscillating: evaluated again next call
 	leftover   []task                                   // bindings of a task cut at the firing budget (body)
 	onSkip     func(s *sol)                             // set by a view's task: a binding its data broke is skipped (body)
 	start      time.Time                                // when the round began (WithRoundBudget)
@@ -395,7 +398,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		queue:   make([][]task, n),
 		queued:  make([]map[string]bool, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
-		drawn: map[string]bool{}, rejIdx: map[string]int{},
+		drawn: map[string]bool{}, rejIdx: map[string]int{}, returns: map[string]int{}, oscillated: map[string]bool{},
 		aggCache: e.store.groups, start: time.Now(),
 		ruleTime: make([]time.Duration, n), ruleCost: make([]uint64, n), over: make([]bool, n)}
 	rd.taskStart = rd.start
@@ -407,6 +410,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 	}
 	for name := range stopped {
 		rd.stopped[name] = true // reported when its oscillation was found
+		rd.oscillated[name] = true
 	}
 	return rd
 }
@@ -414,6 +418,9 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 // enqueue adds a task; an empty binding (everything) subsumes the others.
 func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	if rd.stopped[r.Name] {
+		if rd.oscillated[r.Name] {
+			rd.parked = append(rd.parked, task{r: r, b: b}) // tried again next call
+		}
 		return
 	}
 	i := r.Index
@@ -436,6 +443,10 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 // restricted binding when its task is queued already: a burst of writes
 // reaches the same task from many sites.
 func (rd *round) enqueueKept(r *rules.Rule, b *binding, keep func(string) bool) {
+	if rd.oscillated[r.Name] {
+		rd.enqueue(r, b.restrict(keep))
+		return
+	}
 	if rd.stopped[r.Name] || rd.queued[r.Index][""] {
 		return
 	}
@@ -475,6 +486,9 @@ func (rd *round) loop() {
 			sort.Slice(ts, func(i, j int) bool { return ts[i].b.key() < ts[j].b.key() })
 			for i, t := range ts {
 				if rd.stopped[r.Name] {
+					if rd.oscillated[r.Name] {
+						rd.parked = append(rd.parked, ts[i:]...) // not dropped: the next call tries them again
+					}
 					break
 				}
 				ran = true
@@ -553,8 +567,8 @@ func (rd *round) carryOver() {
 			rd.queue[r.Index] = nil
 		}
 	}
-	rd.e.carry = carry
 	rd.plan.More = len(carry) > 0
+	rd.e.carry = append(carry, rd.parked...) // parked: at the next call, not at once (no More)
 }
 
 // carryRest ends a round at its firing budget: the current rule's tasks
@@ -565,8 +579,8 @@ func (rd *round) carryRest(rest []task) {
 	for _, r := range rd.e.rs.Rules {
 		carry = append(carry, rd.queue[r.Index]...)
 	}
-	rd.e.carry = carry
 	rd.plan.More = len(carry) > 0
+	rd.e.carry = append(carry, rd.parked...) // parked: at the next call, not at once (no More)
 }
 
 // runTask evaluates one rule under one partial binding. A panic is
@@ -621,6 +635,10 @@ func (rd *round) reject(r Rejection) {
 
 const absentMark = "\x00absent"
 
+// maxReturns is how often a key may come back to an earlier value within
+// one round before the rules writing it are taken for a cycle.
+const maxReturns = 3
+
 // commit adds a firing to the plan, applies its writes to the overlay and
 // dispatches them as changes. A key that returns to a value it held earlier
 // in the round is an oscillation: the rules that wrote it are stopped.
@@ -639,18 +657,26 @@ func (rd *round) commit(f Firing) error {
 			nv = string(w.Value)
 		}
 		for _, old := range h {
-			if old == nv {
+			if old != nv {
+				continue
+			}
+			// A key may come back to a value it held because its inputs
+			// changed in the round (an endpoint derived, then withdrawn
+			// when another rule stops its instance): only one that keeps
+			// coming back is a cycle.
+			if rd.returns[w.Key]++; rd.returns[w.Key] > maxReturns {
 				names := append([]string{f.Rule}, rd.writers[w.Key]...)
 				sort.Strings(names)
 				names = uniq(names)
 				rd.osc = names
 				for _, n := range names {
 					rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: n, Err: fmt.Errorf(
-						"oscillation: %s returned to an earlier value within one round (rules %s); stopped",
-						w.Key, strings.Join(names, ", "))})
+						"oscillation: %s returned to an earlier value %d times within one round (rules %s); stopped for this round, evaluated again in the next",
+						w.Key, rd.returns[w.Key], strings.Join(names, ", "))})
 				}
 				return errOscillation
 			}
+			break
 		}
 		rd.history[w.Key] = append(h, nv)
 	}

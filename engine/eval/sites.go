@@ -115,7 +115,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	parts := strings.Split(c.Key, "/")
 	kb := scratch(&rd.dispatchB) // each site's match; enqueued as a copy
 	for _, s := range rd.e.sites[k.Type] {
-		if rd.stopped[s.r.Name] || (from == s.r && s.kind != siteDirect) {
+		if (rd.stopped[s.r.Name] && !rd.oscillated[s.r.Name]) || (from == s.r && s.kind != siteDirect) {
 			continue
 		}
 		if !matchParts(s.p, parts, kb) {
