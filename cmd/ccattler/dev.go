@@ -63,7 +63,7 @@ off etcd's default port) into the client configuration and makes it current
 again. A default port that is taken (a second dev, a server) is replaced by a
 free one, and dev says so.
 
-It serves /metrics on --admin-addr like ccattler server. --watch DIR runs the
+It serves the web console (/ui/) and /metrics on --admin-addr like ccattler server. --watch DIR runs the
 rules in DIR and reloads them when their files change; ccattler rules reload
 reloads them on demand.
 

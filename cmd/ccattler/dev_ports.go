@@ -23,7 +23,7 @@ type devOps struct {
 
 func addDevOpsFlags(fl *pflag.FlagSet, o *devOps) {
 	fl.StringVar(&o.watch, "watch", "", "run the rule set in DIR (like --policies DIR) and reload it when its files change; a set with errors is rejected and the running one stays")
-	fl.StringVar(&o.admin, "admin-addr", defaultDevAdminAddr, "host:port serving /metrics (a free port when the default is taken; empty: none)")
+	fl.StringVar(&o.admin, "admin-addr", defaultDevAdminAddr, "host:port serving the console at /ui/ and /metrics (a free port when the default is taken; empty: none)")
 }
 
 // devPorts moves each of dev's listen addresses the user did not choose to
@@ -163,5 +163,5 @@ func devAdminNote(ops opsConfig) string {
 	if ops.AdminAddr == "" {
 		return ""
 	}
-	return " metrics http://" + ops.AdminAddr + "/metrics,"
+	return " console http://" + ops.AdminAddr + "/ui/, metrics http://" + ops.AdminAddr + "/metrics,"
 }
