@@ -150,12 +150,14 @@ func TestCrashLoopBacksOffEndToEnd(t *testing.T) {
 	if len(at) < 4 || len(at) > 8 {
 		t.Errorf("%d failures in %s, want 4 to 8 (exponential backoff from 1s)", len(at), window)
 	}
-	// Each retry waits at least its delay (1s, 2s, 4s, ...); a loaded
-	// machine may add to a gap, never take from it, so the gaps are held
-	// to the schedule rather than to each other.
+	// Each retry waits its delay (1s, 2s, 4s, ...) from the failure's
+	// whole second (restart.hcl stamps the hold in whole seconds), so at
+	// least the delay less a second; a loaded machine may add to a gap,
+	// never take from it, so the gaps are held to the schedule rather than
+	// to each other.
 	for i := 1; i < len(at); i++ {
 		delay := time.Second << (i - 1)
-		if cur := at[i].Sub(at[i-1]); cur < delay*9/10 {
+		if cur := at[i].Sub(at[i-1]); cur < delay-time.Second {
 			t.Errorf("gap %d (%s) is shorter than its delay %s: gaps %v", i, cur, delay, gaps)
 		}
 	}
