@@ -28,23 +28,7 @@ import (
 // the test's environment.
 func runEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = withEnv(env)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("ccattler %s: %v", strings.Join(args, " "), err)
-		}
-		r.code = ee.ExitCode()
-	}
-	return r
+	return runWith(t, withEnv(env), 90*time.Second, args...)
 }
 
 // withEnv is the test's environment without any CCATTLER_ variable, with env added.

@@ -19,6 +19,14 @@ func scaleTable(t testing.TB, nodes, services, perService int) *facts.Table {
 		rev++
 		tb.Put(facts.Fact{Key: k, Value: []byte(v), ModRevision: rev, CreateRevision: rev})
 	}
+	scaleFacts(nodes, services, perService, put)
+	return tb
+}
+
+// scaleFacts writes, through put, the facts of nodes nodes and services
+// services of perService running instances each, as agents and the engine
+// write them.
+func scaleFacts(nodes, services, perService int, put func(k, v string)) {
 	for i := range nodes {
 		n := fmt.Sprintf("n-%04d", i+1)
 		put(facts.Node(n), `{}`)
@@ -53,7 +61,6 @@ func scaleTable(t testing.TB, nodes, services, perService int) *facts.Table {
 			put(facts.Endpoint(name, id), fmt.Sprintf(`{"ip":%q,"port":8080}`, ip))
 		}
 	}
-	return tb
 }
 
 func BenchmarkConsoleCluster(b *testing.B) {

@@ -298,10 +298,16 @@ func (s *server) dial(t *testing.T) *facts.Store {
 
 func run(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runWith(t, append(os.Environ(), "CCATTLER_ETCD="), 60*time.Second, args...)
+}
+
+// runWith runs the binary in environment env, killed after timeout.
+func runWith(t *testing.T, env []string, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "CCATTLER_ETCD=")
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()

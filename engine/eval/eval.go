@@ -567,8 +567,14 @@ func (rd *round) carryOver() {
 			rd.queue[r.Index] = nil
 		}
 	}
-	rd.plan.More = len(carry) > 0
-	rd.e.carry = append(carry, rd.parked...) // parked: at the next call, not at once (no More)
+	rd.carry(carry)
+}
+
+// carry hands tasks to the next call, asking for it at once (More); the
+// parked ones wait for the next call, not at once.
+func (rd *round) carry(tasks []task) {
+	rd.plan.More = len(tasks) > 0
+	rd.e.carry = append(tasks, rd.parked...)
 }
 
 // carryRest ends a round at its firing budget: the current rule's tasks
@@ -579,8 +585,7 @@ func (rd *round) carryRest(rest []task) {
 	for _, r := range rd.e.rs.Rules {
 		carry = append(carry, rd.queue[r.Index]...)
 	}
-	rd.plan.More = len(carry) > 0
-	rd.e.carry = append(carry, rd.parked...) // parked: at the next call, not at once (no More)
+	rd.carry(carry)
 }
 
 // runTask evaluates one rule under one partial binding. A panic is

@@ -491,7 +491,6 @@ func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
 	if best == nil {
 		return nil, nil
 	}
-	lz.s, lz.err = best, nil
 	heads := rd.e.headAggs[ch]
 	for i, ag := range ch.Body.Aggregates {
 		if bestReads[i] != nil || !heads[i] {
