@@ -232,6 +232,14 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
 	pending := e.stage(p.Firings, p.RuleSetVersion)
+	// A firing that does not commit leaves its binding holding although
+	// the evaluator saw it fire: tell a Continuer, which keeps bindings.
+	planned, committed := len(p.Firings), 0
+	defer func() {
+		if c, ok := ev.(Continuer); ok && committed < planned {
+			c.Uncommitted()
+		}
+	}()
 	reeval := map[string]bool{}
 	stuck := 0
 	backoff := e.cfg.BackoffMin
@@ -266,6 +274,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			e.noteProblems(p2)
 			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
 			reeval = map[string]bool{}
+			planned += len(p2.Firings)
 			pending = e.stage(p2.Firings, run.version)
 			check = true
 			continue
@@ -278,6 +287,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			run.committed(chunk, rev)
 			e.noteCommitted(rev)
 			pending = pending[n:]
+			committed += n
 			stuck, backoff = 0, e.cfg.BackoffMin
 			e.log.Debug("engine: committed", "rev", rev, "firings", n, "rule", chunk[0].f.Rule)
 		case errors.Is(err, facts.ErrConflict):
@@ -309,6 +319,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				run.committed(chunk, doneRev)
 				e.noteCommitted(doneRev)
 				pending = pending[n:]
+				committed += n
 				stuck = 0
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,5 +405,51 @@ func TestLimitAboveEtcdsIsLowered(t *testing.T) {
 	// 400 operations refused; 200 refused; 100 fit in 128.
 	if st := e.Stats(); st.Txns != 4 || e.opsLimit() != 100 {
 		t.Errorf("want 4 transactions under a limit of 100 ops, have %d under %d", st.Txns, e.opsLimit())
+	}
+}
+
+// keepingEval is copyEval as a Continuer: it counts the plans whose
+// firings it was told did not all commit.
+type keepingEval struct {
+	copyEval
+	uncommitted atomic.Int32
+}
+
+func (k *keepingEval) Continue(_ int64, r facts.Reader, changes []facts.Change, _ bool) eval.Plan {
+	return k.Incremental(r, changes)
+}
+
+func (k *keepingEval) Uncommitted() { k.uncommitted.Add(1) }
+
+// A Continuer keeps what it saw fire (the bindings a choice placed): it is
+// told when a plan's firing was dropped, and only then.
+func TestUncommittedFiringsAreReported(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	x := facts.ServiceInstances("x")
+	a, c := facts.EffectiveInstances("a"), facts.EffectiveInstances("c")
+	ev := &keepingEval{copyEval: copyEval{version: "v1"}}
+	e := v.engine(t, ev, testConfig())
+	clean := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "bystander", Reads: []eval.Read{{Key: c}}, Writes: []eval.Write{{Key: c, Value: []byte("3")}}},
+	}}
+	if err := e.apply(v.ctx, nil, ev, clean); err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.uncommitted.Load(); n != 0 {
+		t.Fatalf("a plan that committed whole was reported uncommitted %d times", n)
+	}
+	rev := v.put(t, x, "1") // the writer below read x as absent: stale
+	if err := e.mirror.WaitRev(v.ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	stale := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "writer", Reads: []eval.Read{{Key: x}}, Writes: []eval.Write{{Key: a, Value: []byte("1")}}},
+	}}
+	if err := e.apply(v.ctx, nil, ev, stale); err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.uncommitted.Load(); n != 1 {
+		t.Fatalf("a plan whose firing was dropped as stale was reported %d times, want once", n)
 	}
 }

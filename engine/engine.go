@@ -47,6 +47,8 @@ type Ticker interface {
 // the mirror applied since it last looked.
 type Continuer interface {
 	Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) eval.Plan
+	// Uncommitted says that firings of a plan it returned did not commit.
+	Uncommitted()
 }
 
 // Engine runs an Evaluator on a facts.Mirror and commits its plans to the

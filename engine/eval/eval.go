@@ -131,7 +131,8 @@ type Evaluator struct {
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
-	store       *aggStore // aggregate results kept across rounds (aggstore.go)
+	store       *aggStore  // aggregate results kept across rounds (aggstore.go)
+	waits       []*waitSet // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
 	stats       Stats
 }
 
@@ -144,6 +145,7 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	}
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
+	e.waits = buildWaits(rs)
 	e.buildAggs(rs)
 	for _, r := range rs.Rules {
 		if readsNow(r) {
@@ -298,6 +300,9 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.carry = nil // an attempt redone for an oscillation carries nothing
 		e.resume = resume
 		rd := e.newRound(r, stopped)
+		if attempt > 0 {
+			rd.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
+		}
 		for _, t := range carried {
 			rd.enqueue(t.r, t.b)
 		}
@@ -597,6 +602,10 @@ func (rd *round) runTask(t task) (err error) {
 		}
 	}()
 	rd.e.stats.Tasks++
+	if t.b.len() == 0 {
+		rd.wholeTask(t.r, false, nil)
+		defer func() { rd.wholeTask(t.r, true, err) }()
+	}
 	if t.r.Derives() {
 		return rd.derive(t.r, t.b)
 	}
@@ -614,6 +623,9 @@ func firstLines(s string, n int) string {
 func (rd *round) problem(rule string, err error) {
 	rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: rule, Err: err})
 	rd.stopped[rule] = true
+	if r, ok := rd.e.rs.Rule(rule); ok {
+		rd.loseWaits(r)
+	}
 }
 
 func (rd *round) reject(r Rejection) {

@@ -70,6 +70,7 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 	}
 	if r.Choose != nil {
 		c, err := rd.choose(r, s)
+		rd.noteWaiting(r, s, err != nil || c == nil)
 		if err != nil || c == nil {
 			return err
 		}

@@ -14,6 +14,9 @@ type site struct {
 	p    *rules.Pattern
 	kind int
 	sc   *rules.Scope // lifted: the scope holding p
+	// choice: lifted from the choice's scope or its aggregates (its
+	// candidates): answered from the rule's wait set when it has one.
+	choice bool
 	// lifted: the patterns of sc joined to find the body bindings, with the
 	// changed value bound to p's alias and without (liftJoin).
 	with, without []*rules.Pattern
@@ -45,18 +48,18 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 		for _, p := range r.Body.Absent {
 			add(site{r: r, p: p, kind: siteDirect})
 		}
-		lift := func(sc *rules.Scope) {
+		lift := func(sc *rules.Scope, choice bool) {
 			for _, p := range append(append(append([]*rules.Pattern{}, sc.Match...), sc.Optional...), sc.Absent...) {
-				add(site{r: r, p: p, kind: siteLifted, sc: sc, with: liftJoin(r, sc, p, true), without: liftJoin(r, sc, p, false)})
+				add(site{r: r, p: p, kind: siteLifted, sc: sc, choice: choice, with: liftJoin(r, sc, p, true), without: liftJoin(r, sc, p, false)})
 			}
 		}
 		for _, ag := range r.Body.Aggregates {
-			lift(ag.Body)
+			lift(ag.Body, false)
 		}
 		if r.Choose != nil {
-			lift(r.Choose.Body)
+			lift(r.Choose.Body, true)
 			for _, ag := range r.Choose.Body.Aggregates {
-				lift(ag.Body)
+				lift(ag.Body, true)
 			}
 		}
 		if r.Derives() {
@@ -161,19 +164,32 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	}
 	keep := func(n string) bool { return isBodyVar(s.r, n) && (withValue || n != s.p.Alias) }
 	if len(rest) == 0 {
-		rd.enqueueKept(s.r, kb, keep)
+		rd.enqueueLifted(s, kb, keep)
 		return
 	}
 	found := false
 	var reads []Read
 	rd.join(rest, kb, &reads, func() bool {
 		found = true
-		rd.enqueueKept(s.r, kb, keep)
+		rd.enqueueLifted(s, kb, keep)
 		return !rd.queued[s.r.Index][""]
 	})
 	if !found {
-		rd.enqueueKept(s.r, kb, keep)
+		rd.enqueueLifted(s, kb, keep)
 	}
+}
+
+// enqueueLifted enqueues what a change to a lifted pattern affects: the
+// body bindings kb holds, or for a candidate change of a rule with an exact
+// wait set, its waiting bindings that agree with them.
+func (rd *round) enqueueLifted(s site, kb *binding, keep func(string) bool) {
+	if s.choice {
+		if ws := rd.waitsFor(s.r); ws != nil {
+			rd.enqueueWaiting(s.r, ws, kb, keep)
+			return
+		}
+	}
+	rd.enqueueKept(s.r, kb, keep)
 }
 
 // liftJoin returns the patterns of sc a change to p is joined with to find

@@ -1,0 +1,175 @@
+package eval
+
+import (
+	"github.com/ccattler/ccattler/rules"
+)
+
+// A choice is evaluated again when a fact its candidates are made of
+// changes: a node's state, the placements a node's used cpu is summed
+// over. Such a change binds none of the body's variables (schedule's
+// candidates are nodes, its bindings instances), so the rule is
+// evaluated again under the empty binding: every instance of the cluster
+// is joined again to find the few without a placement. At 100,000
+// instances that is half a second, paid in every round that places one.
+//
+// A rule that fills a hole — an action whose every head emits a key its
+// body requires absent, as schedule emits the placement it requires
+// absent — has a smaller answer: its bindings that still hold are those
+// that found no candidate (the others wrote their head, and so no longer
+// hold). The evaluator keeps them, by rule, as they are met: a waitSet.
+// A change to a choice's candidates then evaluates the waiting bindings
+// again, not the rule under the empty binding.
+//
+// The set is exact only while every binding the rule met since the last
+// evaluation under the empty binding was kept or fired, and every firing
+// committed. ok says so; when it is not, a candidate change evaluates the
+// rule under the empty binding as before, and that evaluation makes the
+// set exact again. It is lost (ok cleared) when the rule is stopped for a
+// round, when a round is redone for an oscillation (the first attempt's
+// bookkeeping is not the plan's), when the set grows past maxWaiting, and
+// when the engine reports that firings of a plan did not commit
+// (Uncommitted).
+type waitSet struct {
+	ok   bool
+	b    map[string]*binding // by the binding's path variables (key)
+	path map[string]bool     // the body's path variables
+}
+
+// maxWaiting bounds a wait set: past it, a candidate change evaluates the
+// rule whole again, which costs no more than that many bindings.
+const maxWaiting = 4096
+
+// fillsHole reports whether r is an action whose every head emits a key a
+// pattern of its body requires absent: a binding that fires stops holding.
+func fillsHole(r *rules.Rule) bool {
+	if r.Choose == nil || r.Derives() || r.Fresh != nil || len(r.Heads) == 0 {
+		return false
+	}
+	for _, h := range r.Heads {
+		if h.Kind != rules.Emit {
+			return false
+		}
+		found := false
+		for _, p := range r.Body.Absent {
+			if p.Template == h.Template {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func buildWaits(rs *rules.RuleSet) []*waitSet {
+	out := make([]*waitSet, len(rs.Rules))
+	for _, r := range rs.Rules {
+		if !fillsHole(r) {
+			continue
+		}
+		ws := &waitSet{b: map[string]*binding{}, path: map[string]bool{}}
+		for _, ps := range [][]*rules.Pattern{r.Body.Match, r.Body.Optional, r.Body.Absent} {
+			for _, p := range ps {
+				for _, v := range p.Vars() {
+					ws.path[v] = true
+				}
+			}
+		}
+		out[r.Index] = ws
+	}
+	return out
+}
+
+// Uncommitted tells the evaluator that firings of a plan it returned did
+// not commit (dropped as stale, refused, abandoned): a binding it saw fire
+// may still hold, so no wait set is exact any more.
+func (e *Evaluator) Uncommitted() {
+	for _, ws := range e.waits {
+		if ws != nil {
+			ws.ok = false
+		}
+	}
+}
+
+// waitsFor returns r's wait set when a candidate change may be answered
+// from it.
+func (rd *round) waitsFor(r *rules.Rule) *waitSet {
+	if ws := rd.e.waits[r.Index]; ws != nil && ws.ok {
+		return ws
+	}
+	return nil
+}
+
+// enqueueWaiting enqueues r's waiting bindings that agree with what kb
+// binds of the variables keep admits, in place of kb itself; each leaves
+// the set, which its task fills again if it still waits.
+func (rd *round) enqueueWaiting(r *rules.Rule, ws *waitSet, kb *binding, keep func(string) bool) {
+	for k, w := range ws.b {
+		if agrees(w, kb, keep) {
+			delete(ws.b, k)
+			rd.enqueue(r, w)
+		}
+	}
+}
+
+// agrees reports whether w binds no variable kb binds (of those keep
+// admits) to another value.
+func agrees(w, kb *binding, keep func(string) bool) bool {
+	for i, n := range kb.names {
+		if !keep(n) {
+			continue
+		}
+		if v, ok := w.get(n); ok && v.str != kb.vals[i].str {
+			return false
+		}
+	}
+	return true
+}
+
+// noteWaiting records what became of one binding of r that reached its
+// choice: waiting (no candidate, or an error) or fired.
+func (rd *round) noteWaiting(r *rules.Rule, s *sol, waits bool) {
+	ws := rd.e.waits[r.Index]
+	if ws == nil {
+		return
+	}
+	keep := func(n string) bool { return ws.path[n] }
+	rd.keyBuf = s.b.appendKey(rd.keyBuf[:0], keep)
+	if !waits {
+		delete(ws.b, string(rd.keyBuf))
+		return
+	}
+	if _, ok := ws.b[string(rd.keyBuf)]; ok {
+		return
+	}
+	if len(ws.b) >= maxWaiting {
+		ws.ok = false
+		return
+	}
+	ws.b[string(rd.keyBuf)] = s.b.restrict(keep)
+}
+
+// wholeTask is called before and after r's task under the empty binding:
+// the set is emptied, filled by the task, and exact once it ran through.
+func (rd *round) wholeTask(r *rules.Rule, done bool, err error) {
+	ws := rd.e.waits[r.Index]
+	if ws == nil {
+		return
+	}
+	if !done {
+		clear(ws.b)
+		return
+	}
+	ws.ok = err == nil && !rd.stopped[r.Name]
+}
+
+// loseWaits marks r's wait set inexact (nil: every rule's).
+func (rd *round) loseWaits(r *rules.Rule) {
+	for i, ws := range rd.e.waits {
+		if ws != nil && (r == nil || i == r.Index) {
+			ws.ok = false
+		}
+	}
+}
