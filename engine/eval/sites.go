@@ -149,6 +149,11 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 // siblings are gone too), what the key itself binds is used. kb keeps what
 // it had below its length on entry.
 func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
+	if s.choice {
+		if ws := rd.waitsFor(s.r); ws != nil && len(ws.b) == 0 {
+			return // nothing waits: no binding of the rule can choose again
+		}
+	}
 	// The value binds the alias even when the body does not use it: left
 	// unbound, the join below finds it again by scanning every fact it
 	// meets (every node's state, for a placement), and keeps the same
@@ -171,8 +176,7 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	var reads []Read
 	rd.join(rest, kb, &reads, func() bool {
 		found = true
-		rd.enqueueLifted(s, kb, keep)
-		return !rd.queued[s.r.Index][""]
+		return rd.enqueueLifted(s, kb, keep)
 	})
 	if !found {
 		rd.enqueueLifted(s, kb, keep)
@@ -181,15 +185,18 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 
 // enqueueLifted enqueues what a change to a lifted pattern affects: the
 // body bindings kb holds, or for a candidate change of a rule with an exact
-// wait set, its waiting bindings that agree with them.
-func (rd *round) enqueueLifted(s site, kb *binding, keep func(string) bool) {
+// wait set, its waiting bindings that agree with them. It reports whether
+// another binding could enqueue more: not once the rule is queued whole, or
+// its wait set is empty.
+func (rd *round) enqueueLifted(s site, kb *binding, keep func(string) bool) bool {
 	if s.choice {
 		if ws := rd.waitsFor(s.r); ws != nil {
 			rd.enqueueWaiting(s.r, ws, kb, keep)
-			return
+			return len(ws.b) > 0
 		}
 	}
 	rd.enqueueKept(s.r, kb, keep)
+	return !rd.queued[s.r.Index][""]
 }
 
 // liftJoin returns the patterns of sc a change to p is joined with to find
