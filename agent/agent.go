@@ -177,16 +177,19 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // Stats are counters of a running agent.
 type Stats struct {
-	Txns      int64 // etcd transactions committed by the writer
-	Ops       int64 // operations in them
-	Running   int   // instances running, over all nodes
-	Leases    int   // nodes currently holding a lease
-	Connected bool  // etcd answered the last probe
+	Txns int64 // etcd transactions committed by the writer
+	Ops  int64 // operations in them
+	// CommitTime is the time the writer spent in transactions that
+	// committed (one writer per agent: its nodes' reports wait on it).
+	CommitTime time.Duration
+	Running    int  // instances running, over all nodes
+	Leases     int  // nodes currently holding a lease
+	Connected  bool // etcd answered the last probe
 }
 
 // Stats returns the current counters.
 func (a *Agent) Stats() Stats {
-	s := Stats{Txns: a.w.txns.Load(), Ops: a.w.ops.Load(), Connected: a.link.up.Load()}
+	s := Stats{Txns: a.w.txns.Load(), Ops: a.w.ops.Load(), CommitTime: time.Duration(a.w.commitNanos.Load()), Connected: a.link.up.Load()}
 	for _, n := range a.nodes {
 		n.mu.Lock()
 		s.Running += n.running

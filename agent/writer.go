@@ -17,8 +17,9 @@ type writer struct {
 	max   int
 	reqs  chan *writeReq
 
-	txns atomic.Int64 // transactions committed
-	ops  atomic.Int64 // operations committed
+	txns        atomic.Int64 // transactions committed
+	ops         atomic.Int64 // operations committed
+	commitNanos atomic.Int64 // time spent in transactions that committed
 }
 
 type writeReq struct {
@@ -94,9 +95,11 @@ func (w *writer) run(ctx context.Context) {
 			ops = append(ops, r.ops...)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		began := time.Now()
 		_, err := w.store.Commit(cctx, facts.Txn{Ops: ops})
 		cancel()
 		if err == nil {
+			w.commitNanos.Add(int64(time.Since(began)))
 			w.txns.Add(1)
 			w.ops.Add(int64(len(ops)))
 		}

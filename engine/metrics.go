@@ -9,33 +9,38 @@ import (
 // Stats are the engine's counters since it started. They are plain numbers
 // so that any metrics system can export them.
 type Stats struct {
-	Leading          bool             // this engine holds the election now
-	Terms            int64            // times it became leader
-	Rounds           int64            // evaluations, full ones included
-	FullRounds       int64            // evaluations of everything (startup, swap, give-up)
-	TickRounds       int64            // evaluations of the rules that read the clock
-	Firings          int64            // firings committed
-	FiringsByRule    map[string]int64 // firings committed, by rule
-	PlanFirings      int64            // firings planned (committed or not)
-	PlanWrites       int64            // writes planned
-	MaxPlanWrites    int              // largest plan seen, in writes
-	Txns             int64            // transactions committed
-	KeysWritten      int64            // puts and deletes committed, records excluded
-	Conflicts        int64            // transactions whose compares failed
-	Reevaluated      int64            // firings dropped as stale and evaluated again
-	GaveUp           int64            // plans abandoned after RetryLimit conflicts
-	Unavailable      int64            // attempts that failed because etcd did not answer
-	Rejected         int64            // firings that cannot be committed (too large, invalid)
-	Problems         int64            // rule problems reported by the evaluator
-	ProblemsByRule   map[string]int64 // the same, by rule
-	CommitTime       time.Duration    // total time spent in successful commits
-	MaxCommitTime    time.Duration    // slowest successful commit
-	EventsPruned     int64            // firing records deleted by retention
-	RejectionRecords int64            // records of choices that placed nothing
-	InvalidRecords   int64            // records of facts that break the schema (KindInvalid)
-	LastRev          int64            // revision of the last commit
-	SettledRev       int64            // every change up to this revision is evaluated and its plan committed
-	RuleSetVersion   string           // version of the evaluator in use
+	Leading        bool             // this engine holds the election now
+	Terms          int64            // times it became leader
+	Rounds         int64            // evaluations, full ones included
+	FullRounds     int64            // evaluations of everything (startup, swap, give-up)
+	TickRounds     int64            // evaluations of the rules that read the clock
+	Firings        int64            // firings committed
+	FiringsByRule  map[string]int64 // firings committed, by rule
+	PlanFirings    int64            // firings planned (committed or not)
+	PlanWrites     int64            // writes planned
+	MaxPlanWrites  int              // largest plan seen, in writes
+	Txns           int64            // transactions committed
+	KeysWritten    int64            // puts and deletes committed, records excluded
+	Conflicts      int64            // transactions whose compares failed
+	Reevaluated    int64            // firings dropped as stale and evaluated again
+	GaveUp         int64            // plans abandoned after RetryLimit conflicts
+	Unavailable    int64            // attempts that failed because etcd did not answer
+	Rejected       int64            // firings that cannot be committed (too large, invalid)
+	Problems       int64            // rule problems reported by the evaluator
+	ProblemsByRule map[string]int64 // the same, by rule
+	CommitTime     time.Duration    // total time spent in successful commits
+	// Where a leader's time goes, round by round: evaluating (on the
+	// mirror's view), applying plans (commits with their conflicts and
+	// retries), and waiting for its own writes to come back through the
+	// watch before the next evaluation. The rest is waiting for changes.
+	EvalTime, ApplyTime, WatchWaitTime time.Duration
+	MaxCommitTime                      time.Duration // slowest successful commit
+	EventsPruned                       int64         // firing records deleted by retention
+	RejectionRecords                   int64         // records of choices that placed nothing
+	InvalidRecords                     int64         // records of facts that break the schema (KindInvalid)
+	LastRev                            int64         // revision of the last commit
+	SettledRev                         int64         // every change up to this revision is evaluated and its plan committed
+	RuleSetVersion                     string        // version of the evaluator in use
 }
 
 // metrics accumulates Stats; mu guards s.

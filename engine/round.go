@@ -80,10 +80,12 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 				full = true
 			}
 		}
+		waited := time.Now()
 		if err := e.mirror.WaitRev(ctx, e.lastRev); err != nil {
 			return err
 		}
 		var p eval.Plan
+		e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
 		var err error
 		start := time.Now()
 		cont, canContinue := ev.(Continuer)
@@ -123,7 +125,9 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		more = p.More
 		wasFull := full
 		full = false
+		took := time.Since(start)
 		e.m.update(func(s *Stats) {
+			s.EvalTime += took
 			s.Rounds++
 			if wasFull {
 				s.FullRounds++
@@ -166,7 +170,10 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		if len(p.Firings) == 0 {
 			continue
 		}
-		if err := e.apply(ctx, t, ev, p); err != nil {
+		applying := time.Now()
+		err = e.apply(ctx, t, ev, p)
+		e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
+		if err != nil {
 			return err
 		}
 		if e.needFull {

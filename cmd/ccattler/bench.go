@@ -66,7 +66,11 @@ simulated nodes in-process — and measure it:
              instance is running and healthy and every endpoint exists;
              keys and transactions committed, compare conflicts, process
              CPU seconds, peak heap and RSS, mirror bytes per fact (its
-             facts indexed again in a child process, alone on its heap)
+             facts indexed again in a child process, alone on its heap);
+             the pace of the first and the last tenth of the instances;
+             where the engine's time went (evaluating, applying plans,
+             waiting for its writes through the watch, idle) and the
+             agents' time in their transactions
   raw etcd   a batched-transaction put loop against the same etcd, the
              baseline CCattler's committed keys/s is a ratio of
   change     change one instance's health, --changes times, each timed

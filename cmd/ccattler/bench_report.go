@@ -26,6 +26,21 @@ type benchResult struct {
 	StoppedAfterSeconds float64 `json:"stopped_after_seconds,omitempty"`
 	ReadyAtStop         int     `json:"running_healthy_at_stop,omitempty"`
 	EndpointsAtStop     int     `json:"endpoints_at_stop,omitempty"`
+	// The pace of the first and of the last tenth of the instances to run
+	// healthy (instances/s): apply to a tenth running, and nine tenths to
+	// all. A pace that falls as the nodes fill shows as last < first.
+	PaceFirstTenth float64 `json:"pace_first_tenth"`
+	PaceLastTenth  float64 `json:"pace_last_tenth"`
+	// Where the engine's time went from the apply to convergence (or the
+	// stop): evaluating, applying plans (commits, conflicts, retries),
+	// waiting for its own writes to come back through the watch; idle is
+	// the rest (waiting for changes). AgentCommitSeconds adds up the
+	// agents' transactions (each agent's writer commits one at a time).
+	EngineEvalSeconds      float64 `json:"engine_evaluate_seconds"`
+	EngineApplySeconds     float64 `json:"engine_apply_seconds"`
+	EngineWatchWaitSeconds float64 `json:"engine_watch_wait_seconds"`
+	EngineIdleSeconds      float64 `json:"engine_idle_seconds"`
+	AgentCommitSeconds     float64 `json:"agent_commit_seconds"`
 	// KeysWritten counts every put and delete under the root committed
 	// between the apply and convergence: the apply, the engine's writes and
 	// their firing records, the agents' reports and leases, the clock.
@@ -95,6 +110,11 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		row("apply to converged", fmt.Sprintf("%.2fs", r.ConvergeSeconds), "every instance running and healthy, every endpoint written")
 	}
 	row("instances/s", fmt.Sprintf("%.0f", r.InstancesPerSecond), "")
+	if r.PaceFirstTenth > 0 {
+		row("  first / last tenth", fmt.Sprintf("%.0f / %.0f", r.PaceFirstTenth, r.PaceLastTenth), fmt.Sprintf("instances/s; last ÷ first %.2f", r.PaceLastTenth/r.PaceFirstTenth))
+	}
+	row("engine time", fmt.Sprintf("%.1fs evaluate", r.EngineEvalSeconds), fmt.Sprintf("%.1fs applying plans, %.1fs waiting for its writes through the watch, %.1fs idle; agents' commits %.1fs",
+		r.EngineApplySeconds, r.EngineWatchWaitSeconds, r.EngineIdleSeconds, r.AgentCommitSeconds))
 	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
 	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds (%s), agents %d", r.EngineTxns, r.EngineRounds, budgetText(r.RoundFirings), r.AgentTxns))
 	row("compare conflicts", fmt.Sprintf("%d", r.Conflicts), "engine transactions whose compares failed")

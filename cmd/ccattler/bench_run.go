@@ -181,6 +181,8 @@ func (b *bench) converge(ctx context.Context) error {
 	done := b.tr.when(func(t *tracker) bool {
 		return len(t.endpoints) == n && t.states["pending"] == 0 && t.ready >= n
 	})
+	tenth := b.tr.when(func(t *tracker) bool { return t.ready >= (n+9)/10 })
+	nineTenths := b.tr.when(func(t *tracker) bool { return t.ready >= n-n/10 })
 	st0, ag0, tc0, cpu0 := b.eng.Stats(), b.agentStats(), b.tr.counts(), cpuTime()
 	start := time.Now()
 	for _, doc := range docs {
@@ -197,6 +199,11 @@ func (b *bench) converge(ctx context.Context) error {
 	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
 	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.EngineEvalSeconds = (st1.EvalTime - st0.EvalTime).Seconds()
+	res.EngineApplySeconds = (st1.ApplyTime - st0.ApplyTime).Seconds()
+	res.EngineWatchWaitSeconds = (st1.WatchWaitTime - st0.WatchWaitTime).Seconds()
+	res.EngineIdleSeconds = max(0, time.Since(start).Seconds()-res.EngineEvalSeconds-res.EngineApplySeconds-res.EngineWatchWaitSeconds)
+	res.AgentCommitSeconds = (ag1.CommitTime - ag0.CommitTime).Seconds()
 	if err != nil {
 		b.tr.read(func(t *tracker) { res.ReadyAtStop, res.EndpointsAtStop = t.ready, len(t.endpoints) })
 		return err
@@ -206,7 +213,21 @@ func (b *bench) converge(ctx context.Context) error {
 	res.InstancesPerSecond = float64(n) / secs
 	res.KeysWritten, res.Transactions = snap.keys-tc0.keys, snap.revs-tc0.revs
 	res.KeysPerSecond = float64(res.KeysWritten) / secs
+	res.PaceFirstTenth, res.PaceLastTenth = paces(n, start, <-tenth, <-nineTenths, snap)
 	return nil
+}
+
+// paces are the first and the last tenth's instances/s, from when a tenth
+// and nine tenths of n ran healthy (both reached once converged).
+func paces(n int, start time.Time, tenth, nineTenths, done trackSnap) (first, last float64) {
+	share := float64(n) / 10
+	if d := tenth.at.Sub(start).Seconds(); d > 0 {
+		first = share / d
+	}
+	if d := done.at.Sub(nineTenths.at).Seconds(); d > 0 {
+		last = share / d
+	}
+	return first, last
 }
 
 func (b *bench) convergeStatus(n int) string {
@@ -225,6 +246,7 @@ func (b *bench) agentStats() agent.Stats {
 		as := a.Stats()
 		s.Txns += as.Txns
 		s.Ops += as.Ops
+		s.CommitTime += as.CommitTime
 		s.Running += as.Running
 		s.Leases += as.Leases
 	}

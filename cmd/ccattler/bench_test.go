@@ -94,6 +94,19 @@ func checkBenchJSON(t *testing.T, out string) {
 			t.Errorf("%s = %v, want %v..%v", c.field, v, c.lo, c.hi)
 		}
 	}
+	// The first tenth runs before the last one starts: both paces are
+	// positive; the engine's phases fit in the convergence they divide.
+	if num("pace_first_tenth") <= 0 || num("pace_last_tenth") <= 0 {
+		t.Errorf("pace_first_tenth %v, pace_last_tenth %v: want both positive", num("pace_first_tenth"), num("pace_last_tenth"))
+	}
+	if num("engine_evaluate_seconds") <= 0 || num("agent_commit_seconds") <= 0 {
+		t.Errorf("engine_evaluate_seconds %v, agent_commit_seconds %v: the engine evaluated and the agents committed",
+			num("engine_evaluate_seconds"), num("agent_commit_seconds"))
+	}
+	phases := num("engine_evaluate_seconds") + num("engine_apply_seconds") + num("engine_watch_wait_seconds") + num("engine_idle_seconds")
+	if c := num("converge_seconds"); phases < c*0.99 || phases > c*1.5+1 {
+		t.Errorf("the engine's phases add up to %vs, want about the %vs to converge", phases, c)
+	}
 	if p50, p99 := num("change_p50_ms"), num("change_p99_ms"); p99 < p50 {
 		t.Errorf("change_p99_ms %v < change_p50_ms %v", p99, p50)
 	}
