@@ -442,6 +442,9 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	}
 	rd.queued[i][k] = true
 	rd.queue[i] = append(rd.queue[i], task{r: r, b: b})
+	if rd.e.waits[i] != nil && len(rd.queue[i]) > coalesceAt {
+		rd.enqueue(r, &binding{}) // waiting.go: one task for a burst
+	}
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the
