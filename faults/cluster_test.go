@@ -137,6 +137,7 @@ type member struct {
 	id     string // --name: member and engine identity
 	client string // client URL
 	pki    string // its copy of the cluster's CA and its certificates
+	admin  string // host:port of its /metrics; "" without withAdmin
 }
 
 // cluster is three secure servers on loopback forming one etcd cluster,
@@ -148,28 +149,41 @@ type cluster struct {
 	agents  []*proc
 	root    *facts.Store // the test's own client, as root, over every endpoint
 	tls     *tls.Config  // root's
+	admin   bool         // servers serve /metrics (withAdmin)
 }
 
 // newCluster starts three servers with --initial-cluster, sharing one CA
 // (each server its own copy, as on separate machines), and waits until
 // they serve with one engine leading. The run's directory is removed when
 // the test passes and kept, and named, when it fails.
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	t.Helper()
-	return newClusterOn(t, nil)
+	return newClusterOn(t, nil, opts...)
 }
+
+// clusterOption changes how newCluster sets the servers up.
+type clusterOption func(*cluster)
+
+// withAdmin gives every server an admin endpoint (/metrics) on a free
+// loopback port: tests that read the engine's counters need one; the
+// others run without, as the console it serves costs a little on every
+// change.
+func withAdmin() clusterOption { return func(c *cluster) { c.admin = true } }
 
 // newClusterOn is newCluster with each server in its own network
 // namespace, bridged to the others and to the root namespace by net
 // (netns_test.go); links[i] cuts server i off. A nil net: all in the root
 // namespace.
-func newClusterOn(t *testing.T, net *isolation) *cluster {
+func newClusterOn(t *testing.T, net *isolation, opts ...clusterOption) *cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ccattler-faults-"+t.Name()+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, dir: dir}
+	for _, o := range opts {
+		o(c)
+	}
 	t.Cleanup(func() {
 		for _, a := range c.agents {
 			a.stop()
@@ -240,10 +254,13 @@ func (c *cluster) newMember(id string, ports [2]int, initialCluster, state strin
 			t.Fatal(err)
 		}
 	}
+	if c.admin {
+		m.admin = fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
+	}
 	m.proc = proc{name: id, log: filepath.Join(mdir, "server.log"), args: []string{"server",
 		"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
 		"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
-		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", "", "--leader-ttl", "2s"}}
+		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", m.admin, "--leader-ttl", "2s"}}
 	return m
 }
 
