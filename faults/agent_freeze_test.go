@@ -152,8 +152,8 @@ func TestFrozenAgentReturns(t *testing.T) {
 	names := map[string]int{}
 	// Services large and small, so that some have exactly one instance
 	// on the two frozen nodes.
-	c.applyServices(names, "fa", scale(6, 29), scale(16, 80))
-	c.applyServices(names, "fb", scale(6, 29), scale(4, 20))
+	c.applyServices(names, "fa", scale(6, 28), scale(16, 90))
+	c.applyServices(names, "fb", scale(6, 38), scale(4, 10))
 	total := 0
 	for _, n := range names {
 		total += n
@@ -227,25 +227,27 @@ func TestFrozenAgentReturns(t *testing.T) {
 	if reads == 0 {
 		t.Fatalf("the endpoint sampler read nothing (%d errors)", errs)
 	}
-	worst := map[string]int{} // fewest minus target, of the services with one instance there
 	for _, e := range whole {
 		if floor := e.Target - max(e.There, 1); e.Fewest < floor {
 			t.Errorf("service %s (%d of its %d instances on the frozen nodes) had %d endpoints at %s (%s): fewer than %d",
 				e.Service, e.There, e.Target, e.Fewest, e.At, e.Phase, floor)
 		}
-		if e.There == 1 {
-			worst[e.Service] = e.Fewest - e.Target
-		}
 	}
-	var short time.Duration // the longest a service was short of its target after the resume
+	// Since the resume: how far short of its target a service went, and
+	// for how long, those with one instance there apart.
+	var short, shortOne time.Duration
+	fewest, fewestOne := 0, 0
 	for _, e := range since {
-		short = max(short, e.Short)
+		short, fewest = max(short, e.Short), min(fewest, e.Fewest-e.Target)
+		if e.There == 1 {
+			shortOne, fewestOne = max(shortOne, e.Short), min(fewestOne, e.Fewest-e.Target)
+		}
 	}
 	c.allRunning()
 	c.keepHistory("frozen-agent.json", map[string]any{"instances": total, "nodes": nodes, "stranded": len(stranded),
 		"services_with_one_there": singles, "replaced_after_freeze": replaced.String(), "frozen_for": resumedAt.Sub(frozenAt).String(),
 		"exact_after_resume": exact.String(), "samples": reads, "sample_errors": errs, "fewest": whole, "since_resume": since})
-	t.Logf("%d instances on %d nodes, %d on the 2 frozen ones (%d services with exactly one there): replaced %s after the freeze; resumed after %s: exact count %s later; %d endpoint samples; since the resume a service was short of its target for at most %s; fewest endpoints minus target of those with one there: %v",
+	t.Logf("%d instances on %d nodes, %d on the 2 frozen ones (%d services with exactly one there): replaced %s after the freeze; resumed after %s: exact count %s later; %d endpoint samples; since the resume: endpoints at target%+d at worst, short for at most %s (services with one there: target%+d, short for at most %s)",
 		total, nodes, len(stranded), singles, replaced.Round(time.Millisecond), resumedAt.Sub(frozenAt).Round(time.Millisecond),
-		exact.Round(time.Millisecond), reads, short.Round(time.Millisecond), worst)
+		exact.Round(time.Millisecond), reads, fewest, short.Round(time.Millisecond), fewestOne, shortOne.Round(time.Millisecond))
 }
