@@ -260,7 +260,7 @@ func (c *cluster) newMember(id string, ports [2]int, initialCluster, state strin
 	m.proc = proc{name: id, log: filepath.Join(mdir, "server.log"), args: []string{"server",
 		"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
 		"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
-		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", m.admin, "--leader-ttl", "2s"}}
+		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", m.admin}}
 	return m
 }
 
@@ -486,17 +486,24 @@ func (c *cluster) engineLeader(within time.Duration) *member {
 }
 
 func (c *cluster) electedEngine() (string, error) {
+	id, _, err := c.engineTerm()
+	return id, err
+}
+
+// engineTerm is the engine the election names ("" for none) and the
+// revision its term began at (its election key's create revision).
+func (c *cluster) engineTerm() (string, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := c.root.Client.Get(ctx, "/ccattler-leader/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if len(resp.Kvs) == 0 {
-		return "", nil
+		return "", 0, nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
 }
 
 // moveEtcdLeader makes m etcd's leader (etcd's move-leader, asked of the
