@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +24,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-var long = flag.Bool("long", false, "run the fault scenarios at full length and size")
+var (
+	long = flag.Bool("long", false, "run the fault scenarios at full length and size")
+	keep = flag.Bool("keep", false, "keep every run's directory (logs, data, history), passing or not")
+)
 
 var bin string // the ccattler binary, built once
 
@@ -194,7 +198,7 @@ func newClusterOn(t *testing.T, net *isolation, opts ...clusterOption) *cluster 
 		if c.root != nil {
 			c.root.Close()
 		}
-		if t.Failed() {
+		if t.Failed() || *keep {
 			t.Logf("the run's logs, data and history are kept in %s", dir)
 			return
 		}
@@ -316,6 +320,36 @@ func (c *cluster) restart(ms ...*member) {
 	for _, m := range ms {
 		c.waitReady(m, ready[m])
 	}
+}
+
+// logLine is one line of a server's log (slog's text format).
+type logLine struct {
+	at         time.Time
+	level, msg string
+}
+
+// logLines are the lines p logged from since to until.
+func (p *proc) logLines(since, until time.Time) []logLine {
+	var out []logLine
+	for _, l := range strings.Split(p.logText(), "\n") {
+		stamp, rest, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil || at.Before(since) || at.After(until) {
+			continue
+		}
+		level, rest, _ := strings.Cut(strings.TrimPrefix(rest, "level="), " ")
+		msg := strings.TrimPrefix(rest, "msg=")
+		if q, err := strconv.QuotedPrefix(msg); err == nil {
+			msg, _ = strconv.Unquote(q)
+		} else {
+			msg, _, _ = strings.Cut(msg, " ")
+		}
+		out = append(out, logLine{at: at, level: level, msg: msg})
+	}
+	return out
 }
 
 func tail(s string) string {

@@ -128,6 +128,17 @@ func TestQuorumLoss(t *testing.T) {
 	}
 	time.Sleep(time.Until(lostAt.Add(downFor)))
 	back := time.Now()
+	// The survivor retries what fails without a quorum with pauses that
+	// grow: a few warnings for the whole outage, not several a second.
+	warns := warnings(c.members[2], lostAt, back)
+	total := 0
+	for _, n := range warns {
+		total += n
+	}
+	t.Logf("the surviving server logged %d warnings in the %s without quorum: %v", total, back.Sub(lostAt).Round(time.Second), warns)
+	if perMin := float64(total) / back.Sub(lostAt).Minutes(); perMin > 60 {
+		t.Errorf("the surviving server logged %d warnings in %s without quorum (%.0f a minute): retries that do not back off", total, back.Sub(lostAt).Round(time.Second), perMin)
+	}
 	c.restart(lost...) // together: neither has a quorum alone
 	after, took := c.waitConverged(names, 2*time.Minute)
 	t.Logf("quorum lost for %s; converged %s after the servers were started again", back.Sub(lostAt).Round(time.Second), took.Round(time.Millisecond))
@@ -173,4 +184,15 @@ func TestAllServersRestarted(t *testing.T) {
 		}
 	}
 	c.allRunning()
+}
+
+// warnings counts the warnings m logged from since to until, by message.
+func warnings(m *member, since, until time.Time) map[string]int {
+	out := map[string]int{}
+	for _, l := range m.logLines(since, until) {
+		if l.level == "WARN" {
+			out[l.msg]++
+		}
+	}
+	return out
 }
