@@ -231,12 +231,24 @@ func newClusterOn(t *testing.T, net *isolation, opts ...clusterOption) *cluster 
 		t.Fatal(err)
 	}
 	c.tls = tlsCfg
-	c.root, err = facts.Dial(context.Background(), facts.StoreConfig{Endpoints: c.endpoints(), TLS: tlsCfg, Schema: facts.NewSchema()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.redial()
 	c.engineLeader(30 * time.Second)
 	return c
+}
+
+// redial gives the test a new root client over every endpoint. After all
+// servers were down, the old one's connections wait out gRPC's reconnect
+// backoff (it grows to minutes), which would be measured as the cluster's.
+func (c *cluster) redial() {
+	c.t.Helper()
+	if c.root != nil {
+		c.root.Close()
+	}
+	var err error
+	c.root, err = facts.Dial(context.Background(), facts.StoreConfig{Endpoints: c.endpoints(), TLS: c.tls, Schema: facts.NewSchema()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // newMember prepares (does not start) the server of member id on ports

@@ -168,6 +168,7 @@ func TestAllServersRestarted(t *testing.T) {
 	time.Sleep(scale(2*time.Second, 30*time.Second))
 	back := time.Now()
 	c.restart(c.members...)
+	c.redial()
 	after, took := c.waitConverged(names, 2*time.Minute)
 	t.Logf("every server killed and started again: converged %s after the start (%s after they were ready)",
 		time.Since(back).Round(time.Millisecond), took.Round(time.Millisecond))
