@@ -382,8 +382,8 @@ func TestPrefixAndUnguardedReads(t *testing.T) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if len(ev.calls) != 1 || ev.calls[0] != taken {
-		t.Errorf("re-evaluated with %v, want the key now under the prefix (%s)", ev.calls, taken)
+	if len(ev.calls) != 1 || ev.calls[0] != blocked+","+taken {
+		t.Errorf("re-evaluated with %v, want the dropped write and the key now under the prefix (%s,%s)", ev.calls, blocked, taken)
 	}
 }
 

@@ -176,6 +176,7 @@ func TestRapidScale(t *testing.T) {
 	}
 	if endpoints < 0 {
 		t.Errorf("endpoints not right within 5s of the counts being exact: %s", why)
+		c.keepHistory("rapid-scale-endpoints.json", c.instanceFacts(w, want))
 	}
 
 	if now := c.engineLeader(30 * time.Second); now != leader {
@@ -215,4 +216,57 @@ func setCount(s *facts.Store, name string, n int) error {
 	want[facts.ServiceInstances(name)], want[facts.Intent("user", name)] = count, count
 	_, err = spec.Set(ctx, s, name, want, spec.Options{})
 	return err
+}
+
+// instanceFacts are, for every running instance of services without its
+// endpoint and every endpoint without its running instance, the facts the
+// endpoint rule reads: what a failing run keeps to say why.
+func (c *cluster) instanceFacts(w *world, services map[string]int) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	add := func(id string) {
+		f := map[string]string{}
+		for _, prefix := range []string{"observed/instance/" + id + "/", "placement/instance/" + id} {
+			kv, err := c.strs(prefix)
+			if err != nil {
+				f["error"] = err.Error()
+				continue
+			}
+			for k, v := range kv {
+				f[prefix+k] = v
+			}
+		}
+		if node := f["placement/instance/"+id]; node != "" {
+			kv, _ := c.strs("observed/node/" + node + "/")
+			for k, v := range kv {
+				f["observed/node/"+node+"/"+k] = v
+			}
+		}
+		// The firing records that name it: what the engine last did about it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		evs, _, err := c.root.List(ctx, "event/", 0)
+		if err == nil {
+			n := 0
+			for i := len(evs) - 1; i >= 0 && n < 20; i-- {
+				if strings.Contains(string(evs[i].Value), id) {
+					f[evs[i].Key] = string(evs[i].Value)
+					n++
+				}
+			}
+		}
+		out[id] = f
+	}
+	for s := range services {
+		for id := range w.running[s] {
+			if !w.endpoints[s][id] {
+				add(id)
+			}
+		}
+		for id := range w.endpoints[s] {
+			if w.running[s][id] == 0 {
+				add(id)
+			}
+		}
+	}
+	return out
 }
