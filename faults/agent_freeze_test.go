@@ -151,9 +151,12 @@ func TestFrozenAgentReturns(t *testing.T) {
 	c.waitNodes(nodes)
 	names := map[string]int{}
 	// Services large and small, so that some have exactly one instance
-	// on the two frozen nodes.
-	c.applyServices(names, "fa", scale(6, 28), scale(16, 90))
-	c.applyServices(names, "fb", scale(6, 38), scale(4, 10))
+	// on the two frozen nodes: the scheduler spreads a service's instances
+	// over distinct nodes, so one of three on 2 of 12 nodes (ten of 20) is
+	// there alone with a chance of 0.41 (0.53), and none of 12 (38) such
+	// services is with one of 0.002 (less than 1e-12).
+	c.applyServices(names, "fa", scale(4, 28), scale(21, 90))
+	c.applyServices(names, "fb", scale(12, 38), scale(3, 10))
 	total := 0
 	for _, n := range names {
 		total += n
@@ -176,8 +179,8 @@ func TestFrozenAgentReturns(t *testing.T) {
 			singles++
 		}
 	}
-	if len(stranded) == 0 {
-		t.Fatalf("nothing placed on the frozen agent's nodes: the scenario needs instances there")
+	if len(stranded) == 0 || singles == 0 {
+		t.Fatalf("%d instances placed on the frozen agent's nodes, of %d services alone: the scenario needs services with exactly one there (%v)", len(stranded), singles, there)
 	}
 
 	sampler := c.sampleEndpoints(names, there)

@@ -78,7 +78,7 @@ type scaleChange struct {
 }
 
 // TestRapidScale changes the instance counts of several services every
-// 200 ms (3→8→2→6…) for 15 s (`-long`: a minute) and then leaves them:
+// 200 ms (3→8→2→6…) for 10 s (`-long`: a minute) and then leaves them:
 // once the counts are exact, every running instance has its endpoint and no
 // endpoint is left for one that is not running within 5 s; the engine made
 // no full evaluation meanwhile (every change was carried out incrementally)
@@ -97,7 +97,7 @@ func TestRapidScale(t *testing.T) {
 	}
 
 	counts := []int{3, 8, 2, 6, 1, 7, 0, 5, 9, 4}
-	churn := scale(15*time.Second, time.Minute)
+	churn := scale(10*time.Second, time.Minute)
 	var mu sync.Mutex
 	var history []scaleChange
 	last := map[string]int{} // service -> the count it was set to last
