@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -188,28 +187,7 @@ func TestFrozenAgentReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozenAt := time.Now()
-	replaced := c.poll("every service at its target on the other nodes", 2*time.Minute, func() (bool, string) {
-		w, err := c.world()
-		if err != nil {
-			return false, err.Error()
-		}
-		pl, err := c.strs("placement/instance/")
-		if err != nil {
-			return false, err.Error()
-		}
-		for s, n := range names {
-			elsewhere := 0
-			for id := range w.running[s] {
-				if node := pl[id]; node != "" && !strings.HasPrefix(node, "frz-") {
-					elsewhere++
-				}
-			}
-			if elsewhere != n {
-				return false, fmt.Sprintf("service %s: %d running on the other nodes of %d", s, elsewhere, n)
-			}
-		}
-		return true, ""
-	})
+	replaced := c.waitReplaced(names, "frz-", 2*time.Minute)
 
 	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

@@ -63,6 +63,34 @@ func (c *cluster) placedOn(prefix string) map[string]string {
 	return out
 }
 
+// waitReplaced waits until every service of names runs its target on
+// nodes whose id lacks prefix, and returns how long it took.
+func (c *cluster) waitReplaced(names map[string]int, prefix string, within time.Duration) time.Duration {
+	c.t.Helper()
+	return c.poll("every service at its target on the other nodes", within, func() (bool, string) {
+		w, err := c.world()
+		if err != nil {
+			return false, err.Error()
+		}
+		pl, err := c.strs("placement/instance/")
+		if err != nil {
+			return false, err.Error()
+		}
+		for s, n := range names {
+			elsewhere := 0
+			for id := range w.running[s] {
+				if node := pl[id]; node != "" && !strings.HasPrefix(node, prefix) {
+					elsewhere++
+				}
+			}
+			if elsewhere != n {
+				return false, fmt.Sprintf("service %s: %d running on the other nodes of %d", s, elsewhere, n)
+			}
+		}
+		return true, ""
+	})
+}
+
 // keepHistory writes what a scenario measured next to the run's logs, so a
 // failing run keeps it.
 func (c *cluster) keepHistory(name string, v any) {
@@ -103,28 +131,7 @@ func TestAgentPartitioned(t *testing.T) {
 		st, err := c.strs(facts.NodeState("solo-0001"))
 		return err == nil && st[""] == "unreachable", fmt.Sprintf("state %q %v", st[""], err)
 	})
-	replaced := c.poll("every service at its target on the other nodes", time.Minute, func() (bool, string) {
-		w, err := c.world()
-		if err != nil {
-			return false, err.Error()
-		}
-		pl, err := c.strs("placement/instance/")
-		if err != nil {
-			return false, err.Error()
-		}
-		for s, n := range names {
-			elsewhere := 0
-			for id := range w.running[s] {
-				if node := pl[id]; node != "" && !strings.HasPrefix(node, "solo-") {
-					elsewhere++
-				}
-			}
-			if elsewhere != n {
-				return false, fmt.Sprintf("service %s: %d running on the other nodes of %d", s, elsewhere, n)
-			}
-		}
-		return true, ""
-	})
+	replaced := c.waitReplaced(names, "solo-", time.Minute)
 	if !lone.running() {
 		t.Fatalf("the partitioned agent exited:\n%s", tail(lone.logText()))
 	}
