@@ -151,9 +151,10 @@ func TestFrozenAgentReturns(t *testing.T) {
 	names := map[string]int{}
 	// Services large and small, so that some have exactly one instance
 	// on the two frozen nodes: the scheduler spreads a service's instances
-	// over distinct nodes, so one of three on 2 of 12 nodes (ten of 20) is
-	// there alone with a chance of 0.41 (0.53), and none of 12 (38) such
-	// services is with one of 0.002 (less than 1e-12).
+	// over distinct nodes, so a service of three on 12 nodes (`-long`: of
+	// ten on 20) has exactly one there with a chance of 0.41 (0.53), and
+	// none of the 12 (38) such services has one with a chance of 0.002
+	// (below 1e-12).
 	c.applyServices(names, "fa", scale(4, 28), scale(21, 90))
 	c.applyServices(names, "fb", scale(12, 38), scale(3, 10))
 	total := 0
