@@ -263,8 +263,11 @@ func (n *node) reconcile(ctx context.Context) {
 	if !live {
 		return
 	}
+	// A start or stop busy when the list was taken may have finished since,
+	// its container absent from the list or still in it: act on it only
+	// after a list taken once it is done (it pokes the node when it is).
 	for id, w := range wants {
-		if _, ok := actual[id]; ok || n.starting[id] || n.stopping[id] || n.failed[id] != nil {
+		if _, ok := actual[id]; ok || busy[id] || n.starting[id] || n.stopping[id] || n.failed[id] != nil {
 			continue
 		}
 		if w.Err != "" {
@@ -284,7 +287,7 @@ func (n *node) reconcile(ctx context.Context) {
 		go n.start(ctx, w.Spec)
 	}
 	for id := range actual {
-		if _, placed := wants[id]; placed || n.stopping[id] {
+		if _, placed := wants[id]; placed || busy[id] || n.stopping[id] {
 			continue
 		}
 		n.stopping[id] = true

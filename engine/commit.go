@@ -110,7 +110,8 @@ func (e *Engine) checkFiring(f *eval.Firing) error {
 // dropOrphans removes the firings that read a value written earlier in the
 // plan (Own) whose writer is no longer on its way: dropped as stale, or
 // never staged. It returns the keys whose new values they would have read,
-// so that evaluating again reaches their bindings.
+// and those they would have written (see dropStale), so that evaluating
+// again reaches their bindings.
 func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 	ahead := map[string]bool{}
 	var orphaned []string
@@ -127,6 +128,7 @@ func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 			}
 		}
 		if !ok {
+			orphaned = append(orphaned, writtenKeys(st)...)
 			continue
 		}
 		for _, w := range st.f.Writes {
@@ -396,7 +398,11 @@ func (e *Engine) shrinkLimits(chunk []*staged, err error) {
 }
 
 // dropStale removes the firings that read a fact whose revision is no longer
-// the one they read, and returns the keys that changed under them.
+// the one they read, and returns the keys that changed under them and the
+// keys they would have written. A binding that read such a write in the
+// round and so concluded that nothing was to be done has no firing to drop
+// with it: only evaluating the written keys again reaches it (an endpoint
+// withheld because a stop, dropped here, deleted its instance's placement).
 func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 	var changed []string
 	out := pending[:0]
@@ -425,9 +431,20 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 		}
 		if fresh {
 			out = append(out, st)
+			continue
 		}
+		changed = append(changed, writtenKeys(st)...)
 	}
 	return out, changed
+}
+
+// writtenKeys are the keys st writes.
+func writtenKeys(st *staged) []string {
+	out := make([]string, len(st.f.Writes))
+	for i, w := range st.f.Writes {
+		out[i] = w.Key
+	}
+	return out
 }
 
 // guarded reports whether a read becomes a compare: not a value written

@@ -156,8 +156,42 @@ func TestOwnReadDroppedWithStaleWriter(t *testing.T) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if len(ev.calls) != 1 || ev.calls[0] != x+","+a {
-		t.Errorf("re-evaluated with %v, want the stale key and the orphaned read (%s,%s)", ev.calls, x, a)
+	// The dropped firings' writes too: a binding that read them in the
+	// round may have concluded nothing and has no firing to drop.
+	if len(ev.calls) != 1 || ev.calls[0] != x+","+a+","+b {
+		t.Errorf("re-evaluated with %v, want the stale key, the orphaned read and the dropped writes (%s,%s,%s)", ev.calls, x, a, b)
+	}
+}
+
+// A firing dropped as stale took back a write that other bindings of its
+// round read and, seeing it, planned nothing for: no firing of theirs is
+// dropped with it, so the write's key is evaluated again. (A stop that
+// deleted an instance's placement, dropped as stale: the endpoint that the
+// same round withheld from the instance must be published.)
+func TestDroppedWriteEvaluatedAgain(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	e := v.engine(t, &copyEval{}, testConfig())
+	a, x := facts.ServiceInstances("a"), facts.ServiceInstances("x")
+	v.put(t, a, "3")
+	rev := v.put(t, x, "1") // the stop read x as absent: stale
+	if err := e.mirror.WaitRev(v.ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	// In its round the stop deleted a, so copy planned nothing for a
+	// (desired and effective both absent in the round's view).
+	p := eval.Plan{RuleSetVersion: "v1", Firings: []eval.Firing{
+		{Rule: "stop", Reads: []eval.Read{{Key: x}}, Writes: []eval.Write{{Key: a}}},
+	}}
+	ev := &copyEval{version: "v1"}
+	if err := e.apply(v.ctx, nil, ev, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.get(t, a); !ok {
+		t.Fatalf("%s deleted by a stale firing", a)
+	}
+	if f, ok := v.get(t, facts.EffectiveInstances("a")); !ok || string(f.Value) != "3" {
+		t.Errorf("effective/service/a/instances = %q (present %v): the binding the dropped write hid was not evaluated again", f.Value, ok)
 	}
 }
 
@@ -349,8 +383,8 @@ func TestPrefixAndUnguardedReads(t *testing.T) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if len(ev.calls) != 1 || ev.calls[0] != taken {
-		t.Errorf("re-evaluated with %v, want the key now under the prefix (%s)", ev.calls, taken)
+	if len(ev.calls) != 1 || ev.calls[0] != blocked+","+taken {
+		t.Errorf("re-evaluated with %v, want the dropped write and the key now under the prefix (%s,%s)", ev.calls, blocked, taken)
 	}
 }
 

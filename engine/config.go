@@ -29,7 +29,15 @@ type Config struct {
 	// trailing slash + "-leader/" (e.g. /ccattler-leader/).
 	LeaderPrefix string
 	// SessionTTL is how long a leader that stops answering stays leader: a
-	// standby takes over within about this long.
+	// standby takes over within about this long. When the leader dies with
+	// etcd's leader (one server running both), etcd's new leader first
+	// extends every lease by its election timeout (1 s), so the standby
+	// leads about SessionTTL + 1 s after etcd's election. The default, 3 s,
+	// keeps that within 5 s; the session renews every SessionTTL/3, so a
+	// leader must miss three renewals in a row (a stall of 2 s or more) to
+	// lose it, and a lost term is safe: every write is guarded by the
+	// election key. etcd's own minimum lease TTL is 1.5 times its election
+	// timeout (2 s here).
 	SessionTTL time.Duration
 	// RetryLimit is how many conflicting attempts in a row, without any firing
 	// committed in between, a plan gets before the engine gives up on it and
@@ -90,7 +98,7 @@ func NewConfig() Config {
 		MaxTxnOps:     128,
 		MaxTxnBytes:   1 << 20,
 		Identity:      fmt.Sprintf("%s-%d", host, os.Getpid()),
-		SessionTTL:    5 * time.Second,
+		SessionTTL:    3 * time.Second,
 		RetryLimit:    8,
 		CommitTimeout: 30 * time.Second,
 		BackoffMin:    50 * time.Millisecond,

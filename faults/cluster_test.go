@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +24,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-var long = flag.Bool("long", false, "run the fault scenarios at full length and size")
+var (
+	long = flag.Bool("long", false, "run the fault scenarios at full length and size")
+	keep = flag.Bool("keep", false, "keep every run's directory (logs, data, history), passing or not")
+)
 
 var bin string // the ccattler binary, built once
 
@@ -137,6 +141,7 @@ type member struct {
 	id     string // --name: member and engine identity
 	client string // client URL
 	pki    string // its copy of the cluster's CA and its certificates
+	admin  string // host:port of its /metrics; "" without withAdmin
 }
 
 // cluster is three secure servers on loopback forming one etcd cluster,
@@ -148,28 +153,41 @@ type cluster struct {
 	agents  []*proc
 	root    *facts.Store // the test's own client, as root, over every endpoint
 	tls     *tls.Config  // root's
+	admin   bool         // servers serve /metrics (withAdmin)
 }
 
 // newCluster starts three servers with --initial-cluster, sharing one CA
 // (each server its own copy, as on separate machines), and waits until
 // they serve with one engine leading. The run's directory is removed when
 // the test passes and kept, and named, when it fails.
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	t.Helper()
-	return newClusterOn(t, nil)
+	return newClusterOn(t, nil, opts...)
 }
+
+// clusterOption changes how newCluster sets the servers up.
+type clusterOption func(*cluster)
+
+// withAdmin gives every server an admin endpoint (/metrics) on a free
+// loopback port: tests that read the engine's counters need one; the
+// others run without, as the console it serves costs a little on every
+// change.
+func withAdmin() clusterOption { return func(c *cluster) { c.admin = true } }
 
 // newClusterOn is newCluster with each server in its own network
 // namespace, bridged to the others and to the root namespace by net
 // (netns_test.go); links[i] cuts server i off. A nil net: all in the root
 // namespace.
-func newClusterOn(t *testing.T, net *isolation) *cluster {
+func newClusterOn(t *testing.T, net *isolation, opts ...clusterOption) *cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ccattler-faults-"+t.Name()+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, dir: dir}
+	for _, o := range opts {
+		o(c)
+	}
 	t.Cleanup(func() {
 		for _, a := range c.agents {
 			a.stop()
@@ -180,7 +198,7 @@ func newClusterOn(t *testing.T, net *isolation) *cluster {
 		if c.root != nil {
 			c.root.Close()
 		}
-		if t.Failed() {
+		if t.Failed() || *keep {
 			t.Logf("the run's logs, data and history are kept in %s", dir)
 			return
 		}
@@ -213,12 +231,24 @@ func newClusterOn(t *testing.T, net *isolation) *cluster {
 		t.Fatal(err)
 	}
 	c.tls = tlsCfg
-	c.root, err = facts.Dial(context.Background(), facts.StoreConfig{Endpoints: c.endpoints(), TLS: tlsCfg, Schema: facts.NewSchema()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.redial()
 	c.engineLeader(30 * time.Second)
 	return c
+}
+
+// redial gives the test a new root client over every endpoint. After all
+// servers were down, the old one's connections wait out gRPC's reconnect
+// backoff (it grows to minutes), which would be measured as the cluster's.
+func (c *cluster) redial() {
+	c.t.Helper()
+	if c.root != nil {
+		c.root.Close()
+	}
+	var err error
+	c.root, err = facts.Dial(context.Background(), facts.StoreConfig{Endpoints: c.endpoints(), TLS: c.tls, Schema: facts.NewSchema()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // newMember prepares (does not start) the server of member id on ports
@@ -240,10 +270,13 @@ func (c *cluster) newMember(id string, ports [2]int, initialCluster, state strin
 			t.Fatal(err)
 		}
 	}
+	if c.admin {
+		m.admin = fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
+	}
 	m.proc = proc{name: id, log: filepath.Join(mdir, "server.log"), args: []string{"server",
 		"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
 		"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
-		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", "", "--leader-ttl", "2s"}}
+		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", m.admin}}
 	return m
 }
 
@@ -299,6 +332,36 @@ func (c *cluster) restart(ms ...*member) {
 	for _, m := range ms {
 		c.waitReady(m, ready[m])
 	}
+}
+
+// logLine is one line of a server's log (slog's text format).
+type logLine struct {
+	at         time.Time
+	level, msg string
+}
+
+// logLines are the lines p logged from since to until.
+func (p *proc) logLines(since, until time.Time) []logLine {
+	var out []logLine
+	for _, l := range strings.Split(p.logText(), "\n") {
+		stamp, rest, ok := strings.Cut(strings.TrimPrefix(l, "time="), " ")
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil || at.Before(since) || at.After(until) {
+			continue
+		}
+		level, rest, _ := strings.Cut(strings.TrimPrefix(rest, "level="), " ")
+		msg := strings.TrimPrefix(rest, "msg=")
+		if q, err := strconv.QuotedPrefix(msg); err == nil {
+			msg, _ = strconv.Unquote(q)
+		} else {
+			msg, _, _ = strings.Cut(msg, " ")
+		}
+		out = append(out, logLine{at: at, level: level, msg: msg})
+	}
+	return out
 }
 
 func tail(s string) string {
@@ -469,17 +532,24 @@ func (c *cluster) engineLeader(within time.Duration) *member {
 }
 
 func (c *cluster) electedEngine() (string, error) {
+	id, _, err := c.engineTerm()
+	return id, err
+}
+
+// engineTerm is the engine the election names ("" for none) and the
+// revision its term began at (its election key's create revision).
+func (c *cluster) engineTerm() (string, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := c.root.Client.Get(ctx, "/ccattler-leader/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if len(resp.Kvs) == 0 {
-		return "", nil
+		return "", 0, nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
 }
 
 // moveEtcdLeader makes m etcd's leader (etcd's move-leader, asked of the

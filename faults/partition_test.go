@@ -63,6 +63,34 @@ func (c *cluster) placedOn(prefix string) map[string]string {
 	return out
 }
 
+// waitReplaced waits until every service of names runs its target on
+// nodes whose id lacks prefix, and returns how long it took.
+func (c *cluster) waitReplaced(names map[string]int, prefix string, within time.Duration) time.Duration {
+	c.t.Helper()
+	return c.poll("every service at its target on the other nodes", within, func() (bool, string) {
+		w, err := c.world()
+		if err != nil {
+			return false, err.Error()
+		}
+		pl, err := c.strs("placement/instance/")
+		if err != nil {
+			return false, err.Error()
+		}
+		for s, n := range names {
+			elsewhere := 0
+			for id := range w.running[s] {
+				if node := pl[id]; node != "" && !strings.HasPrefix(node, prefix) {
+					elsewhere++
+				}
+			}
+			if elsewhere != n {
+				return false, fmt.Sprintf("service %s: %d running on the other nodes of %d", s, elsewhere, n)
+			}
+		}
+		return true, ""
+	})
+}
+
 // keepHistory writes what a scenario measured next to the run's logs, so a
 // failing run keeps it.
 func (c *cluster) keepHistory(name string, v any) {
@@ -103,28 +131,7 @@ func TestAgentPartitioned(t *testing.T) {
 		st, err := c.strs(facts.NodeState("solo-0001"))
 		return err == nil && st[""] == "unreachable", fmt.Sprintf("state %q %v", st[""], err)
 	})
-	replaced := c.poll("every service at its target on the other nodes", time.Minute, func() (bool, string) {
-		w, err := c.world()
-		if err != nil {
-			return false, err.Error()
-		}
-		pl, err := c.strs("placement/instance/")
-		if err != nil {
-			return false, err.Error()
-		}
-		for s, n := range names {
-			elsewhere := 0
-			for id := range w.running[s] {
-				if node := pl[id]; node != "" && !strings.HasPrefix(node, "solo-") {
-					elsewhere++
-				}
-			}
-			if elsewhere != n {
-				return false, fmt.Sprintf("service %s: %d running on the other nodes of %d", s, elsewhere, n)
-			}
-		}
-		return true, ""
-	})
+	replaced := c.waitReplaced(names, "solo-", time.Minute)
 	if !lone.running() {
 		t.Fatalf("the partitioned agent exited:\n%s", tail(lone.logText()))
 	}
@@ -338,8 +345,25 @@ func TestServerPartitioned(t *testing.T) {
 			t.Errorf("%s, cut off, wrote %s", victim.id, kv.Key)
 		}
 	}
-	if byLeader[elected] == 0 {
-		t.Errorf("no firing record by %s, the engine the majority elected: the check saw nothing (%v)", elected, byLeader)
+	// Who writes may change once more during the partition: the
+	// survivors' own sessions can lapse with the victim's (their lease
+	// renewals are forwarded to the cut-off etcd leader and hang;
+	// docs/operations.md), and they campaign afresh. Either way a server of
+	// the majority, and only one at a time, leads.
+	majorityWrote := 0
+	for _, m := range c.members {
+		if m != victim {
+			majorityWrote += byLeader[m.id]
+		}
+	}
+	if majorityWrote == 0 {
+		t.Errorf("no firing record by the majority's engines: the check saw nothing (%v)", byLeader)
+	}
+	terms := map[string]int{} // terms begun by each survivor from the cut to the end of the checks
+	for _, m := range c.members {
+		if m != victim {
+			terms[m.id] = leadingSince(m, cutAt)
+		}
 	}
 	for _, id := range before.runningIDs() {
 		if after.states[id] != "running" || after.startedAt[id] != before.startedAt[id] {
@@ -354,8 +378,20 @@ func TestServerPartitioned(t *testing.T) {
 	sort.Strings(leaders)
 	c.keepHistory("server-partition.json", map[string]any{"victim": victim.id, "elected": elected, "takeover": takeover.String(),
 		"change_carried_out": took.String(), "partitioned_for": partitioned.String(), "caught_up": caught.String(),
-		"records_by_leader": byLeader, "minority_apply_exit": minority.code, "minority_apply_took": minority.took.String()})
-	t.Logf("%s (etcd and engine leader) cut off: %s took over %s later; a change carried out in %s; apply through %s failed in %s (exit %d); healed after %s, caught up in %s; records since: %s, none by %s; %d instances unchanged",
+		"records_by_leader": byLeader, "minority_apply_exit": minority.code, "minority_apply_took": minority.took.String(), "survivor_terms": terms})
+	t.Logf("%s (etcd and engine leader) cut off: %s took over %s later; a change carried out in %s; apply through %s failed in %s (exit %d); healed after %s, caught up in %s; records since: %s, none by %s; terms the survivors began since the cut: %v; %d instances unchanged",
 		victim.id, elected, takeover.Round(time.Millisecond), took.Round(time.Millisecond), victim.id, minority.took.Round(time.Millisecond), minority.code,
-		partitioned.Round(time.Second), caught.Round(time.Millisecond), strings.Join(leaders, " "), victim.id, len(before.runningIDs()))
+		partitioned.Round(time.Second), caught.Round(time.Millisecond), strings.Join(leaders, " "), victim.id, terms, len(before.runningIDs()))
+}
+
+// leadingSince counts the terms m's engine began (its log's "engine:
+// leading") from since on.
+func leadingSince(m *member, since time.Time) int {
+	n := 0
+	for _, l := range m.logLines(since, time.Now()) {
+		if l.msg == "engine: leading" {
+			n++
+		}
+	}
+	return n
 }
