@@ -80,6 +80,14 @@ rule "note_failed" {
   }
 }
 
+aggregate "placed_outdated" {
+  doc    = "Placed instances of svc pending or running an older image or spec, wherever placed."
+  params = ["svc"]
+  over   = ["placement", "spec"]
+  where  = "runs_older"
+  count  = true
+}
+
 rule "release_failed" {
   doc       = "A failed instance (not live, so already replaced) loses its placement, so its agent removes the container: at once while no instance of its service runs an older image; during a rollout, which it halts, after 60 seconds, so the rollout is retried at that pace."
   principal = "reconcile"
@@ -92,26 +100,6 @@ rule "release_failed" {
     failed = "observed/instance/{id}/failed_at"
     clock  = "observed/clock"
   }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      istate = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      inode  = "placement/instance/{i}"
-    }
-    optional {
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(istate == 'pending' || istate == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  when = "state == 'failed' && (outdated == 0 || clock - failed >= duration('60s'))"
+  when = "state == 'failed' && (placed_outdated == 0 || clock - failed >= duration('60s'))"
   delete "placement/instance/{id}" {}
 }

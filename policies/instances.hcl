@@ -5,7 +5,108 @@
 # choices rest on what the engine writes (placement/, a node marked leased
 # by failure.hcl) and on reports from the placed node only: an instance on a
 # node that never held a lease, or whose report names another node than its
-# placement, is not counted and never chosen.
+# placement, is not counted and never chosen. The definitions below are
+# shared by every rule of the set (rollout.hcl and health.hcl use them too).
+relation "instance" {
+  doc = "An instance of service svc, with its state."
+  match {
+    svc   = "observed/instance/{i}/service"
+    state = "observed/instance/{i}/state"
+  }
+}
+
+relation "placement" {
+  doc  = "An instance with its placement."
+  over = "instance"
+  match {
+    node = "placement/instance/{i}"
+  }
+}
+
+relation "leased" {
+  doc  = "A placed instance on a node that has held a lease, with the node its agent reports."
+  over = "placement"
+  match {
+    held = "observed/node/{node}/leased"
+  }
+  optional {
+    inode = "observed/instance/{i}/node"
+  }
+}
+
+relation "live" {
+  doc  = "A placed instance on a node that has held a lease, with the node's state."
+  over = "leased"
+  match {
+    nstate = "observed/node/{node}/state"
+  }
+}
+
+relation "spec" {
+  doc = "What the agent reports of an instance's health and spec, and its service's current spec."
+  optional {
+    health   = "observed/instance/{i}/health"
+    iimage   = "observed/instance/{i}/image"
+    retiring = "observed/instance/{i}/retiring"
+    icpu     = "observed/instance/{i}/resources/cpu"
+    imem     = "observed/instance/{i}/resources/memory"
+    ispec    = "observed/instance/{i}/spec_digest"
+    dimage   = "desired/service/{svc}/image"
+    dcpu     = "desired/service/{svc}/resources/cpu"
+    dmem     = "desired/service/{svc}/resources/memory"
+    dspec    = "desired/service/{svc}/spec_digest"
+  }
+}
+
+let {
+  # A report is believed only from the node of the placement.
+  believed = "inode.orValue(node) == node"
+  active   = "state == 'pending' || state == 'running'"
+  counted  = "active && nstate != 'unreachable' && believed"
+  serving  = "state == 'running' && health.orValue('unknown') == 'healthy'"
+  up       = "serving && nstate != 'unreachable' && believed"
+  # The instance reports an image other than its service's.
+  other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
+  # The instance reports resources or a spec digest other than its service's.
+  drifted  = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
+  replaced = "retiring.hasValue() || other_image || drifted"
+  # While instances are being replaced (rollout.hcl), update/max_extra more may live.
+  allowed  = "want + (old > 0 ? extra.orValue(1) : 0)"
+}
+
+aggregate "waiting" {
+  doc    = "Pending instances of svc not placed yet."
+  params = ["svc"]
+  over   = "instance"
+  absent = ["placement/instance/{i}"]
+  where  = "state == 'pending'"
+  count  = true
+}
+
+aggregate "placed" {
+  doc    = "Live placed instances of svc, as the engine placed them."
+  params = ["svc"]
+  over   = "live"
+  where  = "counted"
+  count  = true
+}
+
+aggregate "old" {
+  doc    = "Live placed instances of svc to replace: retiring, or reporting an older image or spec."
+  params = ["svc"]
+  over   = ["live", "spec"]
+  where  = "counted && replaced"
+  count  = true
+}
+
+aggregate "healthy" {
+  doc    = "Running, healthy instances of svc on nodes that are not unreachable."
+  params = ["svc"]
+  over   = ["live", "spec"]
+  where  = "up"
+  count  = true
+}
+
 rule "create_instances" {
   doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids; none while the restart policy holds the service after a failure (restart.hcl)."
   principal = "instances"
@@ -15,29 +116,6 @@ rule "create_instances" {
     want = "effective/service/{svc}/instances"
   }
   absent = ["observed/service/{svc}/restart/hold"]
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
   let {
     missing = "want - waiting - placed"
   }
@@ -61,57 +139,7 @@ rule "cancel_waiting_extras" {
     want = "effective/service/{svc}/instances"
   }
   optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-    image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  let {
-    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
   }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
@@ -137,86 +165,12 @@ rule "stop_placed_extras" {
     want = "effective/service/{svc}/instances"
   }
   optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-    image = "desired/service/{svc}/image"
     extra = "desired/service/{svc}/update/max_extra"
   }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
   aggregate "starting" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'pending' && nstate != 'unreachable' && inode.orValue(node) == node"
+    over  = "live"
+    where = "state == 'pending' && nstate != 'unreachable' && believed"
     count = true
-  }
-  aggregate "healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  let {
-    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
   }
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it

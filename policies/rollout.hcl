@@ -26,6 +26,61 @@
 # as updated/total (the actions compute
 # the same condition themselves: a view may not feed back into the actions it
 # watches). Changing the image again (e.g. back) resumes.
+let {
+  halted = "outdated > 0 && bad > 0"
+  # Pending or running, on an older image or spec.
+  runs_older = "active && iimage.hasValue() && (other_image || drifted)"
+}
+
+aggregate "outdated" {
+  doc    = "Instances of svc pending or running an older image or spec."
+  params = ["svc"]
+  over   = ["leased", "spec"]
+  where  = "believed && runs_older"
+  count  = true
+}
+
+aggregate "bad" {
+  doc    = "Instances of svc on the current image and spec that failed or run unhealthy."
+  params = ["svc"]
+  over   = ["leased", "spec"]
+  where  = "believed && !other_image && !drifted && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+  count  = true
+}
+
+aggregate "updated" {
+  doc    = "Running, healthy instances of svc on the current image and spec."
+  params = ["svc"]
+  over   = ["leased", "spec"]
+  where  = "believed && serving && iimage.hasValue() && !other_image && !drifted"
+  count  = true
+}
+
+aggregate "stopping" {
+  doc    = "Running instances of svc whose placement is gone: their agents stop them."
+  params = ["svc"]
+  over   = "instance"
+  absent = ["placement/instance/{i}"]
+  where  = "state == 'running'"
+  count  = true
+}
+
+aggregate "renewed" {
+  doc    = "Live placed instances of svc not to replace."
+  params = ["svc"]
+  over   = ["live", "spec"]
+  where  = "counted && !replaced"
+  count  = true
+}
+
+aggregate "renewed_healthy" {
+  doc    = "Running, healthy instances of svc not to replace, that reported their image."
+  params = ["svc"]
+  over   = ["live", "spec"]
+  where  = "up && iimage.hasValue() && !replaced"
+  count  = true
+}
+
 rule "rollout_status" {
   doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
   principal = "instances"
@@ -33,66 +88,7 @@ rule "rollout_status" {
     want  = "effective/service/{svc}/instances"
     image = "desired/service/{svc}/image"
   }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-  }
-  aggregate "updated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
   let {
-    halted = "outdated > 0 && bad > 0"
     phase  = "halted ? 'halted' : 'progressing'"
     reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''"
   }
@@ -111,96 +107,7 @@ rule "replace_first" {
     image = "desired/service/{svc}/image"
   }
   optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
     max_extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "stopping" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'running'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
   }
   let {
     extra   = "max_extra.orValue(1)"
@@ -208,7 +115,6 @@ rule "replace_first" {
     # it still counts against max_extra.
     live    = "waiting + placed + stopping"
     renewed = "waiting + placed - old"
-    halted  = "outdated > 0 && bad > 0"
   }
   when = "old > 0 && !halted && live < want + extra && renewed < want"
   fresh "id" {
@@ -237,127 +143,9 @@ rule "stop_replaced" {
     max_extra       = "desired/service/{svc}/update/max_extra"
     max_unavailable = "desired/service/{svc}/update/max_unavailable"
   }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "renewed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "renewed_healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
   let {
     extra       = "max_extra.orValue(1)"
     unavailable = "max_unavailable.orValue(0)"
-    halted      = "outdated > 0 && bad > 0"
     covered     = "old + renewed_healthy > want"
     room        = "extra == 0 && waiting + renewed == renewed_healthy"
   }
