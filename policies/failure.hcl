@@ -19,6 +19,64 @@
 # count: in the shares of a mass loss here, for live instances and extras
 # (instances.hcl). A node that never held a lease, e.g. a dozen
 # observed/node/fake-NN/state keys, counts for nothing.
+const {
+  # Compare Kubernetes' unhealthy-zone threshold.
+  max_leaseless_share = 0.55
+}
+
+relation "leased_node" {
+  doc = "A node that has held a lease."
+  match {
+    s    = "observed/node/{n}/state"
+    held = "observed/node/{n}/leased"
+  }
+}
+
+relation "zone_node" {
+  doc  = "A node of the zone (an optional) that has held a lease."
+  over = "leased_node"
+  match {
+    nz = "observed/node/{n}/zone"
+  }
+}
+
+aggregate "nodes" {
+  doc    = "Nodes that have held a lease."
+  params = []
+  over   = "leased_node"
+  count  = true
+}
+
+aggregate "leaseless" {
+  doc    = "Nodes that have held a lease and hold none now."
+  params = []
+  over   = "leased_node"
+  absent = ["lease/node/{n}"]
+  count  = true
+}
+
+aggregate "zone_nodes" {
+  doc    = "Nodes of the zone that have held a lease."
+  params = ["zone"]
+  over   = "zone_node"
+  where  = "zone.hasValue() && nz == zone.value()"
+  count  = true
+}
+
+aggregate "zone_leaseless" {
+  doc    = "Nodes of the zone that have held a lease and hold none now."
+  params = ["zone"]
+  over   = "zone_node"
+  absent = ["lease/node/{n}"]
+  where  = "zone.hasValue() && nz == zone.value()"
+  count  = true
+}
+
+let {
+  cluster_ok = "double(leaseless) <= max_leaseless_share * double(nodes)"
+  zone_ok    = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+}
+
 rule "note_leased" {
   doc       = "A node that holds lease/node/{node} on a live etcd lease gets observed/node/{node}/leased: from then on it counts in the failure policy's shares and its instances count as live; a node that never held a lease counts for nothing."
   principal = "failure"
@@ -44,45 +102,6 @@ rule "note_lost_lease" {
   optional {
     zone = "observed/node/{node}/zone"
   }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  aggregate "zone_nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    where = "zone.hasValue() && nz == zone.value()"
-    count = true
-  }
-  aggregate "zone_leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    where  = "zone.hasValue() && nz == zone.value()"
-    count  = true
-  }
-  let {
-    max_leaseless_share = "0.55"
-    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
-    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
-  }
   when = "state == 'alive' && cluster_ok && zone_ok"
   emit "observed/node/{node}/lost_at" {
     value = "clock"
@@ -99,45 +118,6 @@ rule "restart_grace_in_disruption" {
   absent = ["lease/node/{node}"]
   optional {
     zone = "observed/node/{node}/zone"
-  }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  aggregate "zone_nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    where = "zone.hasValue() && nz == zone.value()"
-    count = true
-  }
-  aggregate "zone_leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    where  = "zone.hasValue() && nz == zone.value()"
-    count  = true
-  }
-  let {
-    max_leaseless_share = "0.55"
-    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
-    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
   }
   when = "!(cluster_ok && zone_ok)"
   delete "observed/node/{node}/lost_at" {}
@@ -195,22 +175,7 @@ rule "detect_disruption" {
   match {
     state = "observed/node/{node}/state"
   }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  when = "double(leaseless) > 0.55 * double(nodes)"
+  when = "!cluster_ok"
   derive "observed/disruption/cluster" {
     value = "{'leaseless': leaseless, 'nodes': nodes}"
   }
@@ -237,7 +202,7 @@ rule "detect_zone_disruption" {
     absent = ["lease/node/{n}"]
     count  = true
   }
-  when = "double(leaseless) > 0.55 * double(nodes)"
+  when = "double(leaseless) > max_leaseless_share * double(nodes)"
   derive "observed/disruption/zone/{zone}" {
     value = "{'leaseless': leaseless, 'nodes': nodes}"
   }
