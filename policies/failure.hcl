@@ -25,51 +25,37 @@ const {
 }
 
 relation "leased_node" {
-  doc = "A node that has held a lease."
+  doc = "A node that has held a lease, and the lease it holds now."
   match {
     s    = "observed/node/{n}/state"
     held = "observed/node/{n}/leased"
   }
+  optional {
+    lease = "lease/node/{n}"
+  }
+}
+
+counts {
+  doc       = "Nodes that have held a lease; those that hold none now."
+  params    = []
+  over      = "leased_node"
+  nodes     = "true"
+  leaseless = "!lease.hasValue()"
 }
 
 relation "zone_node" {
-  doc  = "A node of the zone (an optional) that has held a lease."
   over = "leased_node"
   match {
     nz = "observed/node/{n}/zone"
   }
 }
 
-aggregate "nodes" {
-  doc    = "Nodes that have held a lease."
-  params = []
-  over   = "leased_node"
-  count  = true
-}
-
-aggregate "leaseless" {
-  doc    = "Nodes that have held a lease and hold none now."
-  params = []
-  over   = "leased_node"
-  absent = ["lease/node/{n}"]
-  count  = true
-}
-
-aggregate "zone_nodes" {
-  doc    = "Nodes of the zone that have held a lease."
+counts {
+  doc    = "The same of the nodes of zone (an optional)."
   params = ["zone"]
   over   = "zone_node"
-  where  = "zone.hasValue() && nz == zone.value()"
-  count  = true
-}
-
-aggregate "zone_leaseless" {
-  doc    = "Nodes of the zone that have held a lease and hold none now."
-  params = ["zone"]
-  over   = "zone_node"
-  absent = ["lease/node/{n}"]
-  where  = "zone.hasValue() && nz == zone.value()"
-  count  = true
+  zone_nodes     = "zone.hasValue() && nz == zone.value()"
+  zone_leaseless = "zone.hasValue() && nz == zone.value() && !lease.hasValue()"
 }
 
 let {

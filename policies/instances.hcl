@@ -74,37 +74,25 @@ let {
   allowed  = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
-aggregate "waiting" {
-  doc    = "Pending instances of svc not placed yet."
-  params = ["svc"]
-  over   = "instance"
-  absent = ["placement/instance/{i}"]
-  where  = "state == 'pending'"
-  count  = true
+counts {
+  doc     = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
+  params  = ["svc"]
+  over    = "instance"
+  absent  = ["placement/instance/{i}"]
+  waiting  = "state == 'pending'"
+  stopping = "state == 'running'"
 }
 
-aggregate "placed" {
-  doc    = "Live placed instances of svc, as the engine placed them."
-  params = ["svc"]
-  over   = "live"
-  where  = "counted"
-  count  = true
-}
-
-aggregate "old" {
-  doc    = "Live placed instances of svc to replace: retiring, or reporting an older image or spec."
-  params = ["svc"]
-  over   = ["live", "spec"]
-  where  = "counted && replaced"
-  count  = true
-}
-
-aggregate "healthy" {
-  doc    = "Running, healthy instances of svc on nodes that are not unreachable."
-  params = ["svc"]
-  over   = ["live", "spec"]
-  where  = "up"
-  count  = true
+counts {
+  doc      = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
+  params   = ["svc"]
+  over     = ["live", "spec"]
+  placed   = "counted"
+  starting = "state == 'pending' && nstate != 'unreachable' && believed"
+  old      = "counted && replaced"
+  renewed  = "counted && !replaced"
+  healthy  = "up"
+  renewed_healthy = "up && iimage.hasValue() && !replaced"
 }
 
 rule "create_instances" {
@@ -166,11 +154,6 @@ rule "stop_placed_extras" {
   }
   optional {
     extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "starting" {
-    over  = "live"
-    where = "state == 'pending' && nstate != 'unreachable' && believed"
-    count = true
   }
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it

@@ -32,53 +32,13 @@ let {
   runs_older = "active && iimage.hasValue() && (other_image || drifted)"
 }
 
-aggregate "outdated" {
-  doc    = "Instances of svc pending or running an older image or spec."
-  params = ["svc"]
-  over   = ["leased", "spec"]
-  where  = "believed && runs_older"
-  count  = true
-}
-
-aggregate "bad" {
-  doc    = "Instances of svc on the current image and spec that failed or run unhealthy."
-  params = ["svc"]
-  over   = ["leased", "spec"]
-  where  = "believed && !other_image && !drifted && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-  count  = true
-}
-
-aggregate "updated" {
-  doc    = "Running, healthy instances of svc on the current image and spec."
-  params = ["svc"]
-  over   = ["leased", "spec"]
-  where  = "believed && serving && iimage.hasValue() && !other_image && !drifted"
-  count  = true
-}
-
-aggregate "stopping" {
-  doc    = "Running instances of svc whose placement is gone: their agents stop them."
-  params = ["svc"]
-  over   = "instance"
-  absent = ["placement/instance/{i}"]
-  where  = "state == 'running'"
-  count  = true
-}
-
-aggregate "renewed" {
-  doc    = "Live placed instances of svc not to replace."
-  params = ["svc"]
-  over   = ["live", "spec"]
-  where  = "counted && !replaced"
-  count  = true
-}
-
-aggregate "renewed_healthy" {
-  doc    = "Running, healthy instances of svc not to replace, that reported their image."
-  params = ["svc"]
-  over   = ["live", "spec"]
-  where  = "up && iimage.hasValue() && !replaced"
-  count  = true
+counts {
+  doc      = "Instances of svc on nodes that have held a lease, by image and spec."
+  params   = ["svc"]
+  over     = ["leased", "spec"]
+  outdated = "believed && runs_older"
+  bad      = "believed && !other_image && !drifted && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+  updated  = "believed && serving && iimage.hasValue() && !other_image && !drifted"
 }
 
 rule "rollout_status" {

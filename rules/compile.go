@@ -18,7 +18,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	// Shared definitions (shared.go).
 	{Type: "aggregate", LabelNames: []string{"name"}},
 	{Type: "relation", LabelNames: []string{"name"}},
-	{Type: "let"}, {Type: "const"},
+	{Type: "counts"}, {Type: "let"}, {Type: "const"},
 }}
 
 var ruleSchema = &hcl.BodySchema{

@@ -34,6 +34,13 @@ var sharedAggregateSchema = &hcl.BodySchema{
 	Blocks:     aggregateSchema.Blocks,
 }
 
+// countsSchema is what a counts block has besides its counts: one
+// attribute per count, its where condition.
+// Its patterns come from the relations it is over.
+var countsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "params"}, {Name: "absent"}, {Name: "over", Required: true}},
+}
+
 var relationSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "absent"}, {Name: "over"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "match"}, {Type: "optional"}},
@@ -132,18 +139,33 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			if !declare(name, "aggregate", rng) {
 				continue
 			}
-			ad := &aggDef{def: def{name: name, kind: "aggregate", rng: rng}, block: b, content: content, file: c.file, memo: map[string]*Aggregate{}}
-			if a := content.Attributes["params"]; a != nil {
-				ps, rngs := c.stringList(a, "variable names such as [\"svc\"]")
-				for i, p := range ps {
-					if dg := checkIdent(p, "Param", rngs[i]); dg != nil {
-						c.diags = append(c.diags, dg)
-						continue
-					}
-					ad.params = appendUnique(ad.params, p)
-				}
+			d.aggs[name] = &aggDef{def: def{name: name, kind: "aggregate", rng: rng}, block: b, content: content,
+				params: c.params(content), file: c.file, memo: map[string]*Aggregate{}}
+		case "counts":
+			// Several counts over the same patterns, one where each: each is
+			// a shared aggregate of its own.
+			content, rest, diags := b.Body.PartialContent(countsSchema)
+			c.diags = append(c.diags, diags...)
+			as, diags := attrs(rest)
+			c.diags = append(c.diags, diags...)
+			params := c.params(content)
+			if len(as) == 0 {
+				c.errorf(b.DefRange, "Empty counts", "A counts block names at least one count: name = \"condition\", such as waiting = \"state == 'pending'\".")
 			}
-			d.aggs[name] = ad
+			for _, a := range as {
+				if !declare(a.Name, "aggregate", a.NameRange) {
+					continue
+				}
+				one := &hcl.BodyContent{Blocks: content.Blocks, MissingItemRange: content.MissingItemRange, Attributes: hcl.Attributes{}}
+				for k, v := range content.Attributes {
+					one.Attributes[k] = v
+				}
+				one.Attributes["where"] = a
+				one.Attributes["count"] = &hcl.Attribute{Name: "count", Expr: &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: a.NameRange}, Range: a.Range, NameRange: a.NameRange}
+				d.aggs[a.Name] = &aggDef{def: def{name: a.Name, kind: "aggregate", rng: a.NameRange},
+					block: &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}},
+					content: one, params: params, file: c.file, memo: map[string]*Aggregate{}}
+			}
 		case "relation":
 			name, rng := b.Labels[0], b.LabelRanges[0]
 			content, diags := b.Body.Content(relationSchema)
@@ -176,6 +198,22 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			}
 		}
 	}
+}
+
+// params reads a shared aggregate's params: the names it is grouped by.
+func (c *compiler) params(content *hcl.BodyContent) []string {
+	var out []string
+	if a := content.Attributes["params"]; a != nil {
+		ps, rngs := c.stringList(a, "variable names such as [\"svc\"]")
+		for i, p := range ps {
+			if dg := checkIdent(p, "Param", rngs[i]); dg != nil {
+				c.diags = append(c.diags, dg)
+				continue
+			}
+			out = appendUnique(out, p)
+		}
+	}
+	return out
 }
 
 // constant turns a const attribute's literal into CEL source: a whole
