@@ -607,10 +607,15 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 		c.diags = append(c.diags, d...)
 		return nil
 	}
-	inl, dg := c.inlines(s, vs, nil)
-	if dg != nil {
-		c.diags = append(c.diags, dg)
-		return nil
+	inl, bad, dg := c.inlines(s, vs, nil)
+	c.diags = append(c.diags, dg...)
+	bound := vs
+	if len(bad) > 0 {
+		// Reported at their use: the rest of the expression is still checked.
+		vs = vs.clone()
+		for _, n := range bad {
+			vs.add(n, cel.DynType)
+		}
 	}
 	comp, err := c.cache.compileInlined(c.envs, vs, s.val, c.costLimit, inl)
 	if err != nil {
@@ -627,7 +632,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			}
 			detail := e.Message
 			if m := undeclaredRE.FindStringSubmatch(e.Message); m != nil {
-				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(vs), ", ")) + c.undeclared(m[1], vs)
+				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(bound), ", ")) + c.undeclared(m[1], bound)
 			}
 			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
 			if strings.Contains(s.val, "\n") || len(s.val) > maxQuoted {
@@ -636,6 +641,9 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
 				Detail: fmt.Sprintf("%s: %s", where, detail), Subject: &rng, Context: &s.rng})
 		}
+		return nil
+	}
+	if len(bad) > 0 {
 		return nil
 	}
 	if want != nil && !want(comp.out) {

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -342,6 +343,10 @@ func (c *compiler) usesOf(block *hcl.Block) *uses {
 			read(l.expr.val)
 		}
 		if a := c.defs.aggs[n]; a != nil {
+			// Read, even where it cannot be placed: its use is reported, not
+			// its definition as unused.
+			a.used = true
+			c.markRelations(a.content.Attributes["over"], c.defs.srcs[a.file])
 			for _, k := range []string{"where", "sum", "min", "max"} {
 				if at := a.content.Attributes[k]; at != nil {
 					if s, d := stringOf(at.Expr, c.defs.srcs[a.file], ""); d == nil {
@@ -520,6 +525,29 @@ func (c *compiler) overRelation(content *hcl.BodyContent) (*hcl.BodyContent, []*
 	return merged, absents
 }
 
+// markRelations marks the relations an over attribute names, and what
+// they extend, as used.
+func (c *compiler) markRelations(a *hcl.Attribute, src []byte) {
+	if a == nil {
+		return
+	}
+	exprs := []hcl.Expression{a.Expr}
+	if l, d := hcl.ExprList(a.Expr); !d.HasErrors() {
+		exprs = l
+	}
+	for _, e := range exprs {
+		if s, d := stringOf(e, src, ""); d == nil {
+			if rel := c.defs.rels[s.val]; rel != nil && !rel.used {
+				rel.used = true
+				o := rel.content.Attributes["over"]
+				if o != nil {
+					c.markRelations(o, c.srcOf(o.Range))
+				}
+			}
+		}
+	}
+}
+
 func relNames(d *defs) []string {
 	var out []string
 	for n := range d.rels {
@@ -543,10 +571,10 @@ func (c *compiler) srcOf(rng hcl.Range) []byte {
 // inlines compiles the shared lets an expression reads that vs does not
 // bind, each in the same environment (its own lets first), to be inlined
 // into the expression. A let that does not compile there is reported at
-// the expression's use of it.
-func (c *compiler) inlines(s strLit, vs *vars, stack []string) ([]inline, *hcl.Diagnostic) {
+// the expression's use of it and left out of the list, in bad.
+func (c *compiler) inlines(s strLit, vs *vars, stack []string) (out []inline, bad []string, diags hcl.Diagnostics) {
 	if c.defs == nil || len(c.defs.lets) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var names []string
 	for id := range c.identsOf(s.val) {
@@ -555,38 +583,42 @@ func (c *compiler) inlines(s strLit, vs *vars, stack []string) ([]inline, *hcl.D
 		}
 	}
 	sort.Strings(names)
-	var out []inline
 	for _, n := range names {
 		l := c.defs.lets[n]
 		l.used = true
-		off := identOffset(s.val, n)
-		at := s.rangeAt(off, len(n))
-		for _, m := range stack {
-			if m == n {
-				return nil, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Let cycle",
-					Detail:  fmt.Sprintf("Shared let %s reads itself through %s.", n, strings.Join(append(stack, n), " -> ")),
-					Subject: &l.rng}
-			}
+		at := s.rangeAt(identOffset(s.val, n), len(n))
+		fail := func(summary, format string, args ...any) {
+			bad = append(bad, n)
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: &at})
 		}
-		inner, dg := c.inlines(l.expr, vs, append(stack, n))
-		if dg != nil {
-			return nil, dg
+		if slices.Contains(stack, n) {
+			fail("Let cycle", "Shared let %s reads itself through %s.", n, strings.Join(append(stack, n), " -> "))
+			continue
+		}
+		inner, innerBad, _ := c.inlines(l.expr, vs, append(stack, n))
+		if len(innerBad) > 0 {
+			// Reported here, once, as the use of n: its own lets fail inside it.
+			_, _, d := c.inlines(l.expr, vs, append(stack, n))
+			detail := d[0].Detail
+			fail(d[0].Summary, "In shared let %s (%s): %s", n, l.rng, detail)
+			continue
 		}
 		comp, err := c.cache.compileInlined(c.envs, vs, l.expr.val, c.costLimit, inner)
-		if err == nil && comp.issues != nil {
+		switch {
+		case err != nil:
+			fail("CEL environment", "%v", err)
+		case comp.issues != nil:
 			msg := comp.issues.Errors()[0].Message
 			detail := fmt.Sprintf("Shared %s %s (%s) does not compile where it is used: %s.", l.kind, n, l.rng, msg)
 			if m := undeclaredRE.FindStringSubmatch(msg); m != nil {
 				detail += fmt.Sprintf(" It reads %s, which is not bound here; names bound here: %s.", m[1], strings.Join(sortedNames(vs), ", "))
 			}
-			return nil, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Shared " + l.kind + " does not fit here", Detail: detail, Subject: &at}
+			fail("Shared "+l.kind+" does not fit here", "%s", detail)
+		default:
+			out = append(out, inline{name: n, src: l.expr.val, inner: inner, ast: comp.ast, out: comp.out})
 		}
-		if err != nil {
-			return nil, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "CEL environment", Detail: err.Error(), Subject: &at}
-		}
-		out = append(out, inline{name: n, src: l.expr.val, inner: inner, ast: comp.ast, out: comp.out})
 	}
-	return out, nil
+	return out, bad, diags
 }
 
 var undeclaredRE = regexp.MustCompile(`undeclared reference to '([^']+)'`)
