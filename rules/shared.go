@@ -164,7 +164,7 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 				one.Attributes["where"] = a
 				one.Attributes["count"] = &hcl.Attribute{Name: "count", Expr: &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: a.NameRange}, Range: a.Range, NameRange: a.NameRange}
 				d.aggs[a.Name] = &aggDef{def: def{name: a.Name, kind: "aggregate", rng: a.NameRange},
-					block: &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}},
+					block:   &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}},
 					content: one, params: params, file: c.file, memo: map[string]*Aggregate{}}
 			}
 		case "relation":
