@@ -39,9 +39,5 @@ rule "forget_deleted_restarts" {
     last = "observed/service/{svc}/restart/last_failure"
   }
   absent = ["desired/service/{svc}"]
-  delete "observed/service/{svc}/restart/last_failure" {}
-  delete "observed/service/{svc}/restart/failures" {}
-  delete "observed/service/{svc}/restart/reason" {}
-  delete "observed/service/{svc}/restart/hold" {}
-  delete "observed/service/{svc}/restart/image" {}
+  delete "observed/service/{svc}/restart/" {}
 }

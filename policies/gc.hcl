@@ -47,17 +47,5 @@ rule "collect_stopped" {
   }
   when = "(state == 'stopped' || state == 'failed') && (clock - stopped > retention || (state == 'failed' && newer_failures >= keep))"
   delete "observed/instance/{id}" {}
-  delete "observed/instance/{id}/service" {}
-  delete "observed/instance/{id}/state" {}
-  delete "observed/instance/{id}/node" {}
-  delete "observed/instance/{id}/image" {}
-  delete "observed/instance/{id}/ip" {}
-  delete "observed/instance/{id}/health" {}
-  delete "observed/instance/{id}/started_at" {}
-  delete "observed/instance/{id}/stopped_at" {}
-  delete "observed/instance/{id}/failed_at" {}
-  delete "observed/instance/{id}/unhealthy_since" {}
-  delete "observed/instance/{id}/retiring" {}
-  delete "observed/instance/{id}/reason" {}
-  delete "observed/instance/{id}/exit_status" {}
+  delete "observed/instance/{id}/" {}
 }

@@ -12,6 +12,7 @@ import (
 // key form, and stratification; and it orders the rules.
 func check(rs *RuleSet) hcl.Diagnostics {
 	var diags hcl.Diagnostics
+	leaveViews(rs)
 	errorf := func(rng hcl.Range, summary, format string, args ...any) {
 		r := rng
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,

@@ -153,6 +153,10 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 			k = Emit
 		case "delete":
 			k = Delete
+			if isPrefixDelete(b) {
+				r.Heads = append(r.Heads, c.prefixHeads(b, vs)...)
+				continue
+			}
 		default:
 			continue
 		}

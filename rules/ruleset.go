@@ -207,6 +207,8 @@ type Head struct {
 	Segs     []Seg
 	Value    *Expr // nil for Delete
 	Range    hcl.Range
+
+	prefix bool // one of the heads a delete by prefix stands for (prefix.go)
 }
 
 // Vars returns the head template's variables in template order.
