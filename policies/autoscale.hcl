@@ -34,15 +34,11 @@ rule "autoscale_recommend" {
     hi = "desired/service/{svc}/autoscale/max"
   }
   aggregate "total" {
-    match {
-      value = "observed/service/{svc}/metrics/{metric}/{i}"
-    }
+    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
     sum = "value"
   }
   aggregate "current" {
-    match {
-      value = "observed/service/{svc}/metrics/{metric}/{i}"
-    }
+    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
     count = true
   }
   let {
@@ -54,9 +50,7 @@ rule "autoscale_recommend" {
     floor     = "lo.orValue(1)"
   }
   when = "current > 0 && threshold > 0.0"
-  derive "observed/service/{svc}/autoscale/recommendation" {
-    value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))"
-  }
+  derive "observed/service/{svc}/autoscale/recommendation" { value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))" }
 }
 
 rule "autoscale_remember" {
@@ -66,13 +60,9 @@ rule "autoscale_remember" {
     rec   = "observed/service/{svc}/autoscale/recommendation"
     clock = "observed/clock"
   }
-  optional {
-    window = "desired/service/{svc}/autoscale/stabilization"
-  }
+  optional { window = "desired/service/{svc}/autoscale/stabilization" }
   aggregate "last" {
-    match {
-      at = "observed/service/{svc}/autoscale/seen/{n}"
-    }
+    match { at = "observed/service/{svc}/autoscale/seen/{n}" }
     where = "int(n) == rec"
     max   = "int(at)"
   }
@@ -81,9 +71,7 @@ rule "autoscale_remember" {
     count   = "string(rec)"
   }
   when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= refresh"
-  emit "observed/service/{svc}/autoscale/seen/{count}" {
-    value = "clock"
-  }
+  emit "observed/service/{svc}/autoscale/seen/{count}" { value = "clock" }
 }
 
 rule "autoscale_intent" {
@@ -98,16 +86,12 @@ rule "autoscale_intent" {
     cur    = "intent/autoscaler/service/{svc}/instances"
   }
   aggregate "peak" {
-    match {
-      at = "observed/service/{svc}/autoscale/seen/{n}"
-    }
+    match { at = "observed/service/{svc}/autoscale/seen/{n}" }
     where = "clock - at <= window.orValue(duration('300s'))"
     max   = "int(n)"
   }
   when = "peak.hasValue() && cur.orValue(-1) != peak.value()"
-  emit "intent/autoscaler/service/{svc}/instances" {
-    value = "peak.value()"
-  }
+  emit "intent/autoscaler/service/{svc}/instances" { value = "peak.value()" }
 }
 
 rule "autoscale_forget" {
@@ -118,9 +102,7 @@ rule "autoscale_forget" {
     at    = "observed/service/{svc}/autoscale/seen/{n}"
     clock = "observed/clock"
   }
-  optional {
-    window = "desired/service/{svc}/autoscale/stabilization"
-  }
+  optional { window = "desired/service/{svc}/autoscale/stabilization" }
   when = "clock - at > window.orValue(duration('300s'))"
   delete "observed/service/{svc}/autoscale/seen/{n}" {}
 }

@@ -30,9 +30,7 @@ relation "leased_node" {
     s    = "observed/node/{n}/state"
     held = "observed/node/{n}/leased"
   }
-  optional {
-    lease = "lease/node/{n}"
-  }
+  optional { lease = "lease/node/{n}" }
 }
 
 counts {
@@ -45,9 +43,7 @@ counts {
 
 relation "zone_node" {
   over = "leased_node"
-  match {
-    nz = "observed/node/{n}/zone"
-  }
+  match { nz = "observed/node/{n}/zone" }
 }
 
 counts {
@@ -71,9 +67,7 @@ rule "note_leased" {
     lease = "lease/node/{node}"
   }
   absent = ["observed/node/{node}/leased"]
-  emit "observed/node/{node}/leased" {
-    value = "true"
-  }
+  emit "observed/node/{node}/leased" { value = "true" }
 }
 
 rule "note_lost_lease" {
@@ -85,26 +79,18 @@ rule "note_lost_lease" {
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
-  optional {
-    zone = "observed/node/{node}/zone"
-  }
+  optional { zone = "observed/node/{node}/zone" }
   when = "state == 'alive' && cluster_ok && zone_ok"
-  emit "observed/node/{node}/lost_at" {
-    value = "clock"
-  }
+  emit "observed/node/{node}/lost_at" { value = "clock" }
 }
 
 rule "restart_grace_in_disruption" {
   doc       = "During a mass loss (more than 55% of all nodes or of the node's zone without a lease) a leaseless node's lost_at is dropped, so its grace starts again when the disruption ends: the leases that return last are not marked the moment the others are back."
   principal = "failure"
   after     = ["note_lost_lease"]
-  match {
-    lost = "observed/node/{node}/lost_at"
-  }
+  match { lost = "observed/node/{node}/lost_at" }
   absent = ["lease/node/{node}"]
-  optional {
-    zone = "observed/node/{node}/zone"
-  }
+  optional { zone = "observed/node/{node}/zone" }
   when = "!(cluster_ok && zone_ok)"
   delete "observed/node/{node}/lost_at" {}
 }
@@ -136,9 +122,7 @@ rule "node_unreachable" {
     grace = "duration('12s')"
   }
   when = "state == 'alive' && clock - lost >= grace"
-  emit "observed/node/{node}/state" {
-    value = "'unreachable'"
-  }
+  emit "observed/node/{node}/state" { value = "'unreachable'" }
 }
 
 rule "node_returns" {
@@ -150,29 +134,21 @@ rule "node_returns" {
     lease = "lease/node/{node}"
   }
   when = "state == 'unreachable'"
-  emit "observed/node/{node}/state" {
-    value = "'alive'"
-  }
+  emit "observed/node/{node}/state" { value = "'alive'" }
 }
 
 rule "detect_disruption" {
   doc       = "While more than 55% of all nodes are without a lease, observed/disruption/cluster counts them: the control plane assumes it is cut off itself, and this is why no node is marked unreachable."
   principal = "failure"
-  match {
-    state = "observed/node/{node}/state"
-  }
+  match { state = "observed/node/{node}/state" }
   when = "!cluster_ok"
-  derive "observed/disruption/cluster" {
-    value = "{'leaseless': leaseless, 'nodes': nodes}"
-  }
+  derive "observed/disruption/cluster" { value = "{'leaseless': leaseless, 'nodes': nodes}" }
 }
 
 rule "detect_zone_disruption" {
   doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{zone} counts them: no node of the zone is marked unreachable."
   principal = "failure"
-  match {
-    zone = "observed/node/{node}/zone"
-  }
+  match { zone = "observed/node/{node}/zone" }
   aggregate "nodes" {
     match {
       zone = "observed/node/{n}/zone"
@@ -189,7 +165,5 @@ rule "detect_zone_disruption" {
     count  = true
   }
   when = "double(leaseless) > max_leaseless_share * double(nodes)"
-  derive "observed/disruption/zone/{zone}" {
-    value = "{'leaseless': leaseless, 'nodes': nodes}"
-  }
+  derive "observed/disruption/zone/{zone}" { value = "{'leaseless': leaseless, 'nodes': nodes}" }
 }

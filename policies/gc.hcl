@@ -12,9 +12,7 @@ rule "note_stopped" {
   }
   absent = ["placement/instance/{id}", "observed/instance/{id}/stopped_at"]
   when   = "state == 'stopped' || state == 'failed'"
-  emit "observed/instance/{id}/stopped_at" {
-    value = "clock"
-  }
+  emit "observed/instance/{id}/stopped_at" { value = "clock" }
 }
 
 rule "collect_stopped" {
@@ -28,9 +26,7 @@ rule "collect_stopped" {
     svc     = "observed/instance/{id}/service"
   }
   absent = ["placement/instance/{id}"]
-  optional {
-    failed = "observed/instance/{id}/failed_at"
-  }
+  optional { failed = "observed/instance/{id}/failed_at" }
   # Failed instances of the service noted after this one: a crash loop
   # leaves only the newest few, whatever its pace.
   aggregate "newer_failures" {

@@ -20,18 +20,14 @@ rule "note_unhealthy" {
   absent = ["observed/instance/{id}/unhealthy_since"]
   when   = "state == 'running' && health == 'unhealthy'"
   # now, not observed/clock: a clock tick must not re-evaluate every instance.
-  emit "observed/instance/{id}/unhealthy_since" {
-    value = "now"
-  }
+  emit "observed/instance/{id}/unhealthy_since" { value = "now" }
 }
 
 rule "forget_unhealthy" {
   doc       = "An instance no longer reported running and unhealthy loses observed/instance/{id}/unhealthy_since: its failed checks were not consecutive."
   principal = "failure"
   after     = ["note_unhealthy"]
-  match {
-    since = "observed/instance/{id}/unhealthy_since"
-  }
+  match { since = "observed/instance/{id}/unhealthy_since" }
   optional {
     state  = "observed/instance/{id}/state"
     health = "observed/instance/{id}/health"
@@ -58,26 +54,20 @@ rule "retire_unhealthy" {
     span_ms = "(failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
   }
   when = "(clock - since).getMilliseconds() >= span_ms"
-  emit "observed/instance/{id}/retiring" {
-    value = "'unhealthy'"
-  }
+  emit "observed/instance/{id}/retiring" { value = "'unhealthy'" }
 }
 
 rule "note_failed" {
   doc       = "A failed instance gets observed/instance/{id}/failed_at: when the policy first saw it failed. The firing records the agent's reason and exit status (reports.hcl)."
   principal = "failure"
-  match {
-    state = "observed/instance/{id}/state"
-  }
+  match { state = "observed/instance/{id}/state" }
   optional {
     reason = "observed/instance/{id}/reason"
     exit   = "observed/instance/{id}/exit_status"
   }
   absent = ["observed/instance/{id}/failed_at"]
   when   = "state == 'failed'"
-  emit "observed/instance/{id}/failed_at" {
-    value = "now"
-  }
+  emit "observed/instance/{id}/failed_at" { value = "now" }
 }
 
 aggregate "placed_outdated" {

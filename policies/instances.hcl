@@ -18,28 +18,20 @@ relation "instance" {
 relation "placement" {
   doc  = "An instance with its placement."
   over = "instance"
-  match {
-    node = "placement/instance/{i}"
-  }
+  match { node = "placement/instance/{i}" }
 }
 
 relation "leased" {
   doc  = "A placed instance on a node that has held a lease, with the node its agent reports."
   over = "placement"
-  match {
-    held = "observed/node/{node}/leased"
-  }
-  optional {
-    inode = "observed/instance/{i}/node"
-  }
+  match { held = "observed/node/{node}/leased" }
+  optional { inode = "observed/instance/{i}/node" }
 }
 
 relation "live" {
   doc  = "A placed instance on a node that has held a lease, with the node's state."
   over = "leased"
-  match {
-    nstate = "observed/node/{node}/state"
-  }
+  match { nstate = "observed/node/{node}/state" }
 }
 
 relation "spec" {
@@ -100,35 +92,21 @@ rule "create_instances" {
   principal = "instances"
   # After count_failure: a failure noted in this round holds its replacement.
   after = ["count_failure"]
-  match {
-    want = "effective/service/{svc}/instances"
-  }
+  match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
-  let {
-    missing = "want - waiting - placed"
-  }
+  let { missing = "want - waiting - placed" }
   when = "missing > 0"
-  fresh "id" {
-    count = "missing"
-  }
-  emit "observed/instance/{id}/service" {
-    value = "svc"
-  }
-  emit "observed/instance/{id}/state" {
-    value = "'pending'"
-  }
+  fresh "id" { count = "missing" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
 }
 
 rule "cancel_waiting_extras" {
   doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its newest unplaced pending instance first: it costs nothing to stop."
   principal = "instances"
   after     = ["create_instances"]
-  match {
-    want = "effective/service/{svc}/instances"
-  }
-  optional {
-    extra = "desired/service/{svc}/update/max_extra"
-  }
+  match { want = "effective/service/{svc}/instances" }
+  optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
     match {
@@ -141,20 +119,14 @@ rule "cancel_waiting_extras" {
     }
     score = "0"
   }
-  emit "observed/instance/{v}/state" {
-    value = "'stopped'"
-  }
+  emit "observed/instance/{v}/state" { value = "'stopped'" }
 }
 
 rule "stop_placed_extras" {
   doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement once none is still starting: unhealthy first, then the newest, never the last healthy one."
   principal = "reconcile"
-  match {
-    want = "effective/service/{svc}/instances"
-  }
-  optional {
-    extra = "desired/service/{svc}/update/max_extra"
-  }
+  match { want = "effective/service/{svc}/instances" }
+  optional { extra = "desired/service/{svc}/update/max_extra" }
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it
   # runs it is the newest, so it goes first.

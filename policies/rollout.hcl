@@ -53,9 +53,7 @@ rule "rollout_status" {
     reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''"
   }
   when = "outdated > 0"
-  derive "observed/service/{svc}/rollout" {
-    value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}"
-  }
+  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}" }
 }
 
 rule "replace_first" {
@@ -66,9 +64,7 @@ rule "replace_first" {
     want  = "effective/service/{svc}/instances"
     image = "desired/service/{svc}/image"
   }
-  optional {
-    max_extra = "desired/service/{svc}/update/max_extra"
-  }
+  optional { max_extra = "desired/service/{svc}/update/max_extra" }
   let {
     extra   = "max_extra.orValue(1)"
     # An instance whose placement is gone runs until its agent stops it:
@@ -77,15 +73,9 @@ rule "replace_first" {
     renewed = "waiting + placed - old"
   }
   when = "old > 0 && !halted && live < want + extra && renewed < want"
-  fresh "id" {
-    count = "math.least(want + extra - live, want - renewed)"
-  }
-  emit "observed/instance/{id}/service" {
-    value = "svc"
-  }
-  emit "observed/instance/{id}/state" {
-    value = "'pending'"
-  }
+  fresh "id" { count = "math.least(want + extra - live, want - renewed)" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
 }
 
 rule "stop_replaced" {
