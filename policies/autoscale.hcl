@@ -22,6 +22,11 @@
 # facts: metrics are keyed by service for that reason. Were it to read the
 # instances the other rules create, instances would depend on the intent
 # resolver's view through a negation (a rule set the loader rejects).
+let {
+  # The stabilization window, 300 s unless the service says.
+  stabilization = "window.orValue(duration('300s'))"
+}
+
 rule "autoscale_recommend" {
   doc       = "observed/service/{svc}/autoscale/recommendation: ceil(current × average / threshold) over the instances reporting the service's autoscale/metric, the current count within 10 % of the threshold, clamped to autoscale/min..max."
   principal = "autoscaler"
@@ -67,7 +72,7 @@ rule "autoscale_remember" {
     max   = "int(at)"
   }
   let {
-    refresh = "math.least(10000, window.orValue(duration('300s')).getMilliseconds() / 2)"
+    refresh = "math.least(10000, stabilization.getMilliseconds() / 2)"
     count   = "string(rec)"
   }
   when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= refresh"
@@ -87,7 +92,7 @@ rule "autoscale_intent" {
   }
   aggregate "peak" {
     match { at = "observed/service/{svc}/autoscale/seen/{n}" }
-    where = "clock - at <= window.orValue(duration('300s'))"
+    where = "clock - at <= stabilization"
     max   = "int(n)"
   }
   when = "peak.hasValue() && cur.orValue(-1) != peak.value()"
@@ -103,6 +108,6 @@ rule "autoscale_forget" {
     clock = "observed/clock"
   }
   optional { window = "desired/service/{svc}/autoscale/stabilization" }
-  when = "clock - at > window.orValue(duration('300s'))"
+  when = "clock - at > stabilization"
   delete "observed/service/{svc}/autoscale/seen/{n}" {}
 }

@@ -146,24 +146,11 @@ rule "detect_disruption" {
 }
 
 rule "detect_zone_disruption" {
-  doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{zone} counts them: no node of the zone is marked unreachable."
+  doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{z} counts them: no node of the zone is marked unreachable."
   principal = "failure"
-  match { zone = "observed/node/{node}/zone" }
-  aggregate "nodes" {
-    match {
-      zone = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      zone = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  when = "double(leaseless) > max_leaseless_share * double(nodes)"
-  derive "observed/disruption/zone/{zone}" { value = "{'leaseless': leaseless, 'nodes': nodes}" }
+  match { z = "observed/node/{node}/zone" }
+  # The same fact as an optional: what the zone counts are grouped by.
+  optional { zone = "observed/node/{node}/zone" }
+  when = "!zone_ok"
+  derive "observed/disruption/zone/{z}" { value = "{'leaseless': zone_leaseless, 'nodes': zone_nodes}" }
 }
