@@ -319,6 +319,7 @@ type inline struct {
 	inner     []inline // the lets it reads itself, inlined into ast already
 	ast       *cel.Ast
 	out       *cel.Type
+	size      int // bytes of CEL with its lets inlined
 }
 
 // key renders what the inlined lets are, for the cache key.

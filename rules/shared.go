@@ -53,10 +53,12 @@ type defs struct {
 	rels map[string]*relDef
 	lets map[string]*letDef
 	srcs map[string][]byte // every file's source, for positions in a definition
+
+	inlined map[string]inlined // lets compiled, by name and environment
 }
 
 func newDefs() *defs {
-	return &defs{aggs: map[string]*aggDef{}, rels: map[string]*relDef{}, lets: map[string]*letDef{}, srcs: map[string][]byte{}}
+	return &defs{aggs: map[string]*aggDef{}, rels: map[string]*relDef{}, lets: map[string]*letDef{}, srcs: map[string][]byte{}, inlined: map[string]inlined{}}
 }
 
 // def is what every kind of definition has.
@@ -595,16 +597,32 @@ func (c *compiler) inlines(s strLit, vs *vars, stack []string) (out []inline, ba
 			fail("Let cycle", "Shared let %s reads itself through %s.", n, strings.Join(append(stack, n), " -> "))
 			continue
 		}
-		inner, innerBad, _ := c.inlines(l.expr, vs, append(stack, n))
-		if len(innerBad) > 0 {
-			// Reported here, once, as the use of n: its own lets fail inside it.
-			_, _, d := c.inlines(l.expr, vs, append(stack, n))
-			detail := d[0].Detail
-			fail(d[0].Summary, "In shared let %s (%s): %s", n, l.rng, detail)
+		key := n + "\x00" + vs.signature()
+		if done, ok := c.defs.inlined[key]; ok {
+			// Compiled for this environment already: lets reading each
+			// other twice over must not cost twice per level.
+			if done.bad != "" {
+				fail(done.summary, "%s", done.bad)
+			} else {
+				out = append(out, done.inline)
+			}
 			continue
 		}
-		comp, err := c.cache.compileInlined(c.envs, vs, l.expr.val, c.costLimit, inner)
+		inner, _, innerDiags := c.inlines(l.expr, vs, append(stack, n))
+		var comp *compiled
+		var err error
+		if len(innerDiags) == 0 {
+			comp, err = c.cache.compileInlined(c.envs, vs, l.expr.val, c.costLimit, inner)
+		}
 		switch {
+		case len(innerDiags) > 0:
+			// Reported here, as the use of n: a let it reads fails inside it.
+			d := innerDiags[0]
+			if strings.HasPrefix(d.Detail, "In shared let ") {
+				fail(d.Summary, "%s", d.Detail) // the innermost let is named already
+			} else {
+				fail(d.Summary, "In shared let %s (%s): %s", n, l.rng, d.Detail)
+			}
 		case err != nil:
 			fail("CEL environment", "%v", err)
 		case comp.issues != nil:
@@ -615,10 +633,35 @@ func (c *compiler) inlines(s strLit, vs *vars, stack []string) (out []inline, ba
 			}
 			fail("Shared "+l.kind+" does not fit here", "%s", detail)
 		default:
-			out = append(out, inline{name: n, src: l.expr.val, inner: inner, ast: comp.ast, out: comp.out})
+			in := inline{name: n, src: l.expr.val, inner: inner, ast: comp.ast, out: comp.out, size: len(l.expr.val)}
+			for _, x := range inner {
+				in.size += x.size
+			}
+			if in.size > maxInlined {
+				fail("Shared let too large", "Shared let %s (%s) grows to %d bytes of CEL with the lets it reads inlined, more than %d: name fewer levels of lets that each read the next ones.", n, l.rng, in.size, maxInlined)
+				break
+			}
+			out = append(out, in)
+		}
+		if len(bad) > 0 && bad[len(bad)-1] == n {
+			d := diags[len(diags)-1]
+			c.defs.inlined[key] = inlined{summary: d.Summary, bad: d.Detail}
+		} else {
+			c.defs.inlined[key] = inlined{inline: out[len(out)-1]}
 		}
 	}
 	return out, bad, diags
+}
+
+// maxInlined bounds the CEL a let grows to with the lets it reads inlined,
+// as cel-go bounds an expression's source: lets that each read the next two
+// would double at every level.
+const maxInlined = 1 << 14
+
+// inlined is a let compiled for one environment, or why it did not compile.
+type inlined struct {
+	inline
+	summary, bad string
 }
 
 var undeclaredRE = regexp.MustCompile(`undeclared reference to '([^']+)'`)

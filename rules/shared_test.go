@@ -227,3 +227,26 @@ func TestSharedUnusedWarns(t *testing.T) {
 		t.Errorf("unused warnings at %v, want %v", unused, want)
 	}
 }
+
+// TestSharedLetGrowthBounded checks lets that each read the next two, 40
+// levels deep, are refused at their use instead of inlined: each level
+// would double the expression (2^40 copies of the last one). Every let is
+// compiled once; without that the load would not end.
+func TestSharedLetGrowthBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("let {\n")
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, "  l%d = \"l%d + m%d\"\n  m%d = \"l%d - m%d\"\n", i, i+1, i+1, i, i+1, i+1)
+	}
+	b.WriteString("  l40 = \"1\"\n  m40 = \"2\"\n}\n")
+	rs, diags := load(t, map[string]string{"defs.hcl": b.String(), "r.hcl": intHead(sharedRule("x", "l0 > 0"))})
+	if rs != nil {
+		t.Fatal("loaded")
+	}
+	for _, d := range diags {
+		if d.Summary == "Shared let too large" && d.Subject.Filename == "r.hcl" && strings.Contains(d.Detail, "In shared let") {
+			return
+		}
+	}
+	t.Fatalf("no \"Shared let too large\" at the use in:\n%s", diags.Error())
+}
