@@ -251,25 +251,7 @@ type envCache map[string]*cel.Env
 
 // compile type-checks src in the environment of vs, through the cache.
 func (pc *ProgramCache) compile(ec envCache, vs *vars, src string, costLimit uint64) (*compiled, error) {
-	sig := vs.signature()
-	key := fmt.Sprintf("%d\x00%s\x00%s", costLimit, sig, src)
-	if c, ok := pc.c.Get(key); ok {
-		pc.hits.Add(1)
-		return c, nil
-	}
-	env, err := ec.env(vs, sig)
-	if err != nil {
-		return nil, err
-	}
-	pc.compiles.Add(1)
-	a, iss := env.Compile(src)
-	c, err := program(env, vs, a, iss, costLimit)
-	if err != nil {
-		return nil, err
-	}
-	pc.c.Set(key, c, 1)
-	pc.c.Wait()
-	return c, nil
+	return pc.compileInlined(ec, vs, src, costLimit, nil)
 }
 
 // env returns the environment declaring vs (its signature sig).
@@ -339,19 +321,22 @@ func inlineKey(b *strings.Builder, inl []inline) {
 // replaced by the let's own checked expression (cel-go's inlining
 // optimizer), so the program evaluates the let where it is read.
 func (pc *ProgramCache) compileInlined(ec envCache, vs *vars, src string, costLimit uint64, inl []inline) (*compiled, error) {
-	if len(inl) == 0 {
-		return pc.compile(ec, vs, src, costLimit)
-	}
-	with := vs.clone()
+	with := vs
 	vars := make([]*cel.InlineVariable, 0, len(inl))
-	for _, l := range inl {
-		with.add(l.name, l.out)
-		vars = append(vars, cel.NewInlineVariable(l.name, l.ast))
+	if len(inl) > 0 {
+		with = vs.clone()
+		for _, l := range inl {
+			with.add(l.name, l.out)
+			vars = append(vars, cel.NewInlineVariable(l.name, l.ast))
+		}
 	}
 	sig := with.signature()
 	var kb strings.Builder
-	fmt.Fprintf(&kb, "%d\x00%s\x00%s\x00", costLimit, sig, src)
-	inlineKey(&kb, inl)
+	fmt.Fprintf(&kb, "%d\x00%s\x00%s", costLimit, sig, src)
+	if len(inl) > 0 {
+		kb.WriteByte(0)
+		inlineKey(&kb, inl)
+	}
 	key := kb.String()
 	if c, ok := pc.c.Get(key); ok {
 		pc.hits.Add(1)
@@ -363,7 +348,7 @@ func (pc *ProgramCache) compileInlined(ec envCache, vs *vars, src string, costLi
 	}
 	pc.compiles.Add(1)
 	a, iss := env.Compile(src)
-	if iss == nil || iss.Err() == nil {
+	if len(inl) > 0 && (iss == nil || iss.Err() == nil) {
 		opt, err := cel.NewStaticOptimizer(cel.NewInliningOptimizer(vars...))
 		if err != nil {
 			return nil, err

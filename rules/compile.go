@@ -200,23 +200,7 @@ func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyCo
 }
 
 func (c *compiler) nameList(a *hcl.Attribute) ([]string, []hcl.Range) {
-	exprs, diags := hcl.ExprList(a.Expr)
-	if diags.HasErrors() {
-		c.errorf(a.Expr.Range(), "Expected a list", "Expected a list of rule names such as [\"resolve_intent\"].")
-		return nil, nil
-	}
-	var out []string
-	var rngs []hcl.Range
-	for _, e := range exprs {
-		s, d := stringOf(e, c.src, "a rule name")
-		if d != nil {
-			c.diags = append(c.diags, d...)
-			continue
-		}
-		out = append(out, s.val)
-		rngs = append(rngs, e.Range())
-	}
-	return out, rngs
+	return c.stringList(a, "rule names such as [\"resolve_intent\"]")
 }
 
 // scope compiles match, optional, absent, aggregates and lets of a body,

@@ -142,8 +142,7 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			if !declare(name, "aggregate", rng) {
 				continue
 			}
-			d.aggs[name] = &aggDef{def: def{name: name, kind: "aggregate", rng: rng}, block: b, content: content,
-				params: c.params(content), file: c.file, memo: map[string]*Aggregate{}}
+			d.aggs[name] = c.aggDef(b, content, c.params(content))
 		case "counts":
 			// Several counts over the same patterns, one where each: each is
 			// a shared aggregate of its own.
@@ -165,9 +164,8 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 				}
 				one.Attributes["where"] = a
 				one.Attributes["count"] = &hcl.Attribute{Name: "count", Expr: &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: a.NameRange}, Range: a.Range, NameRange: a.NameRange}
-				d.aggs[a.Name] = &aggDef{def: def{name: a.Name, kind: "aggregate", rng: a.NameRange},
-					block:   &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}},
-					content: one, params: params, file: c.file, memo: map[string]*Aggregate{}}
+				blk := &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}}
+				d.aggs[a.Name] = c.aggDef(blk, one, params)
 			}
 		case "relation":
 			name, rng := b.Labels[0], b.LabelRanges[0]
@@ -201,6 +199,12 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			}
 		}
 	}
+}
+
+// aggDef records a shared aggregate of this file.
+func (c *compiler) aggDef(b *hcl.Block, content *hcl.BodyContent, params []string) *aggDef {
+	return &aggDef{def: def{name: b.Labels[0], kind: "aggregate", rng: b.LabelRanges[0]}, block: b, content: content,
+		params: params, file: c.file, memo: map[string]*Aggregate{}}
 }
 
 // params reads a shared aggregate's params: the names it is grouped by.
@@ -266,7 +270,7 @@ func (c *compiler) stringList(a *hcl.Attribute, what string) ([]string, []hcl.Ra
 	var out []string
 	var rngs []hcl.Range
 	for _, e := range exprs {
-		s, d := stringOf(e, c.src, what)
+		s, d := stringOf(e, c.src, "one of "+what)
 		if d != nil {
 			c.diags = append(c.diags, d...)
 			continue
