@@ -250,3 +250,33 @@ func TestSharedLetGrowthBounded(t *testing.T) {
 	}
 	t.Fatalf("no \"Shared let too large\" at the use in:\n%s", diags.Error())
 }
+
+// TestSharedAggregateInChoice checks a shared aggregate grouped by a name
+// only the choice binds is computed per candidate, in the choice's scope.
+func TestSharedAggregateInChoice(t *testing.T) {
+	rs, diags := load(t, map[string]string{"r.hcl": `aggregate "on_node" {
+  params = ["node"]
+  match { node = "placement/instance/{j}" }
+  count  = true
+}
+
+rule "place" {
+  doc       = "d"
+  principal = "scheduler"
+  match { state = "observed/instance/{id}/state" }
+  absent = ["placement/instance/{id}"]
+  choose "node" {
+    match { nstate = "observed/node/{node}/state" }
+    filters { room = "on_node < 3" }
+  }
+  emit "placement/instance/{id}" { value = "node" }
+}
+`})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	r, _ := rs.Rule("place")
+	if len(r.Body.Aggregates) != 0 || len(r.Choose.Body.Aggregates) != 1 || r.Choose.Body.Aggregates[0].Name != "on_node" {
+		t.Fatalf("on_node in the body %v and the choice %v; want it in the choice alone", r.Body.Aggregates, r.Choose.Body.Aggregates)
+	}
+}

@@ -196,3 +196,43 @@ func sharedIncremental(t *testing.T, keep bool) {
 		}
 	}
 }
+
+// TestSharedAggregateInChoice places instances with a shared count grouped
+// by the candidate node: read-your-writes keeps it right inside the round,
+// so no node takes more than two.
+func TestSharedAggregateInChoice(t *testing.T) {
+	rs := loadSrc(t, `aggregate "on_node" {
+  params = ["node"]
+  match { node = "placement/instance/{j}" }
+  count  = true
+}
+
+rule "place" {
+  doc       = "d"
+  principal = "scheduler"
+  match { state = "observed/instance/{id}/state" }
+  absent = ["placement/instance/{id}"]
+  choose "node" {
+    match { nstate = "observed/node/{node}/state" }
+    filters { room = "on_node < 2" }
+  }
+  emit "placement/instance/{id}" { value = "node" }
+}
+`)
+	tb := newTable()
+	tb.put(facts.NodeState("n1"), `"alive"`)
+	tb.put(facts.NodeState("n2"), `"alive"`)
+	for i := 0; i < 5; i++ {
+		tb.put(facts.InstanceState(fmt.Sprintf("a000%d", i)), `"pending"`)
+	}
+	tb.apply(eval.New(rs).Full(tb))
+	per := map[string]int{}
+	for i := 0; i < 5; i++ {
+		if f, ok := tb.Get(facts.Placement(fmt.Sprintf("a000%d", i))); ok {
+			per[string(f.Value)]++
+		}
+	}
+	if per[`"n1"`] != 2 || per[`"n2"`] != 2 || len(per) != 2 {
+		t.Errorf("placements per node %v, want two on each and one left pending", per)
+	}
+}
