@@ -22,6 +22,11 @@
 # facts: metrics are keyed by service for that reason. Were it to read the
 # instances the other rules create, instances would depend on the intent
 # resolver's view through a negation (a rule set the loader rejects).
+let {
+  # The stabilization window, 300 s unless the service says.
+  stabilization = "window.orValue(duration('300s'))"
+}
+
 rule "autoscale_recommend" {
   doc       = "observed/service/{svc}/autoscale/recommendation: ceil(current × average / threshold) over the instances reporting the service's autoscale/metric, the current count within 10 % of the threshold, clamped to autoscale/min..max."
   principal = "autoscaler"
@@ -34,15 +39,11 @@ rule "autoscale_recommend" {
     hi = "desired/service/{svc}/autoscale/max"
   }
   aggregate "total" {
-    match {
-      value = "observed/service/{svc}/metrics/{metric}/{i}"
-    }
+    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
     sum = "value"
   }
   aggregate "current" {
-    match {
-      value = "observed/service/{svc}/metrics/{metric}/{i}"
-    }
+    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
     count = true
   }
   let {
@@ -54,9 +55,7 @@ rule "autoscale_recommend" {
     floor     = "lo.orValue(1)"
   }
   when = "current > 0 && threshold > 0.0"
-  derive "observed/service/{svc}/autoscale/recommendation" {
-    value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))"
-  }
+  derive "observed/service/{svc}/autoscale/recommendation" { value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))" }
 }
 
 rule "autoscale_remember" {
@@ -66,24 +65,18 @@ rule "autoscale_remember" {
     rec   = "observed/service/{svc}/autoscale/recommendation"
     clock = "observed/clock"
   }
-  optional {
-    window = "desired/service/{svc}/autoscale/stabilization"
-  }
+  optional { window = "desired/service/{svc}/autoscale/stabilization" }
   aggregate "last" {
-    match {
-      at = "observed/service/{svc}/autoscale/seen/{n}"
-    }
+    match { at = "observed/service/{svc}/autoscale/seen/{n}" }
     where = "int(n) == rec"
     max   = "int(at)"
   }
   let {
-    refresh = "math.least(10000, window.orValue(duration('300s')).getMilliseconds() / 2)"
+    refresh = "math.least(10000, stabilization.getMilliseconds() / 2)"
     count   = "string(rec)"
   }
   when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= refresh"
-  emit "observed/service/{svc}/autoscale/seen/{count}" {
-    value = "clock"
-  }
+  emit "observed/service/{svc}/autoscale/seen/{count}" { value = "clock" }
 }
 
 rule "autoscale_intent" {
@@ -98,16 +91,12 @@ rule "autoscale_intent" {
     cur    = "intent/autoscaler/service/{svc}/instances"
   }
   aggregate "peak" {
-    match {
-      at = "observed/service/{svc}/autoscale/seen/{n}"
-    }
-    where = "clock - at <= window.orValue(duration('300s'))"
+    match { at = "observed/service/{svc}/autoscale/seen/{n}" }
+    where = "clock - at <= stabilization"
     max   = "int(n)"
   }
   when = "peak.hasValue() && cur.orValue(-1) != peak.value()"
-  emit "intent/autoscaler/service/{svc}/instances" {
-    value = "peak.value()"
-  }
+  emit "intent/autoscaler/service/{svc}/instances" { value = "peak.value()" }
 }
 
 rule "autoscale_forget" {
@@ -118,9 +107,7 @@ rule "autoscale_forget" {
     at    = "observed/service/{svc}/autoscale/seen/{n}"
     clock = "observed/clock"
   }
-  optional {
-    window = "desired/service/{svc}/autoscale/stabilization"
-  }
-  when = "clock - at > window.orValue(duration('300s'))"
+  optional { window = "desired/service/{svc}/autoscale/stabilization" }
+  when = "clock - at > stabilization"
   delete "observed/service/{svc}/autoscale/seen/{n}" {}
 }

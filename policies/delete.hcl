@@ -26,22 +26,14 @@ rule "cancel_deleted" {
   }
   absent = ["desired/service/{svc}", "placement/instance/{id}"]
   when   = "state == 'pending'"
-  emit "observed/instance/{id}/state" {
-    value = "'stopped'"
-  }
+  emit "observed/instance/{id}/state" { value = "'stopped'" }
 }
 
 rule "forget_deleted_restarts" {
   doc       = "The restart state of a service that no longer exists is deleted: a service applied again under its name starts afresh."
   principal = "instances"
   after     = ["count_failure", "end_hold", "forget_failures", "restart_on_change"]
-  match {
-    last = "observed/service/{svc}/restart/last_failure"
-  }
+  match { last = "observed/service/{svc}/restart/last_failure" }
   absent = ["desired/service/{svc}"]
-  delete "observed/service/{svc}/restart/last_failure" {}
-  delete "observed/service/{svc}/restart/failures" {}
-  delete "observed/service/{svc}/restart/reason" {}
-  delete "observed/service/{svc}/restart/hold" {}
-  delete "observed/service/{svc}/restart/image" {}
+  delete "observed/service/{svc}/restart/" {}
 }

@@ -17,18 +17,14 @@ rule "publish_endpoint" {
     addr   = "observed/node/{node}/address"
   }
   aggregate "port" {
-    match {
-      exposed = "desired/service/{svc}/expose/{p}"
-    }
+    match { exposed = "desired/service/{svc}/expose/{p}" }
     min = "int(p)"
   }
   # A report is believed only from the node of the placement (disown_report
   # records the others), and the address is that node's own: no report can
   # redirect a service's traffic.
   when = "state == 'running' && health == 'healthy' && inode == node && nstate != 'unreachable' && port.hasValue()"
-  derive "endpoint/service/{svc}/{id}" {
-    value = "{'ip': addr, 'port': port.value()}"
-  }
+  derive "endpoint/service/{svc}/{id}" { value = "{'ip': addr, 'port': port.value()}" }
 }
 
 rule "disown_report" {
@@ -39,7 +35,5 @@ rule "disown_report" {
     node  = "placement/instance/{id}"
   }
   when = "inode != node"
-  derive "observed/instance/{id}/disowned" {
-    value = "inode"
-  }
+  derive "observed/instance/{id}/disowned" { value = "inode" }
 }

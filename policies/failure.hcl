@@ -19,6 +19,46 @@
 # count: in the shares of a mass loss here, for live instances and extras
 # (instances.hcl). A node that never held a lease, e.g. a dozen
 # observed/node/fake-NN/state keys, counts for nothing.
+const {
+  # Compare Kubernetes' unhealthy-zone threshold.
+  max_leaseless_share = 0.55
+}
+
+relation "leased_node" {
+  doc = "A node that has held a lease, and the lease it holds now."
+  match {
+    s    = "observed/node/{n}/state"
+    held = "observed/node/{n}/leased"
+  }
+  optional { lease = "lease/node/{n}" }
+}
+
+counts {
+  doc       = "Nodes that have held a lease; those that hold none now."
+  params    = []
+  over      = "leased_node"
+  nodes     = "true"
+  leaseless = "!lease.hasValue()"
+}
+
+relation "zone_node" {
+  over = "leased_node"
+  match { nz = "observed/node/{n}/zone" }
+}
+
+counts {
+  doc    = "The same of the nodes of zone (an optional)."
+  params = ["zone"]
+  over   = "zone_node"
+  zone_nodes     = "zone.hasValue() && nz == zone.value()"
+  zone_leaseless = "zone.hasValue() && nz == zone.value() && !lease.hasValue()"
+}
+
+let {
+  cluster_ok = "double(leaseless) <= max_leaseless_share * double(nodes)"
+  zone_ok    = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
+}
+
 rule "note_leased" {
   doc       = "A node that holds lease/node/{node} on a live etcd lease gets observed/node/{node}/leased: from then on it counts in the failure policy's shares and its instances count as live; a node that never held a lease counts for nothing."
   principal = "failure"
@@ -27,9 +67,7 @@ rule "note_leased" {
     lease = "lease/node/{node}"
   }
   absent = ["observed/node/{node}/leased"]
-  emit "observed/node/{node}/leased" {
-    value = "true"
-  }
+  emit "observed/node/{node}/leased" { value = "true" }
 }
 
 rule "note_lost_lease" {
@@ -41,104 +79,18 @@ rule "note_lost_lease" {
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
-  optional {
-    zone = "observed/node/{node}/zone"
-  }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  aggregate "zone_nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    where = "zone.hasValue() && nz == zone.value()"
-    count = true
-  }
-  aggregate "zone_leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    where  = "zone.hasValue() && nz == zone.value()"
-    count  = true
-  }
-  let {
-    max_leaseless_share = "0.55"
-    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
-    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
-  }
+  optional { zone = "observed/node/{node}/zone" }
   when = "state == 'alive' && cluster_ok && zone_ok"
-  emit "observed/node/{node}/lost_at" {
-    value = "clock"
-  }
+  emit "observed/node/{node}/lost_at" { value = "clock" }
 }
 
 rule "restart_grace_in_disruption" {
   doc       = "During a mass loss (more than 55% of all nodes or of the node's zone without a lease) a leaseless node's lost_at is dropped, so its grace starts again when the disruption ends: the leases that return last are not marked the moment the others are back."
   principal = "failure"
   after     = ["note_lost_lease"]
-  match {
-    lost = "observed/node/{node}/lost_at"
-  }
+  match { lost = "observed/node/{node}/lost_at" }
   absent = ["lease/node/{node}"]
-  optional {
-    zone = "observed/node/{node}/zone"
-  }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  aggregate "zone_nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    where = "zone.hasValue() && nz == zone.value()"
-    count = true
-  }
-  aggregate "zone_leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      nz   = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    where  = "zone.hasValue() && nz == zone.value()"
-    count  = true
-  }
-  let {
-    max_leaseless_share = "0.55"
-    cluster_ok          = "double(leaseless) <= max_leaseless_share * double(nodes)"
-    zone_ok             = "zone_nodes == 0 || double(zone_leaseless) <= max_leaseless_share * double(zone_nodes)"
-  }
+  optional { zone = "observed/node/{node}/zone" }
   when = "!(cluster_ok && zone_ok)"
   delete "observed/node/{node}/lost_at" {}
 }
@@ -170,9 +122,7 @@ rule "node_unreachable" {
     grace = "duration('12s')"
   }
   when = "state == 'alive' && clock - lost >= grace"
-  emit "observed/node/{node}/state" {
-    value = "'unreachable'"
-  }
+  emit "observed/node/{node}/state" { value = "'unreachable'" }
 }
 
 rule "node_returns" {
@@ -184,61 +134,23 @@ rule "node_returns" {
     lease = "lease/node/{node}"
   }
   when = "state == 'unreachable'"
-  emit "observed/node/{node}/state" {
-    value = "'alive'"
-  }
+  emit "observed/node/{node}/state" { value = "'alive'" }
 }
 
 rule "detect_disruption" {
   doc       = "While more than 55% of all nodes are without a lease, observed/disruption/cluster counts them: the control plane assumes it is cut off itself, and this is why no node is marked unreachable."
   principal = "failure"
-  match {
-    state = "observed/node/{node}/state"
-  }
-  aggregate "nodes" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      s    = "observed/node/{n}/state"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  when = "double(leaseless) > 0.55 * double(nodes)"
-  derive "observed/disruption/cluster" {
-    value = "{'leaseless': leaseless, 'nodes': nodes}"
-  }
+  match { state = "observed/node/{node}/state" }
+  when = "!cluster_ok"
+  derive "observed/disruption/cluster" { value = "{'leaseless': leaseless, 'nodes': nodes}" }
 }
 
 rule "detect_zone_disruption" {
-  doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{zone} counts them: no node of the zone is marked unreachable."
+  doc       = "While more than 55% of a zone's nodes are without a lease, observed/disruption/zone/{z} counts them: no node of the zone is marked unreachable."
   principal = "failure"
-  match {
-    zone = "observed/node/{node}/zone"
-  }
-  aggregate "nodes" {
-    match {
-      zone = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    count = true
-  }
-  aggregate "leaseless" {
-    match {
-      zone = "observed/node/{n}/zone"
-      held = "observed/node/{n}/leased"
-    }
-    absent = ["lease/node/{n}"]
-    count  = true
-  }
-  when = "double(leaseless) > 0.55 * double(nodes)"
-  derive "observed/disruption/zone/{zone}" {
-    value = "{'leaseless': leaseless, 'nodes': nodes}"
-  }
+  match { z = "observed/node/{node}/zone" }
+  # The same fact as an optional: what the zone counts are grouped by.
+  optional { zone = "observed/node/{node}/zone" }
+  when = "!zone_ok"
+  derive "observed/disruption/zone/{z}" { value = "{'leaseless': zone_leaseless, 'nodes': zone_nodes}" }
 }

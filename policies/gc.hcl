@@ -12,9 +12,7 @@ rule "note_stopped" {
   }
   absent = ["placement/instance/{id}", "observed/instance/{id}/stopped_at"]
   when   = "state == 'stopped' || state == 'failed'"
-  emit "observed/instance/{id}/stopped_at" {
-    value = "clock"
-  }
+  emit "observed/instance/{id}/stopped_at" { value = "clock" }
 }
 
 rule "collect_stopped" {
@@ -28,9 +26,7 @@ rule "collect_stopped" {
     svc     = "observed/instance/{id}/service"
   }
   absent = ["placement/instance/{id}"]
-  optional {
-    failed = "observed/instance/{id}/failed_at"
-  }
+  optional { failed = "observed/instance/{id}/failed_at" }
   # Failed instances of the service noted after this one: a crash loop
   # leaves only the newest few, whatever its pace.
   aggregate "newer_failures" {
@@ -47,17 +43,5 @@ rule "collect_stopped" {
   }
   when = "(state == 'stopped' || state == 'failed') && (clock - stopped > retention || (state == 'failed' && newer_failures >= keep))"
   delete "observed/instance/{id}" {}
-  delete "observed/instance/{id}/service" {}
-  delete "observed/instance/{id}/state" {}
-  delete "observed/instance/{id}/node" {}
-  delete "observed/instance/{id}/image" {}
-  delete "observed/instance/{id}/ip" {}
-  delete "observed/instance/{id}/health" {}
-  delete "observed/instance/{id}/started_at" {}
-  delete "observed/instance/{id}/stopped_at" {}
-  delete "observed/instance/{id}/failed_at" {}
-  delete "observed/instance/{id}/unhealthy_since" {}
-  delete "observed/instance/{id}/retiring" {}
-  delete "observed/instance/{id}/reason" {}
-  delete "observed/instance/{id}/exit_status" {}
+  delete "observed/instance/{id}/" {}
 }

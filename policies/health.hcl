@@ -20,18 +20,14 @@ rule "note_unhealthy" {
   absent = ["observed/instance/{id}/unhealthy_since"]
   when   = "state == 'running' && health == 'unhealthy'"
   # now, not observed/clock: a clock tick must not re-evaluate every instance.
-  emit "observed/instance/{id}/unhealthy_since" {
-    value = "now"
-  }
+  emit "observed/instance/{id}/unhealthy_since" { value = "now" }
 }
 
 rule "forget_unhealthy" {
   doc       = "An instance no longer reported running and unhealthy loses observed/instance/{id}/unhealthy_since: its failed checks were not consecutive."
   principal = "failure"
   after     = ["note_unhealthy"]
-  match {
-    since = "observed/instance/{id}/unhealthy_since"
-  }
+  match { since = "observed/instance/{id}/unhealthy_since" }
   optional {
     state  = "observed/instance/{id}/state"
     health = "observed/instance/{id}/health"
@@ -58,26 +54,28 @@ rule "retire_unhealthy" {
     span_ms = "(failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
   }
   when = "(clock - since).getMilliseconds() >= span_ms"
-  emit "observed/instance/{id}/retiring" {
-    value = "'unhealthy'"
-  }
+  emit "observed/instance/{id}/retiring" { value = "'unhealthy'" }
 }
 
 rule "note_failed" {
   doc       = "A failed instance gets observed/instance/{id}/failed_at: when the policy first saw it failed. The firing records the agent's reason and exit status (reports.hcl)."
   principal = "failure"
-  match {
-    state = "observed/instance/{id}/state"
-  }
+  match { state = "observed/instance/{id}/state" }
   optional {
     reason = "observed/instance/{id}/reason"
     exit   = "observed/instance/{id}/exit_status"
   }
   absent = ["observed/instance/{id}/failed_at"]
   when   = "state == 'failed'"
-  emit "observed/instance/{id}/failed_at" {
-    value = "now"
-  }
+  emit "observed/instance/{id}/failed_at" { value = "now" }
+}
+
+aggregate "placed_outdated" {
+  doc    = "Placed instances of svc pending or running an older image or spec, wherever placed."
+  params = ["svc"]
+  over   = ["placement", "spec"]
+  where  = "runs_older"
+  count  = true
 }
 
 rule "release_failed" {
@@ -92,26 +90,6 @@ rule "release_failed" {
     failed = "observed/instance/{id}/failed_at"
     clock  = "observed/clock"
   }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      istate = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      inode  = "placement/instance/{i}"
-    }
-    optional {
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(istate == 'pending' || istate == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  when = "state == 'failed' && (outdated == 0 || clock - failed >= duration('60s'))"
+  when = "state == 'failed' && (placed_outdated == 0 || clock - failed >= duration('60s'))"
   delete "placement/instance/{id}" {}
 }

@@ -5,114 +5,108 @@
 # choices rest on what the engine writes (placement/, a node marked leased
 # by failure.hcl) and on reports from the placed node only: an instance on a
 # node that never held a lease, or whose report names another node than its
-# placement, is not counted and never chosen.
+# placement, is not counted and never chosen. The definitions below are
+# shared by every rule of the set (rollout.hcl and health.hcl use them too).
+relation "instance" {
+  doc = "An instance of service svc, with its state."
+  match {
+    svc   = "observed/instance/{i}/service"
+    state = "observed/instance/{i}/state"
+  }
+}
+
+relation "placement" {
+  doc  = "An instance with its placement."
+  over = "instance"
+  match { node = "placement/instance/{i}" }
+}
+
+relation "leased" {
+  doc  = "A placed instance on a node that has held a lease, with the node its agent reports."
+  over = "placement"
+  match { held = "observed/node/{node}/leased" }
+  optional { inode = "observed/instance/{i}/node" }
+}
+
+relation "live" {
+  doc  = "A placed instance on a node that has held a lease, with the node's state."
+  over = "leased"
+  match { nstate = "observed/node/{node}/state" }
+}
+
+relation "spec" {
+  doc = "What the agent reports of an instance's health and spec, and its service's current spec."
+  optional {
+    health   = "observed/instance/{i}/health"
+    iimage   = "observed/instance/{i}/image"
+    retiring = "observed/instance/{i}/retiring"
+    icpu     = "observed/instance/{i}/resources/cpu"
+    imem     = "observed/instance/{i}/resources/memory"
+    ispec    = "observed/instance/{i}/spec_digest"
+    dimage   = "desired/service/{svc}/image"
+    dcpu     = "desired/service/{svc}/resources/cpu"
+    dmem     = "desired/service/{svc}/resources/memory"
+    dspec    = "desired/service/{svc}/spec_digest"
+  }
+}
+
+let {
+  # A report is believed only from the node of the placement.
+  believed = "inode.orValue(node) == node"
+  active   = "state == 'pending' || state == 'running'"
+  counted  = "active && nstate != 'unreachable' && believed"
+  serving  = "state == 'running' && health.orValue('unknown') == 'healthy'"
+  up       = "serving && nstate != 'unreachable' && believed"
+  # The instance reports an image other than its service's.
+  other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
+  # The instance reports resources or a spec digest other than its service's.
+  drifted  = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
+  replaced = "retiring.hasValue() || other_image || drifted"
+  # While instances are being replaced (rollout.hcl), update/max_extra more may live.
+  allowed  = "want + (old > 0 ? extra.orValue(1) : 0)"
+}
+
+counts {
+  doc     = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
+  params  = ["svc"]
+  over    = "instance"
+  absent  = ["placement/instance/{i}"]
+  waiting  = "state == 'pending'"
+  stopping = "state == 'running'"
+}
+
+counts {
+  doc      = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
+  params   = ["svc"]
+  over     = ["live", "spec"]
+  placed   = "counted"
+  starting = "state == 'pending' && nstate != 'unreachable' && believed"
+  old      = "counted && replaced"
+  renewed  = "counted && !replaced"
+  healthy  = "up"
+  renewed_healthy = "up && iimage.hasValue() && !replaced"
+}
+
 rule "create_instances" {
   doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids; none while the restart policy holds the service after a failure (restart.hcl)."
   principal = "instances"
   # After count_failure: a failure noted in this round holds its replacement.
   after = ["count_failure"]
-  match {
-    want = "effective/service/{svc}/instances"
-  }
+  match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  let {
-    missing = "want - waiting - placed"
-  }
+  let { missing = "want - waiting - placed" }
   when = "missing > 0"
-  fresh "id" {
-    count = "missing"
-  }
-  emit "observed/instance/{id}/service" {
-    value = "svc"
-  }
-  emit "observed/instance/{id}/state" {
-    value = "'pending'"
-  }
+  fresh "id" { count = "missing" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
 }
 
 rule "cancel_waiting_extras" {
   doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its newest unplaced pending instance first: it costs nothing to stop."
   principal = "instances"
   after     = ["create_instances"]
-  match {
-    want = "effective/service/{svc}/instances"
-  }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-    image = "desired/service/{svc}/image"
-    extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  let {
-    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
-  }
+  match { want = "effective/service/{svc}/instances" }
+  optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
     match {
@@ -125,99 +119,14 @@ rule "cancel_waiting_extras" {
     }
     score = "0"
   }
-  emit "observed/instance/{v}/state" {
-    value = "'stopped'"
-  }
+  emit "observed/instance/{v}/state" { value = "'stopped'" }
 }
 
 rule "stop_placed_extras" {
   doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement once none is still starting: unhealthy first, then the newest, never the last healthy one."
   principal = "reconcile"
-  match {
-    want = "effective/service/{svc}/instances"
-  }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-    image = "desired/service/{svc}/image"
-    extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "starting" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'pending' && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || (image.hasValue() && iimage.hasValue() && iimage.value() != image.value()) || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  let {
-    # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-    allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
-  }
+  match { want = "effective/service/{svc}/instances" }
+  optional { extra = "desired/service/{svc}/update/max_extra" }
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it
   # runs it is the newest, so it goes first.

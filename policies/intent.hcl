@@ -7,9 +7,7 @@
 rule "resolve_intent" {
   doc       = "effective/service/{svc}/instances is the policy intent if any, else the autoscaler's clamped to the service's bounds while it autoscales, else the user's."
   principal = "intent-resolver"
-  match {
-    service = "desired/service/{svc}"
-  }
+  match { service = "desired/service/{svc}" }
   optional {
     user   = "intent/user/service/{svc}/instances"
     auto   = "intent/autoscaler/service/{svc}/instances"
@@ -23,7 +21,5 @@ rule "resolve_intent" {
     clamped    = "auto.hasValue() ? math.greatest(lo.orValue(0), math.least(hi.orValue(auto.value()), auto.value())) : 0"
   }
   when = "pol.hasValue() || autoscaled || user.hasValue()"
-  derive "effective/service/{svc}/instances" {
-    value = "pol.hasValue() ? pol.value() : (autoscaled ? clamped : user.value())"
-  }
+  derive "effective/service/{svc}/instances" { value = "pol.hasValue() ? pol.value() : (autoscaled ? clamped : user.value())" }
 }

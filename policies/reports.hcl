@@ -7,8 +7,6 @@
 rule "record_cache_error" {
   doc       = "A node agent that could not read its local cache reports why in observed/node/{node}/cache_error; this records it (the firing is the event, with the reason in its bindings) and removes the report."
   principal = "failure"
-  match {
-    problem = "observed/node/{node}/cache_error"
-  }
+  match { problem = "observed/node/{node}/cache_error" }
   delete "observed/node/{node}/cache_error" {}
 }

@@ -48,15 +48,9 @@ rule "count_failure" {
     wait_ms   = "math.least(max_delay.orValue(duration('5m')).getMilliseconds(), delay.orValue(duration('1s')).getMilliseconds() * [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576][doublings])"
   }
   when = "!last.hasValue() || failed > last.value()"
-  emit "observed/service/{svc}/restart/failures" {
-    value = "failures"
-  }
-  emit "observed/service/{svc}/restart/last_failure" {
-    value = "failed"
-  }
-  emit "observed/service/{svc}/restart/reason" {
-    value = "reason.orValue(exit.hasValue() ? 'exited with status %d'.format([exit.value()]) : 'failed; its agent gave no reason')"
-  }
+  emit "observed/service/{svc}/restart/failures" { value = "failures" }
+  emit "observed/service/{svc}/restart/last_failure" { value = "failed" }
+  emit "observed/service/{svc}/restart/reason" { value = "reason.orValue(exit.hasValue() ? 'exited with status %d'.format([exit.value()]) : 'failed; its agent gave no reason')" }
   emit "observed/service/{svc}/restart/image" {
     # The agent reports the image a failed instance tried; the service's if it did not.
     value = "image.orValue(current.orValue('unknown'))"
@@ -71,9 +65,7 @@ rule "end_hold" {
   doc       = "A service's restart/hold is lifted once it has passed: its failed instances are replaced."
   principal = "instances"
   after     = ["count_failure"]
-  match {
-    hold = "observed/service/{svc}/restart/hold"
-  }
+  match { hold = "observed/service/{svc}/restart/hold" }
   when = "now >= hold"
   delete "observed/service/{svc}/restart/hold" {}
 }
@@ -101,9 +93,7 @@ rule "forget_failures" {
     count = "observed/service/{svc}/restart/failures"
     last  = "observed/service/{svc}/restart/last_failure"
   }
-  optional {
-    interval = "desired/service/{svc}/restart/interval"
-  }
+  optional { interval = "desired/service/{svc}/restart/interval" }
   when = "now - last >= interval.orValue(duration('10m'))"
   delete "observed/service/{svc}/restart/failures" {}
   delete "observed/service/{svc}/restart/reason" {}

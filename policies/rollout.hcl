@@ -26,6 +26,21 @@
 # as updated/total (the actions compute
 # the same condition themselves: a view may not feed back into the actions it
 # watches). Changing the image again (e.g. back) resumes.
+let {
+  halted = "outdated > 0 && bad > 0"
+  # Pending or running, on an older image or spec.
+  runs_older = "active && iimage.hasValue() && (other_image || drifted)"
+}
+
+counts {
+  doc      = "Instances of svc on nodes that have held a lease, by image and spec."
+  params   = ["svc"]
+  over     = ["leased", "spec"]
+  outdated = "believed && runs_older"
+  bad      = "believed && !other_image && !drifted && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
+  updated  = "believed && serving && iimage.hasValue() && !other_image && !drifted"
+}
+
 rule "rollout_status" {
   doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
   principal = "instances"
@@ -33,73 +48,12 @@ rule "rollout_status" {
     want  = "effective/service/{svc}/instances"
     image = "desired/service/{svc}/image"
   }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-  }
-  aggregate "updated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && state == 'running' && health == 'healthy' && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
   let {
-    halted = "outdated > 0 && bad > 0"
     phase  = "halted ? 'halted' : 'progressing'"
     reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''"
   }
   when = "outdated > 0"
-  derive "observed/service/{svc}/rollout" {
-    value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}"
-  }
+  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}" }
 }
 
 rule "replace_first" {
@@ -110,116 +64,18 @@ rule "replace_first" {
     want  = "effective/service/{svc}/instances"
     image = "desired/service/{svc}/image"
   }
-  optional {
-    dcpu = "desired/service/{svc}/resources/cpu"
-    dmem = "desired/service/{svc}/resources/memory"
-    dspec = "desired/service/{svc}/spec_digest"
-    max_extra = "desired/service/{svc}/update/max_extra"
-  }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "placed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
-  aggregate "stopping" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'running'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
+  optional { max_extra = "desired/service/{svc}/update/max_extra" }
   let {
     extra   = "max_extra.orValue(1)"
     # An instance whose placement is gone runs until its agent stops it:
     # it still counts against max_extra.
     live    = "waiting + placed + stopping"
     renewed = "waiting + placed - old"
-    halted  = "outdated > 0 && bad > 0"
   }
   when = "old > 0 && !halted && live < want + extra && renewed < want"
-  fresh "id" {
-    count = "math.least(want + extra - live, want - renewed)"
-  }
-  emit "observed/instance/{id}/service" {
-    value = "svc"
-  }
-  emit "observed/instance/{id}/state" {
-    value = "'pending'"
-  }
+  fresh "id" { count = "math.least(want + extra - live, want - renewed)" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
 }
 
 rule "stop_replaced" {
@@ -237,127 +93,9 @@ rule "stop_replaced" {
     max_extra       = "desired/service/{svc}/update/max_extra"
     max_unavailable = "desired/service/{svc}/update/max_unavailable"
   }
-  aggregate "outdated" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-      icpu  = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && (state == 'pending' || state == 'running') && (iimage != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "bad" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-      node  = "placement/instance/{i}"
-      held  = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "inode.orValue(node) == node && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))) && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
-    count = true
-  }
-  aggregate "waiting" {
-    match {
-      svc   = "observed/instance/{i}/service"
-      state = "observed/instance/{i}/state"
-    }
-    absent = ["placement/instance/{i}"]
-    where  = "state == 'pending'"
-    count  = true
-  }
-  aggregate "old" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && (retiring.hasValue() || iimage.orValue(image) != image || (icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "renewed" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      iimage   = "observed/instance/{i}/image"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage.orValue(image) == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "renewed_healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      iimage = "observed/instance/{i}/image"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode    = "observed/instance/{i}/node"
-      retiring = "observed/instance/{i}/retiring"
-      icpu = "observed/instance/{i}/resources/cpu"
-      imem = "observed/instance/{i}/resources/memory"
-      ispec = "observed/instance/{i}/spec_digest"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node && !retiring.hasValue() && iimage == image && !((icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue('')))"
-    count = true
-  }
-  aggregate "healthy" {
-    match {
-      svc    = "observed/instance/{i}/service"
-      state  = "observed/instance/{i}/state"
-      health = "observed/instance/{i}/health"
-      node   = "placement/instance/{i}"
-      nstate = "observed/node/{node}/state"
-      held   = "observed/node/{node}/leased"
-    }
-    optional {
-      inode = "observed/instance/{i}/node"
-    }
-    where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
-    count = true
-  }
   let {
     extra       = "max_extra.orValue(1)"
     unavailable = "max_unavailable.orValue(0)"
-    halted      = "outdated > 0 && bad > 0"
     covered     = "old + renewed_healthy > want"
     room        = "extra == 0 && waiting + renewed == renewed_healthy"
   }

@@ -130,7 +130,5 @@ rule "schedule" {
     # the lower share of cpu and memory in use.
     score = "-1000.0 * double(siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }
-  emit "placement/instance/{id}" {
-    value = "node"
-  }
+  emit "placement/instance/{id}" { value = "node" }
 }

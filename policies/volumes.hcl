@@ -15,9 +15,7 @@ rule "pin_to_volume" {
     node = "observed/volume/{vol}/attached_node"
   }
   when = "mode == 'single-node'"
-  derive "placement/service/{svc}/node" {
-    value = "node"
-  }
+  derive "placement/service/{svc}/node" { value = "node" }
 }
 
 rule "colocate_single_node_volume" {
@@ -28,7 +26,5 @@ rule "colocate_single_node_volume" {
     mode = "desired/volume/{vol}/access_mode"
   }
   when = "mode == 'single-node'"
-  derive "placement/service/{svc}/colocate" {
-    value = "true"
-  }
+  derive "placement/service/{svc}/colocate" { value = "true" }
 }

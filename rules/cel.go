@@ -251,43 +251,113 @@ type envCache map[string]*cel.Env
 
 // compile type-checks src in the environment of vs, through the cache.
 func (pc *ProgramCache) compile(ec envCache, vs *vars, src string, costLimit uint64) (*compiled, error) {
-	sig := vs.signature()
-	key := fmt.Sprintf("%d\x00%s\x00%s", costLimit, sig, src)
+	return pc.compileInlined(ec, vs, src, costLimit, nil)
+}
+
+// env returns the environment declaring vs (its signature sig).
+func (ec envCache) env(vs *vars, sig string) (*cel.Env, error) {
+	if env, ok := ec[sig]; ok {
+		return env, nil
+	}
+	b, err := base()
+	if err != nil {
+		return nil, err
+	}
+	opts := make([]cel.EnvOption, 0, len(vs.names))
+	for _, n := range vs.names {
+		opts = append(opts, cel.Variable(n, vs.types[n]))
+	}
+	env, err := b.Extend(opts...)
+	if err != nil {
+		return nil, err
+	}
+	ec[sig] = env
+	return env, nil
+}
+
+// program makes the programs of a checked expression, or keeps its issues.
+func program(env *cel.Env, vs *vars, a *cel.Ast, iss *cel.Issues, costLimit uint64) (*compiled, error) {
+	c := &compiled{}
+	if iss != nil && iss.Err() != nil {
+		c.issues = iss
+		return c, nil
+	}
+	prog, err := env.Program(a, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, err
+	}
+	c.ast, c.prog, c.out = a, prog, a.OutputType()
+	if est, err := env.EstimateCost(a, sizeBound{vars: vs.types}); err == nil && est.Max <= costLimit {
+		if c.fast, err = env.Program(a, cel.EvalOptions(cel.OptOptimize)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// inline is a shared let compiled where it is used, to be inlined there.
+type inline struct {
+	name, src string
+	inner     []inline // the lets it reads itself, inlined into ast already
+	ast       *cel.Ast
+	out       *cel.Type
+	size      int // bytes of CEL with its lets inlined
+}
+
+// key renders what the inlined lets are, for the cache key.
+func inlineKey(b *strings.Builder, inl []inline) {
+	for _, l := range inl {
+		b.WriteString(l.name)
+		b.WriteByte('=')
+		b.WriteString(l.src)
+		b.WriteByte('(')
+		inlineKey(b, l.inner)
+		b.WriteString(");")
+	}
+}
+
+// compileInlined is compile with shared lets inlined: src is checked with
+// each let declared as a variable of its type, then every use of one is
+// replaced by the let's own checked expression (cel-go's inlining
+// optimizer), so the program evaluates the let where it is read.
+func (pc *ProgramCache) compileInlined(ec envCache, vs *vars, src string, costLimit uint64, inl []inline) (*compiled, error) {
+	with := vs
+	vars := make([]*cel.InlineVariable, 0, len(inl))
+	if len(inl) > 0 {
+		with = vs.clone()
+		for _, l := range inl {
+			with.add(l.name, l.out)
+			vars = append(vars, cel.NewInlineVariable(l.name, l.ast))
+		}
+	}
+	sig := with.signature()
+	var kb strings.Builder
+	fmt.Fprintf(&kb, "%d\x00%s\x00%s", costLimit, sig, src)
+	if len(inl) > 0 {
+		kb.WriteByte(0)
+		inlineKey(&kb, inl)
+	}
+	key := kb.String()
 	if c, ok := pc.c.Get(key); ok {
 		pc.hits.Add(1)
 		return c, nil
 	}
-	env, ok := ec[sig]
-	if !ok {
-		b, err := base()
-		if err != nil {
-			return nil, err
-		}
-		opts := make([]cel.EnvOption, 0, len(vs.names))
-		for _, n := range vs.names {
-			opts = append(opts, cel.Variable(n, vs.types[n]))
-		}
-		if env, err = b.Extend(opts...); err != nil {
-			return nil, err
-		}
-		ec[sig] = env
+	env, err := ec.env(with, sig)
+	if err != nil {
+		return nil, err
 	}
 	pc.compiles.Add(1)
-	ast, iss := env.Compile(src)
-	c := &compiled{}
-	if iss != nil && iss.Err() != nil {
-		c.issues = iss
-	} else {
-		prog, err := env.Program(ast, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize))
+	a, iss := env.Compile(src)
+	if len(inl) > 0 && (iss == nil || iss.Err() == nil) {
+		opt, err := cel.NewStaticOptimizer(cel.NewInliningOptimizer(vars...))
 		if err != nil {
 			return nil, err
 		}
-		c.ast, c.prog, c.out = ast, prog, ast.OutputType()
-		if est, err := env.EstimateCost(ast, sizeBound{vars: vs.types}); err == nil && est.Max <= costLimit {
-			if c.fast, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize)); err != nil {
-				return nil, err
-			}
-		}
+		a, iss = opt.Optimize(env, a)
+	}
+	c, err := program(env, vs, a, iss, costLimit)
+	if err != nil {
+		return nil, err
 	}
 	pc.c.Set(key, c, 1)
 	pc.c.Wait()

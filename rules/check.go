@@ -12,6 +12,7 @@ import (
 // key form, and stratification; and it orders the rules.
 func check(rs *RuleSet) hcl.Diagnostics {
 	var diags hcl.Diagnostics
+	leaveViews(rs)
 	errorf := func(rng hcl.Range, summary, format string, args ...any) {
 		r := rng
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
@@ -120,6 +121,7 @@ func readPatterns(r *Rule) []*Pattern {
 type edge struct {
 	to  int
 	neg *Pattern // the absent pattern, for a negative edge
+	p   *Pattern // the pattern that reads what to writes (nil for an after edge)
 }
 
 // graph is the dependency graph: r -> s when r reads what s writes (or r
@@ -140,7 +142,7 @@ func newGraph(rs *RuleSet) *graph {
 			for j, s := range rs.Rules {
 				for _, h := range s.Heads {
 					if h.Type == p.Type && overlaps(h.Segs, p.Segs) {
-						e := edge{to: j}
+						e := edge{to: j, p: p}
 						if p.Negated {
 							e.neg = p
 						}
@@ -228,35 +230,7 @@ func (g *graph) stratify() hcl.Diagnostics {
 			strong(v)
 		}
 	}
-	var diags hcl.Diagnostics
-	for _, c := range comps {
-		for _, v := range c {
-			r := g.rs.Rules[v]
-			for _, e := range g.deps[v] {
-				if e.neg == nil || comp[e.to] != comp[v] {
-					continue
-				}
-				// Actions may negate their own and each other's output: that
-				// is how an action makes its guard false (the scheduler places
-				// what has no placement), and actions fire in a fixed order to
-				// a fixpoint, with oscillation stopped at run time. A view
-				// may not: a derived fact must not depend on its own absence.
-				if allActions(g.rs.Rules, c) {
-					continue
-				}
-				names := make([]string, len(c))
-				for i, w := range c {
-					names[i] = g.rs.Rules[w].Name
-				}
-				sort.Strings(names)
-				rng := e.neg.Range
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cycle through negation",
-					Detail: fmt.Sprintf("Rules %s depend on each other, and rule %q tests the absence of %q, which rule %q writes: the result would depend on evaluation order. Break the cycle (e.g. test a fact no rule of the cycle writes).",
-						strings.Join(names, ", "), r.Name, e.neg.Template, g.rs.Rules[e.to].Name),
-					Subject: &rng})
-			}
-		}
-	}
+	diags := g.negativeCycles(comp)
 	// Tarjan emits components in reverse topological order of the
 	// condensation (dependencies first), which is the order we want; sort
 	// members of a component by after edges, then name.
@@ -319,15 +293,4 @@ func (g *graph) afterOrder(members []*Rule) []*Rule {
 		out = append(out, members[next])
 	}
 	return out
-}
-
-// allActions reports whether every rule of the component acts (emit or
-// delete heads) rather than maintaining a view.
-func allActions(rules []*Rule, comp []int) bool {
-	for _, v := range comp {
-		if rules[v].Derives() {
-			return false
-		}
-	}
-	return true
 }

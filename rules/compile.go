@@ -13,7 +13,13 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}}}
+var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+	{Type: "rule", LabelNames: []string{"name"}},
+	// Shared definitions (shared.go).
+	{Type: "aggregate", LabelNames: []string{"name"}},
+	{Type: "relation", LabelNames: []string{"name"}},
+	{Type: "counts"}, {Type: "let"}, {Type: "const"},
+}}
 
 var ruleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -32,7 +38,7 @@ var ruleSchema = &hcl.BodySchema{
 
 var aggregateSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "where"}, {Name: "absent"}, {Name: "count"}, {Name: "sum"}, {Name: "min"}, {Name: "max"},
+		{Name: "where"}, {Name: "absent"}, {Name: "over"}, {Name: "count"}, {Name: "sum"}, {Name: "min"}, {Name: "max"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "match"}, {Type: "optional"}},
 }
@@ -55,6 +61,10 @@ type compiler struct {
 	file  string
 	src   []byte
 	diags hcl.Diagnostics
+
+	defs   *defs   // the rule set's shared definitions
+	uses   *uses   // what the rule being compiled reads of them
+	shared *aggDef // the shared aggregate being compiled, if any
 }
 
 func (c *compiler) errorf(rng hcl.Range, summary, format string, args ...any) {
@@ -111,6 +121,8 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 	if a := content.Attributes["after"]; a != nil {
 		r.After, r.afterRanges = c.nameList(a)
 	}
+	c.uses = c.usesOf(block)
+	defer func() { c.uses = nil }()
 	vs := newVars()
 	r.Body = c.scope(content, vs, true)
 	if a := content.Attributes["when"]; a != nil {
@@ -141,6 +153,10 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 			k = Emit
 		case "delete":
 			k = Delete
+			if isPrefixDelete(b) {
+				r.Heads = append(r.Heads, c.prefixHeads(b, vs)...)
+				continue
+			}
 		default:
 			continue
 		}
@@ -184,28 +200,12 @@ func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyCo
 }
 
 func (c *compiler) nameList(a *hcl.Attribute) ([]string, []hcl.Range) {
-	exprs, diags := hcl.ExprList(a.Expr)
-	if diags.HasErrors() {
-		c.errorf(a.Expr.Range(), "Expected a list", "Expected a list of rule names such as [\"resolve_intent\"].")
-		return nil, nil
-	}
-	var out []string
-	var rngs []hcl.Range
-	for _, e := range exprs {
-		s, d := stringOf(e, c.src, "a rule name")
-		if d != nil {
-			c.diags = append(c.diags, d...)
-			continue
-		}
-		out = append(out, s.val)
-		rngs = append(rngs, e.Range())
-	}
-	return out, rngs
+	return c.stringList(a, "rule names such as [\"resolve_intent\"]")
 }
 
 // scope compiles match, optional, absent, aggregates and lets of a body,
 // declaring what they bind in vs. Aggregates and lets only where allowed.
-func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
+func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool, absents ...*hcl.Attribute) *Scope {
 	sc := &Scope{}
 	outer := vs.clone()
 	binds := map[string]bool{}
@@ -245,6 +245,9 @@ func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
 		}
 	}
 	if a := content.Attributes["absent"]; a != nil {
+		absents = append([]*hcl.Attribute{a}, absents...)
+	}
+	for _, a := range absents {
 		exprs, d := hcl.ExprList(a.Expr)
 		if d.HasErrors() {
 			c.errorf(a.Expr.Range(), "Expected a list", "absent takes a list of key templates such as [\"placement/instance/{id}\"].")
@@ -277,6 +280,7 @@ func (c *compiler) scope(content *hcl.BodyContent, vs *vars, full bool) *Scope {
 	if !full {
 		return sc
 	}
+	c.placeShared(sc, vs)
 	for _, b := range content.Blocks.OfType("aggregate") {
 		if ag := c.aggregate(b, vs); ag != nil {
 			sc.Aggregates = append(sc.Aggregates, ag)
@@ -312,7 +316,7 @@ func (c *compiler) declareBroken(a *hcl.Attribute, vs *vars) {
 	if !vs.has(a.Name) && identRE.MatchString(a.Name) {
 		vs.add(a.Name, cel.DynType)
 	}
-	if s, d := stringOf(a.Expr, c.src, ""); d == nil {
+	if s, d := stringOf(a.Expr, c.srcOf(a.Expr.Range()), ""); d == nil {
 		for _, p := range strings.Split(s.val, "/") {
 			if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") && identRE.MatchString(p[1:len(p)-1]) && !vs.has(p[1:len(p)-1]) {
 				vs.add(p[1:len(p)-1], cel.StringType)
@@ -338,7 +342,7 @@ func (c *compiler) pattern(alias string, aliasRng hcl.Range, expr hcl.Expression
 			return nil
 		}
 	}
-	s, d := stringOf(expr, c.src, "a key template")
+	s, d := stringOf(expr, c.srcOf(expr.Range()), "a key template")
 	if d != nil {
 		c.diags = append(c.diags, d...)
 		return nil
@@ -392,9 +396,16 @@ func (c *compiler) aggregate(b *hcl.Block, vs *vars) *Aggregate {
 	}
 	content, diags := b.Body.Content(aggregateSchema)
 	c.diags = append(c.diags, diags...)
+	return c.aggregateBody(name, b, content, vs)
+}
+
+// aggregateBody compiles an aggregate's content in vs and declares its
+// name there.
+func (c *compiler) aggregateBody(name string, b *hcl.Block, content *hcl.BodyContent, vs *vars) *Aggregate {
+	content, absents := c.overRelation(content)
 	sub := vs.clone()
 	ag := &Aggregate{Name: name, Range: b.DefRange}
-	ag.Body = c.scope(content, sub, false)
+	ag.Body = c.scope(content, sub, false, absents...)
 	if len(ag.Body.Match) == 0 {
 		c.errorf(b.DefRange, "Empty aggregate", "Aggregate %q has no match block: it needs patterns to count or sum over.", name)
 	}
@@ -584,7 +595,17 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 		c.diags = append(c.diags, d...)
 		return nil
 	}
-	comp, err := c.cache.compile(c.envs, vs, s.val, c.costLimit)
+	inl, bad, dg := c.inlines(s, vs, nil)
+	c.diags = append(c.diags, dg...)
+	bound := vs
+	if len(bad) > 0 {
+		// Reported at their use: the rest of the expression is still checked.
+		vs = vs.clone()
+		for _, n := range bad {
+			vs.add(n, cel.DynType)
+		}
+	}
+	comp, err := c.cache.compileInlined(c.envs, vs, s.val, c.costLimit, inl)
 	if err != nil {
 		c.errorf(s.rng, "CEL environment", "Building the CEL environment for %s failed: %v.", a.Name, err)
 		return nil
@@ -598,8 +619,8 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 				summary = "CEL syntax error"
 			}
 			detail := e.Message
-			if strings.Contains(e.Message, "undeclared reference") {
-				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(vs), ", "))
+			if m := undeclaredRE.FindStringSubmatch(e.Message); m != nil {
+				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(bound), ", ")) + c.undeclared(m[1], bound)
 			}
 			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
 			if strings.Contains(s.val, "\n") || len(s.val) > maxQuoted {
@@ -608,6 +629,9 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
 				Detail: fmt.Sprintf("%s: %s", where, detail), Subject: &rng, Context: &s.rng})
 		}
+		return nil
+	}
+	if len(bad) > 0 {
 		return nil
 	}
 	if want != nil && !want(comp.out) {

@@ -15,6 +15,13 @@
 //	}
 //	for _, r := range rs.Rules { ... }                   // stratified order: dependencies first
 //
+// Top-level aggregate, counts, relation, let and const blocks are shared
+// definitions (shared.go): any rule of the set reads one by name. A shared
+// aggregate is compiled once per set of param types, so every rule reading
+// it holds the same *Aggregate and the evaluator computes its groups once;
+// lets are inlined where they are read. A delete head ending in "/" stands
+// for a delete per key form under it (prefix.go).
+//
 // Compiled CEL programs live in a ristretto cache (DefaultCache) keyed by
 // expression, environment and cost limit, so a reload recompiles only the
 // expressions that changed.

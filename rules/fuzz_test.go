@@ -13,7 +13,9 @@ func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*/*.hcl")
 	more, _ := filepath.Glob("../engine/eval/testdata/*/*.hcl")
 	lc, _ := filepath.Glob("../engine/testdata/*/*.hcl")
-	for _, p := range append(append(seeds, more...), lc...) {
+	// The default policies: shared definitions, counts, relations, deletes by prefix.
+	pol, _ := filepath.Glob("../policies/*.hcl")
+	for _, p := range append(append(append(seeds, more...), lc...), pol...) {
 		if b, err := os.ReadFile(p); err == nil && IsRuleFile(p) {
 			f.Add(b)
 		}
@@ -24,6 +26,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("rule \"x\" {\n  when = " + strings.Repeat("[", 150000) + "\n}\n"))
 	f.Add([]byte(`rule "x" { when = "a >" }`))
 	f.Add([]byte("rule \"x\" {\n  match { a = \"observed/{x}/{y}\" }\n}\n"))
+	f.Add([]byte("let {\n  a = \"b + 1\"\n  b = \"a\"\n}\nconst { c = 1e400 }\nrelation \"r\" { over = [\"r\", 1] }\ncounts { over = \"r\"\n x = \"a\" }\n" + okRule))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		rs, diags := LoadFiles(map[string][]byte{"f.hcl": src})
 		if rs != nil && diags.HasErrors() {

@@ -107,6 +107,13 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		Sources: map[string]*hcl.File{}, byName: map[string]*Rule{}}
 	h := sha256.New()
 	var diags hcl.Diagnostics
+	// Shared definitions first: a rule may read one from any file.
+	ds := newDefs()
+	type parsed struct {
+		c      *compiler
+		blocks hcl.Blocks
+	}
+	var todo []parsed
 	for _, name := range names {
 		src := files[name]
 		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(name), len(src))
@@ -127,8 +134,15 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		}
 		content, d := f.Body.Content(fileSchema)
 		diags = append(diags, d...)
-		c := &compiler{loader: l, file: name, src: src}
-		for _, b := range content.Blocks {
+		c := &compiler{loader: l, file: name, src: src, defs: ds}
+		c.collect(content.Blocks)
+		diags = append(diags, c.diags...)
+		c.diags = nil
+		todo = append(todo, parsed{c, content.Blocks.OfType("rule")})
+	}
+	for _, p := range todo {
+		c := p.c
+		for _, b := range p.blocks {
 			r := c.rule(b)
 			if old, ok := rs.byName[r.Name]; ok {
 				rng := b.LabelRanges[0]
@@ -142,6 +156,7 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		}
 		diags = append(diags, c.diags...)
 	}
+	diags = append(diags, ds.unused()...)
 	rs.Version = hex.EncodeToString(h.Sum(nil))[:12]
 	if diags.HasErrors() {
 		// Still run the set-wide checks on what compiled: one pass reports all.

@@ -153,6 +153,10 @@ type Aggregate struct {
 	Body  *Scope
 	Type  *cel.Type
 	Range hcl.Range
+	// Params are the names a shared aggregate is grouped by (nil for one
+	// written in its rule). It sees only these of the rule's names, and one
+	// *Aggregate serves every rule that binds them to the same types.
+	Params []string
 }
 
 // Let binds a name to a CEL expression over what is bound before it.
@@ -203,6 +207,8 @@ type Head struct {
 	Segs     []Seg
 	Value    *Expr // nil for Delete
 	Range    hcl.Range
+
+	prefix bool // one of the heads a delete by prefix stands for (prefix.go)
 }
 
 // Vars returns the head template's variables in template order.

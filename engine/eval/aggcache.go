@@ -112,6 +112,9 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 	e.aggSites = map[*facts.FactType][]aggSite{}
 	e.headAggs = map[*rules.Choice][]bool{}
 	add := func(ag *rules.Aggregate) {
+		if e.aggs[ag] != nil {
+			return // a shared aggregate, met again in another rule: one cache for all
+		}
 		own := map[string]bool{}
 		for _, v := range ag.Body.Binds {
 			own[v] = true
@@ -212,43 +215,8 @@ func headAggregates(r *rules.Rule) []bool {
 	return out
 }
 
-func idents(x ast.Expr) map[string]bool {
-	out := map[string]bool{}
-	var walk func(x ast.Expr)
-	walk = func(x ast.Expr) {
-		switch x.Kind() {
-		case ast.IdentKind:
-			out[x.AsIdent()] = true
-		case ast.SelectKind:
-			walk(x.AsSelect().Operand())
-		case ast.CallKind:
-			c := x.AsCall()
-			if c.IsMemberFunction() {
-				walk(c.Target())
-			}
-			for _, a := range c.Args() {
-				walk(a)
-			}
-		case ast.ListKind:
-			for _, el := range x.AsList().Elements() {
-				walk(el)
-			}
-		case ast.MapKind:
-			for _, en := range x.AsMap().Entries() {
-				me := en.AsMapEntry()
-				walk(me.Key())
-				walk(me.Value())
-			}
-		case ast.ComprehensionKind:
-			c := x.AsComprehension()
-			for _, y := range []ast.Expr{c.IterRange(), c.AccuInit(), c.LoopCondition(), c.LoopStep(), c.Result()} {
-				walk(y)
-			}
-		}
-	}
-	walk(x)
-	return out
-}
+// idents returns the identifiers an expression reads.
+func idents(x ast.Expr) map[string]bool { return rules.Idents(x) }
 
 // groupKey renders the values of an aggregate's group variables under b.
 func groupKey(info *aggInfo, b *binding) string {

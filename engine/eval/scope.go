@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -246,7 +247,13 @@ const MaxAggregateReads = 64
 // nor on members added and taken out again.
 func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, err error) {
 	var v ref.Val
-	v, exact, s.reads, err = rd.fold(ag, rd.solve(ag.Body, s.b, nil), s.reads)
+	b := s.b
+	if ag.Params != nil {
+		// A shared aggregate's other names are its own, whatever the rule
+		// binds under the same names.
+		b = b.restrict(func(n string) bool { return slices.Contains(ag.Params, n) })
+	}
+	v, exact, s.reads, err = rd.fold(ag, rd.solve(ag.Body, b, nil), s.reads)
 	return v, exact, err
 }
 

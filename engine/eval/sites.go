@@ -136,7 +136,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 			// An update replaced a value this pattern may join on: the group
 			// of the old value is affected too, and the old value is not in
 			// the change. Lift once more without it (a wider partial binding).
-			if updated(c) && s.p.Alias != "" && isBodyVar(s.r, s.p.Alias) {
+			if updated(c) && s.p.Alias != "" && liftedVar(s.r, s.sc, s.p.Alias) {
 				rd.lift(s, kb, c, false)
 			}
 		}
@@ -167,7 +167,7 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	if !withValue {
 		rest = s.without
 	}
-	keep := func(n string) bool { return isBodyVar(s.r, n) && (withValue || n != s.p.Alias) }
+	keep := func(n string) bool { return liftedVar(s.r, s.sc, n) && (withValue || n != s.p.Alias) }
 	if len(rest) == 0 {
 		rd.enqueueLifted(s, kb, keep)
 		return
@@ -223,7 +223,7 @@ func liftJoin(r *rules.Rule, sc *rules.Scope, p *rules.Pattern, withValue bool) 
 	need := map[string]bool{}
 	for _, q := range rest {
 		for _, v := range patternVars(q) {
-			if !bound[v] && isBodyVar(r, v) && (withValue || v != p.Alias) {
+			if !bound[v] && liftedVar(r, sc, v) && (withValue || v != p.Alias) {
 				need[v] = true
 			}
 		}
@@ -250,6 +250,17 @@ func liftJoin(r *rules.Rule, sc *rules.Scope, p *rules.Pattern, withValue bool) 
 		}
 	}
 	return out
+}
+
+// liftedVar reports whether a name a lifted pattern binds is the rule
+// body's: not when the scope binds it itself (a shared aggregate's own
+// names may repeat the rule's).
+func liftedVar(r *rules.Rule, sc *rules.Scope, n string) bool {
+	if !isBodyVar(r, n) {
+		return false
+	}
+	_, own := slices.BinarySearch(sc.Binds, n)
+	return !own
 }
 
 // patternVars lists the variables p binds: its path variables and its alias.

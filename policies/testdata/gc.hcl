@@ -83,3 +83,23 @@ test "a crash loop keeps only the five newest failed instances of its service" {
     firings = { collect_stopped = 1 }
   }
 }
+
+test "a collected instance leaves no fact behind: what its agent reported of its spec goes too" {
+  facts = {
+    "observed/clock"                           = "2026-11-29T13:00:01Z"
+    "desired/service/web"                      = {}
+    "observed/instance/a0001/service"          = "web"
+    "observed/instance/a0001/state"            = "stopped"
+    "observed/instance/a0001/stopped_at"       = "2026-11-29T12:00:00Z"
+    "observed/instance/a0001/resources/cpu"    = 0.5
+    "observed/instance/a0001/resources/memory" = "256Mi"
+    "observed/instance/a0001/spec_digest"      = "3f9a0c5e7b2d4a61"
+  }
+  expect {
+    deletes = [
+      "observed/instance/a0001/service", "observed/instance/a0001/state", "observed/instance/a0001/stopped_at",
+      "observed/instance/a0001/resources/cpu", "observed/instance/a0001/resources/memory", "observed/instance/a0001/spec_digest",
+    ]
+    firings = { collect_stopped = 1 }
+  }
+}
