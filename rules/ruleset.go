@@ -153,6 +153,12 @@ type Aggregate struct {
 	Body  *Scope
 	Type  *cel.Type
 	Range hcl.Range
+	// Guard makes a firing that read the aggregate commit only if what it
+	// counted still stands (guard = true): the members' facts are compared
+	// at commit, those written earlier in the same plan by ordering; past
+	// a limit of member facts (eval.MaxGuardedReads), the firing commits only if every
+	// firing before it in its plan did (see docs/rules.md, "guard").
+	Guard bool
 }
 
 // Let binds a name to a CEL expression over what is bound before it.
@@ -161,15 +167,18 @@ type Let struct {
 	Expr *Expr
 }
 
-// Choice picks one candidate binding of its scope: the one with the highest
-// Score among those passing every filter; ties go to the candidate whose
-// variables (Vars, in order) are lexicographically smallest.
+// Choice picks candidate bindings of its scope among those passing every
+// filter: the first by Order (or the highest Score), Pick of them (one when
+// Pick is nil); ties go to the candidate whose variables (Vars, in order)
+// are lexicographically smallest.
 type Choice struct {
 	Name    string
 	Body    *Scope
 	Filters []*Filter
-	Score   *Expr    // nil: every candidate scores 0
-	Vars    []string // the candidate's own variables, sorted
+	Score   *Expr       // nil: every candidate scores 0
+	Order   []*OrderKey // sort keys, most significant first; set instead of Score
+	Pick    *Expr       // how many candidates to pick, an int over the rule's binding; nil: one
+	Vars    []string    // the candidate's own variables, sorted
 	Range   hcl.Range
 	// Candidates bounds how many candidates that pass every filter are
 	// scored (0: all). With more candidates than that, the visit starts at
@@ -178,6 +187,14 @@ type Choice struct {
 	// choice is the best of a deterministic sample, as Nomad's and
 	// Kubernetes' schedulers score a bounded share of the nodes.
 	Candidates int
+}
+
+// OrderKey is one sort key of a choice: candidates are ordered by the
+// value of Expr, ascending unless Desc (false before true, as SQL's ORDER
+// BY), and the first ones are picked.
+type OrderKey struct {
+	Expr *Expr
+	Desc bool
 }
 
 // Filter is a named condition a candidate must pass; a candidate failing

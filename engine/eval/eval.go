@@ -116,6 +116,7 @@ type Evaluator struct {
 	maxPasses   int
 	maxFresh    int
 	maxAggReads int
+	maxGuarded  int
 	maxAdjust   int
 	maxFirings  int
 	maxCost     uint64        // WithRoundBudget: CEL cost per round
@@ -137,7 +138,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: -1,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
 		wholeAfter: wholeAuto, pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)

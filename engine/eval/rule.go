@@ -68,14 +68,28 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 			return err
 		}
 	}
+	picks := []*sol{s}
 	if r.Choose != nil {
 		c, err := rd.choose(r, s)
-		if err != nil || c == nil {
+		if err != nil || len(c) == 0 {
 			return err
 		}
-		s = c
+		picks = c
 	}
-	return fn(s)
+	g, err := rd.guardOf(r, s)
+	if err != nil {
+		return err
+	}
+	// Each pick fires on its own (its own record and transaction), all
+	// decided on the same counts.
+	for _, c := range picks {
+		c.reads = append(c.reads, g.reads...)
+		c.barrier = g.barrier
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // renderBinding shows the path variables of a binding, e.g. {id=a8f31}.
@@ -234,7 +248,7 @@ func (rd *round) fire(r *rules.Rule, s *sol) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit"})
+	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit", AfterAll: s.barrier})
 }
 
 // value evaluates a head's value and encodes it for the key's fact type.

@@ -20,6 +20,10 @@ type sol struct {
 	b     *binding
 	reads []Read
 	key   string // b.key() at the time the scope was solved, for ordering
+	// barrier: a guarded aggregate had too many members to compare, so a
+	// firing of this binding commits only after every earlier firing of
+	// its plan (Firing.AfterAll).
+	barrier bool
 }
 
 // solve enumerates the bindings of a scope's match, optional and absent
@@ -403,110 +407,6 @@ func (rd *round) evalBoolIn(a *activation, e *rules.Expr, b *binding, what what)
 		return false, fmt.Errorf("%s %q: got %s, expected a bool", what, e.Src, v.Type())
 	}
 	return bool(bv), nil
-}
-
-// choose picks the best candidate of the rule's choice for s, recording a
-// rejection for every candidate that fails a filter.
-//
-// A candidate's aggregates are computed when a filter or the score first
-// reads one: `nnet.orValue(”) != 'host' || port_taken == 0` computes the
-// port count only on nodes that share their network. The chosen one's
-// reads are the members of the aggregates its filters and score read, in
-// declaration order, and of those the rule's heads read (computed for it
-// alone): what the decision depended on, no more.
-func (rd *round) choose(r *rules.Rule, s *sol) (*sol, error) {
-	ch := r.Choose
-	cands := rd.candidates(ch.Body, ch.Vars, s.b, s.reads)
-	var best *sol
-	var bestScore float64
-	lz := &lazyAggregates{rd: rd, sc: ch.Body, reads: make([][]Read, len(ch.Body.Aggregates))}
-	bestReads := make([][]Read, len(ch.Body.Aggregates)) // the aggregates' member reads of the best
-	act := &activation{lazy: lz}
-	outer := s.b.strings()
-	start, feasible := 0, 0
-	n := cands.len()
-	if ch.Candidates > 0 && n > ch.Candidates {
-		start = sampleStart(outer, n)
-	}
-	var spare *sol // a candidate passed over, whose storage the next one reuses
-	for i := range n {
-		if ch.Candidates > 0 && feasible >= ch.Candidates {
-			break // the sample is complete
-		}
-		c := cands.at((start+i)%n, spare)
-		spare = nil
-		lz.begin(c)
-		for _, l := range ch.Body.Lets {
-			v, err := rd.evalIn(act, l.Expr, c.b, what{"let", l.Name, ""})
-			if err != nil {
-				return nil, err
-			}
-			c.b.push(l.Name, celVal(v))
-		}
-		var failed []string
-		for _, f := range ch.Filters {
-			ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				failed = append(failed, f.Name)
-			}
-		}
-		if len(failed) > 0 {
-			cand := map[string]string{}
-			for _, v := range ch.Vars {
-				cand[v] = c.b.str(v)
-			}
-			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
-			spare = c
-			continue
-		}
-		score := 0.0
-		if ch.Score != nil {
-			v, err := rd.evalIn(act, ch.Score, c.b, what{kind: "score"})
-			if err != nil {
-				return nil, err
-			}
-			switch x := v.(type) {
-			case types.Int:
-				score = float64(x)
-			case types.Double:
-				score = float64(x)
-			case types.Uint:
-				score = float64(x)
-			default:
-				return nil, fmt.Errorf("score %q: got %s, expected a number", ch.Score.Src, v.Type())
-			}
-		}
-		feasible++
-		// Strictly greater: among equal scores the first in visiting order wins.
-		if best == nil || score > bestScore {
-			best, bestScore, spare = c, score, best
-			lz.reads, bestReads = bestReads, lz.reads
-		} else {
-			spare = c
-		}
-	}
-	if best == nil {
-		return nil, nil
-	}
-	heads := rd.e.headAggs[ch]
-	for i, ag := range ch.Body.Aggregates {
-		if bestReads[i] != nil || !heads[i] {
-			continue
-		}
-		v, rs, err := rd.aggregateOf(ag, best)
-		if err != nil {
-			return nil, err
-		}
-		bestReads[i] = rs
-		best.b.push(ag.Name, celVal(v))
-	}
-	for _, rs := range bestReads {
-		best.reads = append(best.reads, rs...)
-	}
-	return best, nil
 }
 
 // lazyAggregates computes a choice candidate's aggregates as CEL reads
