@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -26,6 +27,7 @@ type staged struct {
 	id    string
 	at    time.Time
 	bytes int // keys and values of the writes, plus an estimate of the record
+	seq   int // position in its plan, for Firing.AfterAll
 }
 
 // planRun is the state of committing one plan.
@@ -33,7 +35,14 @@ type planRun struct {
 	version string
 	ownRev  map[string]int64 // key -> revision at which this plan wrote it
 	lastRev int64            // revision of the plan's latest commit
+	// lost is the plan position of the earliest firing that will not
+	// commit (dropped as stale or orphaned, refused), math.MaxInt while
+	// none: a firing marked AfterAll behind it does not commit either.
+	lost int
 }
+
+// drop notes that the firing st of the plan will not commit.
+func (run *planRun) drop(st *staged) { run.lost = min(run.lost, st.seq) }
 
 func (run *planRun) committed(chunk []*staged, rev int64) {
 	for _, st := range chunk {
@@ -47,13 +56,15 @@ func (run *planRun) committed(chunk []*staged, rev int64) {
 // stage gives each firing its event id and sets aside those that can never
 // commit (a value the schema rejects, a key written twice, more writes than
 // one transaction holds), reporting each by rule name.
-func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
+func (e *Engine) stage(run *planRun, fs []eval.Firing, version string) []*staged {
 	out := make([]*staged, 0, len(fs))
+	run.lost = math.MaxInt // a new plan: positions restart
 	for i := range fs {
 		f := fs[i]
 		if err := e.checkFiring(&f); err != nil {
 			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version, "err", err)
 			e.m.update(func(s *Stats) { s.Rejected++ })
+			run.lost = min(run.lost, i)
 			continue
 		}
 		n := 512 + len(e.store.Root)
@@ -67,10 +78,11 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version,
 				"err", fmt.Sprintf("about %d bytes with its record exceed the transaction limit of %d bytes", n, e.bytesLimit()))
 			e.m.update(func(s *Stats) { s.Rejected++ })
+			run.lost = min(run.lost, i)
 			continue
 		}
 		id, at := e.ids.Next()
-		out = append(out, &staged{f: f, id: id, at: at, bytes: n})
+		out = append(out, &staged{f: f, id: id, at: at, bytes: n, seq: i})
 	}
 	return out
 }
@@ -109,16 +121,24 @@ func (e *Engine) checkFiring(f *eval.Firing) error {
 
 // dropOrphans removes the firings that read a value written earlier in the
 // plan (Own) whose writer is no longer on its way: dropped as stale, or
-// never staged. It returns the keys whose new values they would have read,
-// so that evaluating again reaches their bindings.
+// never staged; and those marked AfterAll behind a firing that will not
+// commit. It returns the keys whose new values they would have read (for
+// AfterAll, every key they read), so that evaluating again reaches their
+// bindings.
 func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 	ahead := map[string]bool{}
 	var orphaned []string
 	out := pending[:0]
 	for _, st := range pending {
 		ok := true
+		if st.f.AfterAll && st.seq > run.lost {
+			ok = false
+			for _, r := range st.f.Reads {
+				orphaned = append(orphaned, r.Key)
+			}
+		}
 		for _, r := range st.f.Reads {
-			if !r.Own {
+			if !r.Own || !ok {
 				continue
 			}
 			if _, done := run.ownRev[r.Key]; !done && !ahead[r.Key] {
@@ -127,6 +147,7 @@ func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 			}
 		}
 		if !ok {
+			run.drop(st)
 			continue
 		}
 		for _, w := range st.f.Writes {
@@ -231,7 +252,7 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 // loss of leadership.
 func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
-	pending := e.stage(p.Firings, p.RuleSetVersion)
+	pending := e.stage(run, p.Firings, p.RuleSetVersion)
 	reeval := map[string]bool{}
 	stuck := 0
 	backoff := e.cfg.BackoffMin
@@ -266,7 +287,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			e.noteProblems(p2)
 			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
 			reeval = map[string]bool{}
-			pending = e.stage(p2.Firings, run.version)
+			pending = e.stage(run, p2.Firings, run.version)
 			check = true
 			continue
 		}
@@ -301,7 +322,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 						st.id, st.at = e.ids.Next()
 					}
 				}
-				pending, stale = dropStale(r, pending)
+				pending, stale = dropStale(r, run, pending)
 			})
 			check = true
 			if done {
@@ -332,6 +353,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				e.log.Error("engine: etcd refuses a firing as too large; skipped", "rule", chunk[0].f.Rule,
 					"bindings", chunk[0].f.Bindings, "err", err)
 				e.m.update(func(s *Stats) { s.Rejected++ })
+				run.drop(pending[0])
 				pending = pending[1:]
 				check = true
 				continue
@@ -386,7 +408,7 @@ func (e *Engine) shrinkLimits(chunk []*staged, err error) {
 
 // dropStale removes the firings that read a fact whose revision is no longer
 // the one they read, and returns the keys that changed under them.
-func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
+func dropStale(r facts.Reader, run *planRun, pending []*staged) ([]*staged, []string) {
 	var changed []string
 	out := pending[:0]
 	for _, st := range pending {
@@ -414,6 +436,8 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 		}
 		if fresh {
 			out = append(out, st)
+		} else {
+			run.drop(st)
 		}
 	}
 	return out, changed

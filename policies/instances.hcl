@@ -54,7 +54,7 @@ rule "create_instances" {
 }
 
 rule "cancel_waiting_extras" {
-  doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its newest unplaced pending instance first: it costs nothing to stop."
+  doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its extra unplaced pending instances, all in one round: they cost nothing to stop."
   principal = "instances"
   after     = ["create_instances"]
   match {
@@ -123,7 +123,8 @@ rule "cancel_waiting_extras" {
     filters {
       pending = "state == 'pending'"
     }
-    score = "0"
+    # Every extra at once, from the unplaced pending ones alone.
+    pick = "math.least(waiting, waiting + placed - allowed)"
   }
   emit "observed/instance/{v}/state" {
     value = "'stopped'"
@@ -131,7 +132,7 @@ rule "cancel_waiting_extras" {
 }
 
 rule "stop_placed_extras" {
-  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement once none is still starting: unhealthy first, then the newest, never the last healthy one."
+  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop every extra in one round by deleting their placements once none is still starting: unhealthy first, then the newest, never the last healthy one; the stops commit only on counts that still hold."
   principal = "reconcile"
   match {
     want = "effective/service/{svc}/instances"
@@ -156,6 +157,9 @@ rule "stop_placed_extras" {
     }
     where = "(state == 'pending' || state == 'running') && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
+    # The stops below are decided on this count: they commit only while
+    # what it counted holds (a write of the round it counted included).
+    guard = true
   }
   aggregate "starting" {
     match {
@@ -185,6 +189,7 @@ rule "stop_placed_extras" {
     }
     where = "state == 'running' && health == 'healthy' && nstate != 'unreachable' && inode.orValue(node) == node"
     count = true
+    guard = true
   }
   aggregate "waiting" {
     match {
@@ -241,7 +246,14 @@ rule "stop_placed_extras" {
       not_last_healthy = "want == 0 || healthy > 1 || vhealth.orValue('unknown') != 'healthy' || vstate != 'running'"
     }
     # Pending before unhealthy before healthy; among equals the newest start goes first.
-    score = "(vstate == 'pending' ? 2e12 : (vhealth.orValue('unknown') != 'healthy' ? 1e12 : 0.0)) + double(int(vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))) % 1000000000000)"
+    order = [
+      desc("vstate == 'pending'"),
+      desc("vhealth.orValue('unknown') != 'healthy'"),
+      desc("vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))"),
+    ]
+    # Every extra at once: the ones kept are the first allowed in the
+    # reverse order, the healthy and oldest.
+    pick = "placed - allowed"
   }
   delete "placement/instance/{v}" {}
 }
