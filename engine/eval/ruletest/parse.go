@@ -44,15 +44,15 @@ type Expect struct {
 	Writes map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
 	// Multi holds a wildcard key given a list: the keys it matches hold
 	// exactly these values, in any order ("placement/instance/*" = ["node-1", "node-2"]).
-	Multi      map[string][][]byte
-	Deletes    []string       // key patterns: keys that existed and are gone
-	Firings    map[string]int // rule -> number of firings
+	Multi   map[string][][]byte
+	Deletes []string       // key patterns: keys that existed and are gone
+	Firings map[string]int // rule -> number of firings
 	// Rounds maps a rule to the number of rounds (plans) it fired in; only
 	// the rules named are compared: `rounds = { stop_placed_extras = 1 }`
 	// says every extra was stopped at once.
 	Rounds     map[string]int
-	Problems   []string       // rules with a problem
-	Rejections []string       // "rule var=value,...: filter, filter" patterns
+	Problems   []string // rules with a problem
+	Rejections []string // "rule var=value,...: filter, filter" patterns
 	Range      hcl.Range
 	has        map[string]bool // which of the above were written
 }
