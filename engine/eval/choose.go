@@ -53,33 +53,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 	best.reads = make([][]Read, len(ch.Body.Aggregates))
 	var cur ranked
 	var kept []ranked
-	var orderErr error
-	before := func(a, b *ranked) bool {
-		if ch.Order != nil {
-			for j, key := range ch.Order {
-				c, err := compareKeys(a.keys[j], b.keys[j])
-				if err != nil {
-					if orderErr == nil {
-						orderErr = fmt.Errorf("order %q: %w", key.Expr.Src, err)
-					}
-					return a.seq < b.seq
-				}
-				if c != 0 {
-					return (c < 0) != key.Desc
-				}
-			}
-		} else if a.score != b.score {
-			return a.score > b.score
-		}
-		return a.seq < b.seq
-	}
-	cut := func() {
-		sort.Slice(kept, func(i, j int) bool { return before(&kept[i], &kept[j]) })
-		if len(kept) > k {
-			clear(kept[k:])
-			kept = kept[:k]
-		}
-	}
+	rk := ranker{ch: ch}
 	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
 		if ch.Candidates > 0 && feasible >= ch.Candidates {
@@ -124,11 +98,11 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			kept = append(kept, cur)
 			cur = ranked{}
 			if len(kept) >= 2*k {
-				cut()
+				kept = rk.best(kept, k)
 			}
 			continue
 		}
-		if best.c == nil || before(&cur, &best) {
+		if best.c == nil || rk.before(&cur, &best) {
 			spare = best.c
 			best.c, best.seq, best.score = cur.c, cur.seq, cur.score
 			best.keys, cur.keys = cur.keys, best.keys
@@ -137,34 +111,88 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			spare = c
 		}
 	}
-	if k == 1 && best.c != nil {
-		kept = append(kept, best)
+	if k == 1 {
+		if best.c == nil {
+			return nil, nil
+		}
+		if err := rd.chosen(ch, &best); err != nil {
+			return nil, err
+		}
+		rd.one[0] = best.c
+		return rd.one[:], nil
 	}
-	cut()
-	if orderErr != nil {
-		return nil, orderErr
+	kept = rk.best(kept, k)
+	if rk.err != nil {
+		return nil, rk.err
 	}
 	out := make([]*sol, 0, len(kept))
-	heads := rd.e.headAggs[ch]
-	for _, p := range kept {
-		c := p.c
-		for i, ag := range ch.Body.Aggregates {
-			if p.reads[i] != nil || !heads[i] {
-				continue
-			}
-			v, rs, err := rd.aggregateOf(ag, c)
-			if err != nil {
-				return nil, err
-			}
-			p.reads[i] = rs
-			c.b.push(ag.Name, celVal(v))
+	for i := range kept {
+		if err := rd.chosen(ch, &kept[i]); err != nil {
+			return nil, err
 		}
-		for _, rs := range p.reads {
-			c.reads = append(c.reads, rs...)
-		}
-		out = append(out, c)
+		out = append(out, kept[i].c)
 	}
 	return out, nil
+}
+
+// chosen completes a picked candidate: the aggregates its heads read that
+// no filter or key computed, and the member reads of those it read.
+func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
+	c := p.c
+	heads := rd.e.headAggs[ch]
+	for i, ag := range ch.Body.Aggregates {
+		if p.reads[i] != nil || !heads[i] {
+			continue
+		}
+		v, rs, err := rd.aggregateOf(ag, c)
+		if err != nil {
+			return err
+		}
+		p.reads[i] = rs
+		c.b.push(ag.Name, celVal(v))
+	}
+	for _, rs := range p.reads {
+		c.reads = append(c.reads, rs...)
+	}
+	return nil
+}
+
+// ranker orders a choice's passing candidates.
+type ranker struct {
+	ch  *rules.Choice
+	err error // the first pair of sort keys that did not compare
+}
+
+// before reports whether a comes before b: by the order's keys, or the
+// higher score; then in visiting order, the tie-break.
+func (rk *ranker) before(a, b *ranked) bool {
+	if rk.ch.Order != nil {
+		for j, key := range rk.ch.Order {
+			c, err := compareKeys(a.keys[j], b.keys[j])
+			if err != nil {
+				if rk.err == nil {
+					rk.err = fmt.Errorf("order %q: %w", key.Expr.Src, err)
+				}
+				return a.seq < b.seq
+			}
+			if c != 0 {
+				return (c < 0) != key.Desc
+			}
+		}
+	} else if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.seq < b.seq
+}
+
+// best sorts kept and cuts it to its first k.
+func (rk *ranker) best(kept []ranked, k int) []ranked {
+	sort.Slice(kept, func(i, j int) bool { return rk.before(&kept[i], &kept[j]) })
+	if len(kept) > k {
+		clear(kept[k:])
+		kept = kept[:k]
+	}
+	return kept
 }
 
 // pickCount evaluates how many candidates a choice picks for s.

@@ -68,15 +68,19 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 			return err
 		}
 	}
-	picks := []*sol{s}
-	if r.Choose != nil {
-		c, err := rd.choose(r, s)
-		if err != nil || len(c) == 0 {
-			return err
-		}
-		picks = c
-	}
 	g, err := rd.guardOf(r, s)
+	if err != nil {
+		return err
+	}
+	if g.barrier {
+		rd.barrier = true
+		defer func() { rd.barrier = false }()
+	}
+	if r.Choose == nil {
+		s.reads = append(s.reads, g.reads...)
+		return fn(s)
+	}
+	picks, err := rd.choose(r, s)
 	if err != nil {
 		return err
 	}
@@ -84,7 +88,6 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 	// decided on the same counts.
 	for _, c := range picks {
 		c.reads = append(c.reads, g.reads...)
-		c.barrier = g.barrier
 		if err := fn(c); err != nil {
 			return err
 		}
@@ -248,7 +251,7 @@ func (rd *round) fire(r *rules.Rule, s *sol) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit", AfterAll: s.barrier})
+	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit", AfterAll: rd.barrier})
 }
 
 // value evaluates a head's value and encodes it for the key's fact type.

@@ -20,10 +20,6 @@ type sol struct {
 	b     *binding
 	reads []Read
 	key   string // b.key() at the time the scope was solved, for ordering
-	// barrier: a guarded aggregate had too many members to compare, so a
-	// firing of this binding commits only after every earlier firing of
-	// its plan (Firing.AfterAll).
-	barrier bool
 }
 
 // solve enumerates the bindings of a scope's match, optional and absent
