@@ -352,12 +352,12 @@ type round struct {
 	ov         *overlay
 	plan       *Plan
 	now        ref.Val
-	activation activation        // what eval hands CEL, reused
-	one        [1]*sol           // a choice's one pick, returned without allocating
+	activation activation // what eval hands CEL, reused
+	one        [1]*sol    // a choice's one pick, returned without allocating
 	// barrier is set while the firings of a binding that read a guarded
 	// aggregate over MaxGuardedReads member facts are made: they commit
 	// only after every earlier firing of the plan (Firing.AfterAll).
-	barrier bool
+	barrier    bool
 	queue      [][]task          // pending tasks by rule index
 	queued     []map[string]bool // binding keys in queue, by rule index
 	stopped    map[string]bool   // rules skipped for the rest of the round
