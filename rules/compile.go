@@ -120,7 +120,7 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 	chooses := content.Blocks.OfType("choose")
 	for i, b := range chooses {
 		if i > 0 {
-			c.errorf(b.DefRange, "Duplicate choose", "A rule chooses at most one candidate; rule %q has a second choose block.", r.Name)
+			c.errorf(b.DefRange, "Duplicate choose", "A rule has at most one choice (pick = \"n\" picks several candidates of it); rule %q has a second choose block.", r.Name)
 			continue
 		}
 		r.Choose = c.choice(b, vs)
