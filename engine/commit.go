@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -26,6 +27,7 @@ type staged struct {
 	id    string
 	at    time.Time
 	bytes int // keys and values of the writes, plus an estimate of the record
+	seq   int // position in its plan, for Firing.AfterAll
 }
 
 // planRun is the state of committing one plan.
@@ -33,7 +35,14 @@ type planRun struct {
 	version string
 	ownRev  map[string]int64 // key -> revision at which this plan wrote it
 	lastRev int64            // revision of the plan's latest commit
+	// lost is the plan position of the earliest firing that will not
+	// commit (dropped as stale or orphaned, refused), math.MaxInt while
+	// none: a firing marked AfterAll behind it does not commit either.
+	lost int
 }
+
+// drop notes that the firing st of the plan will not commit.
+func (run *planRun) drop(st *staged) { run.lost = min(run.lost, st.seq) }
 
 func (run *planRun) committed(chunk []*staged, rev int64) {
 	for _, st := range chunk {
@@ -47,13 +56,15 @@ func (run *planRun) committed(chunk []*staged, rev int64) {
 // stage gives each firing its event id and sets aside those that can never
 // commit (a value the schema rejects, a key written twice, more writes than
 // one transaction holds), reporting each by rule name.
-func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
+func (e *Engine) stage(run *planRun, fs []eval.Firing, version string) []*staged {
 	out := make([]*staged, 0, len(fs))
+	run.lost = math.MaxInt // a new plan: positions restart
 	for i := range fs {
 		f := fs[i]
 		if err := e.checkFiring(&f); err != nil {
 			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version, "err", err)
 			e.m.update(func(s *Stats) { s.Rejected++ })
+			run.lost = min(run.lost, i)
 			continue
 		}
 		n := 512 + len(e.store.Root)
@@ -67,10 +78,11 @@ func (e *Engine) stage(fs []eval.Firing, version string) []*staged {
 			e.log.Error("engine: firing cannot be committed; skipped", "rule", f.Rule, "bindings", f.Bindings, "version", version,
 				"err", fmt.Sprintf("about %d bytes with its record exceed the transaction limit of %d bytes", n, e.bytesLimit()))
 			e.m.update(func(s *Stats) { s.Rejected++ })
+			run.lost = min(run.lost, i)
 			continue
 		}
 		id, at := e.ids.Next()
-		out = append(out, &staged{f: f, id: id, at: at, bytes: n})
+		out = append(out, &staged{f: f, id: id, at: at, bytes: n, seq: i})
 	}
 	return out
 }
@@ -109,17 +121,24 @@ func (e *Engine) checkFiring(f *eval.Firing) error {
 
 // dropOrphans removes the firings that read a value written earlier in the
 // plan (Own) whose writer is no longer on its way: dropped as stale, or
-// never staged. It returns the keys whose new values they would have read,
-// and those they would have written (see dropStale), so that evaluating
-// again reaches their bindings.
+// never staged; and those marked AfterAll behind a firing that will not
+// commit. It returns the keys whose new values they would have read (for
+// AfterAll, every key they read), and those they would have written (see
+// dropStale), so that evaluating again reaches their bindings.
 func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 	ahead := map[string]bool{}
 	var orphaned []string
 	out := pending[:0]
 	for _, st := range pending {
 		ok := true
+		if st.f.AfterAll && st.seq > run.lost {
+			ok = false
+			for _, r := range st.f.Reads {
+				orphaned = append(orphaned, r.Key)
+			}
+		}
 		for _, r := range st.f.Reads {
-			if !r.Own {
+			if !r.Own || !ok {
 				continue
 			}
 			if _, done := run.ownRev[r.Key]; !done && !ahead[r.Key] {
@@ -129,6 +148,7 @@ func (run *planRun) dropOrphans(pending []*staged) ([]*staged, []string) {
 		}
 		if !ok {
 			orphaned = append(orphaned, writtenKeys(st)...)
+			run.drop(st)
 			continue
 		}
 		for _, w := range st.f.Writes {
@@ -233,7 +253,7 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 // loss of leadership.
 func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
-	pending := e.stage(p.Firings, p.RuleSetVersion)
+	pending := e.stage(run, p.Firings, p.RuleSetVersion)
 	// A firing that does not commit leaves its binding holding although
 	// the evaluator saw it fire: tell a Continuer, which keeps bindings.
 	planned, committed := len(p.Firings), 0
@@ -277,7 +297,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
 			reeval = map[string]bool{}
 			planned += len(p2.Firings)
-			pending = e.stage(p2.Firings, run.version)
+			pending = e.stage(run, p2.Firings, run.version)
 			check = true
 			continue
 		}
@@ -313,7 +333,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 						st.id, st.at = e.ids.Next()
 					}
 				}
-				pending, stale = dropStale(r, pending)
+				pending, stale = dropStale(r, run, pending)
 			})
 			check = true
 			if done {
@@ -345,6 +365,7 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				e.log.Error("engine: etcd refuses a firing as too large; skipped", "rule", chunk[0].f.Rule,
 					"bindings", chunk[0].f.Bindings, "err", err)
 				e.m.update(func(s *Stats) { s.Rejected++ })
+				run.drop(pending[0])
 				pending = pending[1:]
 				check = true
 				continue
@@ -403,7 +424,7 @@ func (e *Engine) shrinkLimits(chunk []*staged, err error) {
 // round and so concluded that nothing was to be done has no firing to drop
 // with it: only evaluating the written keys again reaches it (an endpoint
 // withheld because a stop, dropped here, deleted its instance's placement).
-func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
+func dropStale(r facts.Reader, run *planRun, pending []*staged) ([]*staged, []string) {
 	var changed []string
 	out := pending[:0]
 	for _, st := range pending {
@@ -433,6 +454,7 @@ func dropStale(r facts.Reader, pending []*staged) ([]*staged, []string) {
 			out = append(out, st)
 			continue
 		}
+		run.drop(st)
 		changed = append(changed, writtenKeys(st)...)
 	}
 	return out, changed

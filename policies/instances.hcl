@@ -102,7 +102,7 @@ rule "create_instances" {
 }
 
 rule "cancel_waiting_extras" {
-  doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its newest unplaced pending instance first: it costs nothing to stop."
+  doc       = "While a service has more live instances than its target (plus update/max_extra while some are being replaced), stop its extra unplaced pending instances, all in one round: they cost nothing to stop."
   principal = "instances"
   after     = ["create_instances"]
   match { want = "effective/service/{svc}/instances" }
@@ -117,16 +117,20 @@ rule "cancel_waiting_extras" {
     filters {
       pending = "state == 'pending'"
     }
-    score = "0"
+    # Every extra at once, from the unplaced pending ones alone.
+    pick = "math.least(waiting, waiting + placed - allowed)"
   }
   emit "observed/instance/{v}/state" { value = "'stopped'" }
 }
 
 rule "stop_placed_extras" {
-  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop one by deleting its placement once none is still starting: unhealthy first, then the newest, never the last healthy one."
+  doc       = "While a service has more live placed instances than its target (plus update/max_extra while some are being replaced) and none waiting, stop every extra in one round by deleting their placements once none is still starting: unhealthy first, then the newest, never the last healthy one; the stops commit only on counts that still hold."
   principal = "reconcile"
   match { want = "effective/service/{svc}/instances" }
   optional { extra = "desired/service/{svc}/update/max_extra" }
+  # The stops are decided on these counts: they commit only while what
+  # they counted holds (a write of the round they counted included).
+  guard = ["placed", "healthy"]
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it
   # runs it is the newest, so it goes first.
@@ -150,7 +154,14 @@ rule "stop_placed_extras" {
       not_last_healthy = "want == 0 || healthy > 1 || vhealth.orValue('unknown') != 'healthy' || vstate != 'running'"
     }
     # Pending before unhealthy before healthy; among equals the newest start goes first.
-    score = "(vstate == 'pending' ? 2e12 : (vhealth.orValue('unknown') != 'healthy' ? 1e12 : 0.0)) + double(int(vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))) % 1000000000000)"
+    order = [
+      desc("vstate == 'pending'"),
+      desc("vhealth.orValue('unknown') != 'healthy'"),
+      desc("vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))"),
+    ]
+    # Every extra at once: the ones kept are the first allowed in the
+    # reverse order, the healthy and oldest.
+    pick = "placed - allowed"
   }
   delete "placement/instance/{v}" {}
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 
 var ruleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"},
+		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"}, {Name: "guard"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"},
@@ -38,13 +39,13 @@ var ruleSchema = &hcl.BodySchema{
 
 var aggregateSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "where"}, {Name: "absent"}, {Name: "over"}, {Name: "count"}, {Name: "sum"}, {Name: "min"}, {Name: "max"},
+		{Name: "where"}, {Name: "absent"}, {Name: "over"}, {Name: "count"}, {Name: "sum"}, {Name: "min"}, {Name: "max"}, {Name: "guard"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "match"}, {Type: "optional"}},
 }
 
 var chooseSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "absent"}, {Name: "candidates"}},
+	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "order"}, {Name: "pick"}, {Name: "absent"}, {Name: "candidates"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"}, {Type: "filters"},
 		{Type: "aggregate", LabelNames: []string{"name"}},
@@ -129,10 +130,20 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 		r.When = c.expr(a, vs, "a boolean CEL guard", boolOnly)
 		r.Body.Hints = valueHints(r.When, stringAliases(r.Body))
 	}
+	if a := content.Attributes["guard"]; a != nil {
+		names, ranges := c.stringList(a, "aggregate names such as [\"placed\", \"healthy\"]")
+		for i, n := range names {
+			if !slices.ContainsFunc(r.Body.Aggregates, func(ag *Aggregate) bool { return ag.Name == n }) {
+				c.errorf(ranges[i], "Unknown aggregate", "guard names %q, which is not an aggregate rule %q reads in its body (its own, or a shared one its when, lets or heads read).", n, r.Name)
+				continue
+			}
+			r.Guards = append(r.Guards, n)
+		}
+	}
 	chooses := content.Blocks.OfType("choose")
 	for i, b := range chooses {
 		if i > 0 {
-			c.errorf(b.DefRange, "Duplicate choose", "A rule chooses at most one candidate; rule %q has a second choose block.", r.Name)
+			c.errorf(b.DefRange, "Duplicate choose", "A rule has at most one choice (pick = \"n\" picks several candidates of it); rule %q has a second choose block.", r.Name)
 			continue
 		}
 		r.Choose = c.choice(b, vs)
@@ -192,6 +203,18 @@ func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyCo
 		}
 		if !used && len(r.Heads) > 0 {
 			c.errorf(r.Fresh.Range, "Unused fresh id", "Rule %q draws fresh {%s} but no head uses it: a fresh id names the entity the heads create, e.g. emit \"observed/instance/{%s}/state\".", r.Name, r.Fresh.Var, r.Fresh.Var)
+		}
+	}
+	for _, ag := range r.Body.Aggregates {
+		if r.Guarded(ag) && derives > 0 {
+			c.errorf(ag.Range, "Guard in a derive", "Aggregate %q is guarded, but rule %q maintains a view, which follows its members anyway; guard = true is for actions that decide on a count (stopping extras).", ag.Name, r.Name)
+		}
+	}
+	if r.Choose != nil {
+		for _, ag := range r.Choose.Body.Aggregates {
+			if ag.Guard {
+				c.errorf(ag.Range, "Guard in a choice", "Aggregate %q of choose %q is guarded; guard = true is for the rule's own aggregates, the counts its decision rests on.", ag.Name, r.Choose.Name)
+			}
 		}
 	}
 	if derives > 0 && r.Fresh != nil {
@@ -424,6 +447,14 @@ func (c *compiler) aggregateBody(name string, b *hcl.Block, content *hcl.BodyCon
 		vs.add(name, cel.DynType)
 		return nil
 	}
+	if g := content.Attributes["guard"]; g != nil {
+		v, d := g.Expr.Value(nil)
+		if d.HasErrors() || v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
+			c.errorf(g.Expr.Range(), "Expected a bool", "Write guard = true: a firing that read aggregate %q then commits only if what it counted still stands.", name)
+		} else {
+			ag.Guard = v.True()
+		}
+	}
 	a := fns[0]
 	ag.Func = a.Name
 	if a.Name == "count" {
@@ -484,6 +515,17 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 	if a := content.Attributes["score"]; a != nil {
 		ch.Score = c.expr(a, vs, "a numeric CEL score", numeric)
 	}
+	if a := content.Attributes["order"]; a != nil {
+		if content.Attributes["score"] != nil {
+			c.errorf(a.NameRange, "Both order and score", "choose %q has both order and score; a choice ranks its candidates by one of them: order is a list of sort keys, score one number.", ch.Name)
+		}
+		ch.Order = c.orderKeys(a, vs)
+	}
+	if a := content.Attributes["pick"]; a != nil {
+		// Over the rule's binding, not a candidate's: how many to pick is
+		// decided before any candidate is looked at.
+		ch.Pick = c.expr(a, before, "an int CEL expression (how many candidates to pick)", intOnly)
+	}
 	if a := content.Attributes["candidates"]; a != nil {
 		v, d := a.Expr.Value(nil)
 		n, ok := 0, false
@@ -500,6 +542,54 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 		}
 	}
 	return ch
+}
+
+// orderKeys compiles a choice's order: a list whose elements are CEL
+// strings (ascending) or asc("expr") / desc("expr"), most significant
+// first, as SQL's ORDER BY reads.
+func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
+	exprs, d := hcl.ExprList(a.Expr)
+	if d.HasErrors() || len(exprs) == 0 {
+		c.errorf(a.Expr.Range(), "Expected a list of sort keys", "order takes a non-empty list of sort keys, most significant first, such as [desc(\"state == 'pending'\"), \"started\"]: a CEL string sorts ascending, asc(\"...\") and desc(\"...\") say the direction.")
+		return nil
+	}
+	var out []*OrderKey
+	for _, e := range exprs {
+		k := &OrderKey{}
+		arg := e
+		if call, d := hcl.ExprCall(e); !d.HasErrors() {
+			switch {
+			case call.Name != "asc" && call.Name != "desc":
+				detail := fmt.Sprintf("%s(...) is not a sort direction; write asc(\"expr\") or desc(\"expr\").", call.Name)
+				if n, ok := closest(call.Name, []string{"asc", "desc"}); ok {
+					detail += fmt.Sprintf(" Did you mean %s?", n)
+				}
+				c.errorf(call.NameRange, "Unknown sort direction", "%s", detail)
+				continue
+			case len(call.Arguments) != 1:
+				c.errorf(call.ArgsRange, "Expected one sort key", "%s takes one CEL string, such as %s(\"started\").", call.Name, call.Name)
+				continue
+			}
+			k.Desc = call.Name == "desc"
+			arg = call.Arguments[0]
+		}
+		k.Expr = c.expr(&hcl.Attribute{Name: "order", Expr: arg, Range: arg.Range(), NameRange: a.NameRange}, vs,
+			"a sort key (a bool, number, string, timestamp or duration)", orderable)
+		if k.Expr != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// orderable reports whether values of t compare with each other.
+func orderable(t *cel.Type) bool {
+	switch t.Kind() {
+	case types.BoolKind, types.IntKind, types.UintKind, types.DoubleKind, types.StringKind,
+		types.TimestampKind, types.DurationKind, types.DynKind:
+		return true
+	}
+	return false
 }
 
 func (c *compiler) fresh(b *hcl.Block, vs *vars) *Fresh {

@@ -4,6 +4,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
+	"slices"
 )
 
 // RuleSet is a loaded, compiled and checked set of rules. It is immutable:
@@ -64,13 +65,17 @@ type Rule struct {
 	File      string
 	Range     hcl.Range // the rule block's header
 	After     []string  // rules this one is ordered after (its writes win)
-	Body      *Scope
-	When      *Expr // nil: always
-	Choose    *Choice
-	Fresh     *Fresh
-	Heads     []*Head
-	Stratum   int // index of the rule's strongly connected component in dependency order
-	Index     int // position in RuleSet.Rules
+	// Guards names aggregates of the body, shared or its own, that its
+	// firings are guarded by (guard = ["placed"]), as an aggregate's own
+	// guard = true does: a shared aggregate serves rules that do not guard.
+	Guards  []string
+	Body    *Scope
+	When    *Expr // nil: always
+	Choose  *Choice
+	Fresh   *Fresh
+	Heads   []*Head
+	Stratum int // index of the rule's strongly connected component in dependency order
+	Index   int // position in RuleSet.Rules
 
 	afterRanges []hcl.Range // where each After name is written
 }
@@ -113,6 +118,10 @@ type Pattern struct {
 	Optional bool
 	Negated  bool
 }
+
+// Guarded reports whether r's firings are guarded by aggregate ag: its own
+// guard = true, or the rule's guard list naming it.
+func (r *Rule) Guarded(ag *Aggregate) bool { return ag.Guard || slices.Contains(r.Guards, ag.Name) }
 
 // Vars returns the pattern's path variables in template order.
 func (p *Pattern) Vars() []string { return segVars(p.Segs) }
@@ -157,6 +166,12 @@ type Aggregate struct {
 	// written in its rule). It sees only these of the rule's names, and one
 	// *Aggregate serves every rule that binds them to the same types.
 	Params []string
+	// Guard makes a firing that read the aggregate commit only if what it
+	// counted still stands (guard = true): the members' facts are compared
+	// at commit, those written earlier in the same plan by ordering; past
+	// a limit of member facts (eval.MaxGuardedReads), the firing commits only if every
+	// firing before it in its plan did (see docs/rules.md, "guard").
+	Guard bool
 }
 
 // Let binds a name to a CEL expression over what is bound before it.
@@ -165,15 +180,18 @@ type Let struct {
 	Expr *Expr
 }
 
-// Choice picks one candidate binding of its scope: the one with the highest
-// Score among those passing every filter; ties go to the candidate whose
-// variables (Vars, in order) are lexicographically smallest.
+// Choice picks candidate bindings of its scope among those passing every
+// filter: the first by Order (or the highest Score), Pick of them (one when
+// Pick is nil); ties go to the candidate whose variables (Vars, in order)
+// are lexicographically smallest.
 type Choice struct {
 	Name    string
 	Body    *Scope
 	Filters []*Filter
-	Score   *Expr    // nil: every candidate scores 0
-	Vars    []string // the candidate's own variables, sorted
+	Score   *Expr       // nil: every candidate scores 0
+	Order   []*OrderKey // sort keys, most significant first; set instead of Score
+	Pick    *Expr       // how many candidates to pick, an int over the rule's binding; nil: one
+	Vars    []string    // the candidate's own variables, sorted
 	Range   hcl.Range
 	// Candidates bounds how many candidates that pass every filter are
 	// scored (0: all). With more candidates than that, the visit starts at
@@ -182,6 +200,14 @@ type Choice struct {
 	// choice is the best of a deterministic sample, as Nomad's and
 	// Kubernetes' schedulers score a bounded share of the nodes.
 	Candidates int
+}
+
+// OrderKey is one sort key of a choice: candidates are ordered by the
+// value of Expr, ascending unless Desc (false before true, as SQL's ORDER
+// BY), and the first ones are picked.
+type OrderKey struct {
+	Expr *Expr
+	Desc bool
 }
 
 // Filter is a named condition a candidate must pass; a candidate failing

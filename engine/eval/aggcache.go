@@ -502,7 +502,10 @@ func readsNow(r *rules.Rule) bool {
 	exprs = append(exprs, r.When)
 	if r.Choose != nil {
 		scope(r.Choose.Body)
-		exprs = append(exprs, r.Choose.Score)
+		exprs = append(exprs, r.Choose.Score, r.Choose.Pick)
+		for _, k := range r.Choose.Order {
+			exprs = append(exprs, k.Expr)
+		}
 		for _, f := range r.Choose.Filters {
 			exprs = append(exprs, f.Expr)
 		}

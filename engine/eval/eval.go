@@ -116,6 +116,7 @@ type Evaluator struct {
 	maxPasses   int
 	maxFresh    int
 	maxAggReads int
+	maxGuarded  int
 	maxAdjust   int
 	maxFirings  int
 	maxCost     uint64        // WithRoundBudget: CEL cost per round
@@ -138,7 +139,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAdjust: -1,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
 		wholeAfter: wholeAuto, pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
@@ -356,7 +357,12 @@ type round struct {
 	ov         *overlay
 	plan       *Plan
 	now        ref.Val
-	activation activation        // what eval hands CEL, reused
+	activation activation // what eval hands CEL, reused
+	one        [1]*sol    // a choice's one pick, returned without allocating
+	// barrier is set while the firings of a binding that read a guarded
+	// aggregate over MaxGuardedReads member facts are made: they commit
+	// only after every earlier firing of the plan (Firing.AfterAll).
+	barrier    bool
 	queue      [][]task          // pending tasks by rule index
 	queued     []map[string]bool // binding keys in queue, by rule index
 	stopped    map[string]bool   // rules skipped for the rest of the round

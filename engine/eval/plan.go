@@ -23,7 +23,9 @@ package eval
 // must not compare them: a group may hold thousands of facts, and a fact
 // joining the group later could not be caught by a compare anyway. The next
 // round sees any change and corrects. At most MaxAggregateReads members of
-// one aggregate are listed.
+// one aggregate are listed. The members of a guarded aggregate (guard =
+// true) are ordinary reads instead, compared (or, Own, ordered) like any
+// other, up to MaxGuardedReads of them (see Firing.AfterAll).
 type Read struct {
 	Key     string
 	Rev     int64
@@ -58,6 +60,12 @@ type Firing struct {
 	// Kind is "derive" (maintaining a view: puts of derived keys, deletes of
 	// keys no longer derived) or "emit" (an action: emit and delete heads).
 	Kind string
+	// AfterAll is set when the firing read a guarded aggregate (guard =
+	// true) with more member facts than MaxGuardedReads: they are not
+	// listed, and the committer must commit it only if every firing before
+	// it in the plan committed (none was dropped as stale, orphaned or
+	// refused), so that no write of the round it counted has failed.
+	AfterAll bool
 }
 
 // Rejection records why a choice passed over a candidate, for `why-not`.

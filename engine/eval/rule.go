@@ -68,15 +68,32 @@ func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error
 			return err
 		}
 	}
-	if r.Choose != nil {
-		c, err := rd.choose(r, s)
-		rd.noteWaiting(r, s, err != nil || c == nil)
-		if err != nil || c == nil {
+	g, err := rd.guardOf(r, s)
+	if err != nil {
+		return err
+	}
+	if g.barrier {
+		rd.barrier = true
+		defer func() { rd.barrier = false }()
+	}
+	if r.Choose == nil {
+		s.reads = append(s.reads, g.reads...)
+		return fn(s)
+	}
+	picks, err := rd.choose(r, s)
+	rd.noteWaiting(r, s, err != nil || len(picks) == 0)
+	if err != nil {
+		return err
+	}
+	// Each pick fires on its own (its own record and transaction), all
+	// decided on the same counts.
+	for _, c := range picks {
+		c.reads = append(c.reads, g.reads...)
+		if err := fn(c); err != nil {
 			return err
 		}
-		s = c
 	}
-	return fn(s)
+	return nil
 }
 
 // renderBinding shows the path variables of a binding, e.g. {id=a8f31}.
@@ -235,7 +252,7 @@ func (rd *round) fire(r *rules.Rule, s *sol) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit"})
+	return rd.commit(Firing{Rule: r.Name, Bindings: s.b.strings(), Reads: dedupReads(reads), Writes: dedupWrites(writes), Kind: "emit", AfterAll: rd.barrier})
 }
 
 // value evaluates a head's value and encodes it for the key's fact type.

@@ -44,11 +44,15 @@ type Expect struct {
 	Writes map[string][]byte // key pattern -> canonical value: keys whose value changed or appeared
 	// Multi holds a wildcard key given a list: the keys it matches hold
 	// exactly these values, in any order ("placement/instance/*" = ["node-1", "node-2"]).
-	Multi      map[string][][]byte
-	Deletes    []string       // key patterns: keys that existed and are gone
-	Firings    map[string]int // rule -> number of firings
-	Problems   []string       // rules with a problem
-	Rejections []string       // "rule var=value,...: filter, filter" patterns
+	Multi   map[string][][]byte
+	Deletes []string       // key patterns: keys that existed and are gone
+	Firings map[string]int // rule -> number of firings
+	// Rounds maps a rule to the number of rounds (plans) it fired in; only
+	// the rules named are compared: `rounds = { stop_placed_extras = 1 }`
+	// says every extra was stopped at once.
+	Rounds     map[string]int
+	Problems   []string // rules with a problem
+	Rejections []string // "rule var=value,...: filter, filter" patterns
 	Range      hcl.Range
 	has        map[string]bool // which of the above were written
 }
@@ -66,7 +70,7 @@ var stepSchema = &hcl.BodySchema{
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}},
 }
 var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "writes"}, {Name: "deletes"}, {Name: "firings"}, {Name: "problems"}, {Name: "rejections"},
+	{Name: "writes"}, {Name: "deletes"}, {Name: "firings"}, {Name: "problems"}, {Name: "rejections"}, {Name: "rounds"},
 }}
 
 // IsTestFile reports whether a file holds rule tests: *_test.hcl, or any
@@ -303,27 +307,37 @@ func parseExpect(b *hcl.Block, schema *facts.Schema) (*Expect, hcl.Diagnostics) 
 		e.Rejections, diags = strList(a, diags)
 	}
 	if a := c.Attributes["firings"]; a != nil {
-		pairs, d := hcl.ExprMap(a.Expr)
-		diags = append(diags, d...)
-		for _, kv := range pairs {
-			name := hcl.ExprAsKeyword(kv.Key)
-			if name == "" {
-				k, d := kv.Key.Value(nil)
-				if d.HasErrors() || k.Type() != cty.String {
-					continue
-				}
-				name = k.AsString()
-			}
-			v, d := kv.Value.Value(nil)
-			diags = append(diags, d...)
-			if d.HasErrors() || v.Type() != cty.Number {
-				continue
-			}
-			n, _ := v.AsBigFloat().Int64()
-			e.Firings[name] = int(n)
-		}
+		diags = ruleCounts(a, e.Firings, diags)
+	}
+	if a := c.Attributes["rounds"]; a != nil {
+		e.Rounds = map[string]int{}
+		diags = ruleCounts(a, e.Rounds, diags)
 	}
 	return e, diags
+}
+
+// ruleCounts reads a map of rule names to counts into out.
+func ruleCounts(a *hcl.Attribute, out map[string]int, diags hcl.Diagnostics) hcl.Diagnostics {
+	pairs, d := hcl.ExprMap(a.Expr)
+	diags = append(diags, d...)
+	for _, kv := range pairs {
+		name := hcl.ExprAsKeyword(kv.Key)
+		if name == "" {
+			k, d := kv.Key.Value(nil)
+			if d.HasErrors() || k.Type() != cty.String {
+				continue
+			}
+			name = k.AsString()
+		}
+		v, d := kv.Value.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() || v.Type() != cty.Number {
+			continue
+		}
+		n, _ := v.AsBigFloat().Int64()
+		out[name] = int(n)
+	}
+	return diags
 }
 
 func strList(a *hcl.Attribute, diags hcl.Diagnostics) ([]string, hcl.Diagnostics) {

@@ -66,6 +66,7 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 		}
 		before := snapshot(tb)
 		firings := map[string]int{}
+		rounds := map[string]int{} // rule -> rounds it fired in
 		problems := map[string][]string{}
 		rejections := map[string]bool{}
 		ticked := false
@@ -86,7 +87,12 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 					return
 				}
 				var changes []facts.Change
+				fired := map[string]bool{}
 				for _, f := range plan.Firings {
+					if !fired[f.Rule] {
+						fired[f.Rule] = true
+						rounds[f.Rule]++
+					}
 					firings[f.Rule]++
 					res.Firings[f.Rule]++
 					for _, w := range f.Writes {
@@ -116,7 +122,7 @@ func Run(rs *rules.RuleSet, t *Test) Result {
 			out = append(out, fmt.Sprintf("  no fixpoint after %d rounds", MaxRounds))
 		}
 		if s.Expect != nil {
-			out = append(out, compare(s.Expect, before, snapshot(tb), firings, problems, rejections)...)
+			out = append(out, compare(s.Expect, before, snapshot(tb), firings, rounds, problems, rejections)...)
 		} else if len(problems) > 0 {
 			out = append(out, compareProblems(nil, problems)...)
 		}
@@ -174,7 +180,7 @@ func globMatch(pattern, s string) bool {
 	return ok
 }
 
-func compare(e *Expect, before, after map[string][]byte, firings map[string]int, problems map[string][]string, rejections map[string]bool) []string {
+func compare(e *Expect, before, after map[string][]byte, firings, rounds map[string]int, problems map[string][]string, rejections map[string]bool) []string {
 	var out []string
 	// Writes: keys that appeared or changed.
 	written := map[string][]byte{}
@@ -282,6 +288,16 @@ func compare(e *Expect, before, after map[string][]byte, firings map[string]int,
 			out = append(out, "  firings:")
 			out = append(out, diff...)
 		}
+	}
+	diff = nil
+	for _, n := range sortedKeys(e.Rounds) {
+		if rounds[n] != e.Rounds[n] {
+			diff = append(diff, fmt.Sprintf("    %s: expected to fire in %d round(s), fired in %d", n, e.Rounds[n], rounds[n]))
+		}
+	}
+	if len(diff) > 0 {
+		out = append(out, "  rounds:")
+		out = append(out, diff...)
 	}
 	out = append(out, compareProblems(e.Problems, problems)...)
 	if e.has["rejections"] {

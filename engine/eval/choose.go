@@ -1,0 +1,260 @@
+package eval
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// ranked is a choice's candidate that passed every filter, with what
+// orders it.
+type ranked struct {
+	c     *sol
+	score float64
+	keys  []ref.Val // the order's keys, when the choice has an order
+	reads [][]Read  // by aggregate: the member reads of those its filters and order read
+	seq   int       // visiting order, the tie-break
+}
+
+// choose picks the best candidates of the rule's choice for s, as many as
+// its pick says (one by default), best first, recording a rejection for
+// every candidate that fails a filter.
+//
+// A candidate's aggregates are computed when a filter, the score or a sort
+// key first reads one: `nnet.orValue(”) != 'host' || port_taken == 0`
+// computes the port count only on nodes that share their network. A chosen
+// one's reads are the members of the aggregates its filters and ranking
+// read, in declaration order, and of those the rule's heads read (computed
+// for it alone): what the decision depended on, no more.
+func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
+	ch := r.Choose
+	k, err := rd.pickCount(ch, s)
+	if err != nil || k == 0 {
+		return nil, err
+	}
+	cands := rd.candidates(ch.Body, ch.Vars, s.b, s.reads)
+	lz := &lazyAggregates{rd: rd, sc: ch.Body, reads: make([][]Read, len(ch.Body.Aggregates))}
+	act := &activation{lazy: lz}
+	outer := s.b.strings()
+	start, feasible := 0, 0
+	n := cands.len()
+	if ch.Candidates > 0 && n > ch.Candidates {
+		start = sampleStart(outer, n)
+	}
+	// With one to pick, the best so far is kept and the others' storage
+	// reused; with more, the passing candidates are kept and cut back to
+	// the best k whenever they reach twice that.
+	var best ranked
+	best.reads = make([][]Read, len(ch.Body.Aggregates))
+	var cur ranked
+	var kept []ranked
+	rk := ranker{ch: ch}
+	var spare *sol // a candidate passed over, whose storage the next one reuses
+	for i := range n {
+		if ch.Candidates > 0 && feasible >= ch.Candidates {
+			break // the sample is complete
+		}
+		c := cands.at((start+i)%n, spare)
+		spare = nil
+		lz.begin(c)
+		for _, l := range ch.Body.Lets {
+			v, err := rd.evalIn(act, l.Expr, c.b, what{"let", l.Name, ""})
+			if err != nil {
+				return nil, err
+			}
+			c.b.push(l.Name, celVal(v))
+		}
+		var failed []string
+		for _, f := range ch.Filters {
+			ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				failed = append(failed, f.Name)
+			}
+		}
+		if len(failed) > 0 {
+			cand := map[string]string{}
+			for _, v := range ch.Vars {
+				cand[v] = c.b.str(v)
+			}
+			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
+			spare = c
+			continue
+		}
+		cur.c, cur.seq, cur.score, cur.keys = c, i, 0, cur.keys[:0]
+		if err := rd.rank(act, ch, &cur); err != nil {
+			return nil, err
+		}
+		feasible++
+		if k > 1 {
+			cur.reads = append([][]Read(nil), lz.reads...)
+			kept = append(kept, cur)
+			cur = ranked{}
+			if len(kept) >= 2*k {
+				kept = rk.best(kept, k)
+			}
+			continue
+		}
+		if best.c == nil || rk.before(&cur, &best) {
+			spare = best.c
+			best.c, best.seq, best.score = cur.c, cur.seq, cur.score
+			best.keys, cur.keys = cur.keys, best.keys
+			lz.reads, best.reads = best.reads, lz.reads
+		} else {
+			spare = c
+		}
+	}
+	if k == 1 {
+		if best.c == nil {
+			return nil, nil
+		}
+		if err := rd.chosen(ch, &best); err != nil {
+			return nil, err
+		}
+		rd.one[0] = best.c
+		return rd.one[:], nil
+	}
+	kept = rk.best(kept, k)
+	if rk.err != nil {
+		return nil, rk.err
+	}
+	out := make([]*sol, 0, len(kept))
+	for i := range kept {
+		if err := rd.chosen(ch, &kept[i]); err != nil {
+			return nil, err
+		}
+		out = append(out, kept[i].c)
+	}
+	return out, nil
+}
+
+// chosen completes a picked candidate: the aggregates its heads read that
+// no filter or key computed, and the member reads of those it read.
+func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
+	c := p.c
+	heads := rd.e.headAggs[ch]
+	for i, ag := range ch.Body.Aggregates {
+		if p.reads[i] != nil || !heads[i] {
+			continue
+		}
+		v, rs, err := rd.aggregateOf(ag, c)
+		if err != nil {
+			return err
+		}
+		p.reads[i] = rs
+		c.b.push(ag.Name, celVal(v))
+	}
+	for _, rs := range p.reads {
+		c.reads = append(c.reads, rs...)
+	}
+	return nil
+}
+
+// ranker orders a choice's passing candidates.
+type ranker struct {
+	ch  *rules.Choice
+	err error // the first pair of sort keys that did not compare
+}
+
+// before reports whether a comes before b: by the order's keys, or the
+// higher score; then in visiting order, the tie-break.
+func (rk *ranker) before(a, b *ranked) bool {
+	if rk.ch.Order != nil {
+		for j, key := range rk.ch.Order {
+			c, err := compareKeys(a.keys[j], b.keys[j])
+			if err != nil {
+				if rk.err == nil {
+					rk.err = fmt.Errorf("order %q: %w", key.Expr.Src, err)
+				}
+				return a.seq < b.seq
+			}
+			if c != 0 {
+				return (c < 0) != key.Desc
+			}
+		}
+	} else if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.seq < b.seq
+}
+
+// best sorts kept and cuts it to its first k.
+func (rk *ranker) best(kept []ranked, k int) []ranked {
+	sort.Slice(kept, func(i, j int) bool { return rk.before(&kept[i], &kept[j]) })
+	if len(kept) > k {
+		clear(kept[k:])
+		kept = kept[:k]
+	}
+	return kept
+}
+
+// pickCount evaluates how many candidates a choice picks for s.
+func (rd *round) pickCount(ch *rules.Choice, s *sol) (int, error) {
+	if ch.Pick == nil {
+		return 1, nil
+	}
+	v, err := rd.eval(ch.Pick, s.b, what{"pick of", ch.Name, ""})
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(types.Int)
+	if !ok {
+		return 0, fmt.Errorf("pick %q: got %s, expected an int", ch.Pick.Src, v.Type())
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("pick %q is %d; expected how many candidates to pick, 0 or more", ch.Pick.Src, n)
+	}
+	return int(min(int64(n), math.MaxInt32)), nil
+}
+
+// rank evaluates what orders a passing candidate: its sort keys, or its score.
+func (rd *round) rank(act *activation, ch *rules.Choice, c *ranked) error {
+	for _, key := range ch.Order {
+		v, err := rd.evalIn(act, key.Expr, c.c.b, what{kind: "order key"})
+		if err != nil {
+			return err
+		}
+		if _, ok := v.(traits.Comparer); !ok {
+			return fmt.Errorf("order %q: got %s, which does not sort", key.Expr.Src, v.Type())
+		}
+		c.keys = append(c.keys, v)
+	}
+	if ch.Score == nil {
+		return nil
+	}
+	v, err := rd.evalIn(act, ch.Score, c.c.b, what{kind: "score"})
+	if err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case types.Int:
+		c.score = float64(x)
+	case types.Double:
+		c.score = float64(x)
+	case types.Uint:
+		c.score = float64(x)
+	default:
+		return fmt.Errorf("score %q: got %s, expected a number", ch.Score.Src, v.Type())
+	}
+	return nil
+}
+
+// compareKeys compares two sort keys' values: negative, 0 or positive.
+func compareKeys(a, b ref.Val) (int, error) {
+	c, ok := a.(traits.Comparer)
+	if !ok {
+		return 0, fmt.Errorf("%s values do not sort", a.Type())
+	}
+	x, ok := c.Compare(b).(types.Int)
+	if !ok {
+		return 0, fmt.Errorf("cannot compare %s with %s", a.Type(), b.Type())
+	}
+	return int(x), nil
+}

@@ -1,0 +1,201 @@
+# Stopping extras: every extra of a service in one round (choose's pick),
+# ranked by a sort key list (order), on counts the commit guards (guard).
+
+test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the newest" {
+  facts = {
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 2
+    "effective/service/web/instances"   = 8
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "lease/node/node-1"                    = {}
+    "observed/node/node-1/capacity/cpu"    = 8
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/leased"          = true
+    "lease/node/node-2"                    = {}
+    "observed/node/node-2/capacity/cpu"    = 8
+    "observed/node/node-2/capacity/memory" = "8Gi"
+    "observed/instance/a0001/service"    = "web"
+    "observed/instance/a0001/state"      = "running"
+    "observed/instance/a0001/health"     = "healthy"
+    "observed/instance/a0001/started_at" = "2026-11-29T09:00:00Z"
+    "placement/instance/a0001"           = "node-1"
+    "observed/instance/a0002/service"    = "web"
+    "observed/instance/a0002/state"      = "running"
+    "observed/instance/a0002/health"     = "healthy"
+    "observed/instance/a0002/started_at" = "2026-11-29T09:10:00Z"
+    "placement/instance/a0002"           = "node-2"
+    "observed/instance/a0003/service"    = "web"
+    "observed/instance/a0003/state"      = "running"
+    "observed/instance/a0003/health"     = "unhealthy"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:00:00Z"
+    "placement/instance/a0003"           = "node-1"
+    "observed/instance/a0004/service"    = "web"
+    "observed/instance/a0004/state"      = "running"
+    "observed/instance/a0004/health"     = "healthy"
+    "observed/instance/a0004/started_at" = "2026-11-29T09:30:00Z"
+    "placement/instance/a0004"           = "node-2"
+    "observed/instance/a0005/service"    = "web"
+    "observed/instance/a0005/state"      = "running"
+    "observed/instance/a0005/health"     = "unhealthy"
+    "observed/instance/a0005/started_at" = "2026-11-29T08:30:00Z"
+    "placement/instance/a0005"           = "node-1"
+    "observed/instance/a0006/service"    = "web"
+    "observed/instance/a0006/state"      = "running"
+    "observed/instance/a0006/health"     = "healthy"
+    "observed/instance/a0006/started_at" = "2026-11-29T09:50:00Z"
+    "placement/instance/a0006"           = "node-2"
+    "observed/instance/a0007/service"    = "web"
+    "observed/instance/a0007/state"      = "running"
+    "observed/instance/a0007/health"     = "healthy"
+    "observed/instance/a0007/started_at" = "2026-11-29T10:00:00Z"
+    "placement/instance/a0007"           = "node-1"
+    "observed/instance/a0008/service"    = "web"
+    "observed/instance/a0008/state"      = "running"
+    "observed/instance/a0008/health"     = "healthy"
+    "observed/instance/a0008/started_at" = "2026-11-29T10:10:00Z"
+    "placement/instance/a0008"           = "node-2"
+  }
+  expect {
+    writes = {
+      "effective/service/web/instances"         = 2
+      "observed/instance/a0003/unhealthy_since" = "2026-11-29T12:00:00Z"
+      "observed/instance/a0005/unhealthy_since" = "2026-11-29T12:00:00Z"
+    }
+    # the two longest-running healthy ones stay
+    deletes = [
+      "placement/instance/a0003", "placement/instance/a0004", "placement/instance/a0005",
+      "placement/instance/a0006", "placement/instance/a0007", "placement/instance/a0008",
+    ]
+    firings = { resolve_intent = 1, stop_placed_extras = 6, note_unhealthy = 2 }
+    rounds  = { stop_placed_extras = 1 }
+  }
+  then "scaled to 0: the rest at once, the last healthy one too" {
+    facts = { "intent/user/service/web/instances" = 0 }
+    expect {
+      writes  = { "effective/service/web/instances" = 0 }
+      deletes = ["placement/instance/a0001", "placement/instance/a0002"]
+      firings = { resolve_intent = 1, stop_placed_extras = 2 }
+      rounds  = { stop_placed_extras = 1 }
+    }
+  }
+}
+
+test "the only healthy instance stays, the newest though it is: three of four stopped at once" {
+  facts = {
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 1
+    "effective/service/web/instances"   = 1
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "lease/node/node-1"                    = {}
+    "observed/node/node-1/capacity/cpu"    = 8
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "observed/instance/a0001/service"    = "web"
+    "observed/instance/a0001/state"      = "running"
+    "observed/instance/a0001/health"     = "unhealthy"
+    "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
+    "placement/instance/a0001"           = "node-1"
+    "observed/instance/a0002/service"    = "web"
+    "observed/instance/a0002/state"      = "running"
+    "observed/instance/a0002/started_at" = "2026-11-29T08:10:00Z"
+    "placement/instance/a0002"           = "node-1"
+    "observed/instance/a0003/service"    = "web"
+    "observed/instance/a0003/state"      = "running"
+    "observed/instance/a0003/health"     = "unhealthy"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:20:00Z"
+    "placement/instance/a0003"           = "node-1"
+    "observed/instance/a0004/service"    = "web"
+    "observed/instance/a0004/state"      = "running"
+    "observed/instance/a0004/health"     = "healthy"
+    "observed/instance/a0004/started_at" = "2026-11-29T11:00:00Z"
+    "placement/instance/a0004"           = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/instance/a0001/unhealthy_since" = "2026-11-29T12:00:00Z"
+      "observed/instance/a0003/unhealthy_since" = "2026-11-29T12:00:00Z"
+    }
+    deletes = ["placement/instance/a0001", "placement/instance/a0002", "placement/instance/a0003"]
+    firings = { stop_placed_extras = 3, note_unhealthy = 2 }
+    rounds  = { stop_placed_extras = 1 }
+  }
+}
+
+test "a frozen node returns: its originals stay, every replacement is stopped in the round it is back" {
+  facts = {
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 3
+    "effective/service/web/instances"   = 3
+    "observed/node/node-1/state"           = "unreachable"
+    "observed/node/node-1/leased"          = true
+    "lease/node/node-1"                    = {}
+    "observed/node/node-1/capacity/cpu"    = 8
+    "observed/node/node-1/capacity/memory" = "8Gi"
+    "observed/node/node-2/state"           = "alive"
+    "observed/node/node-2/leased"          = true
+    "lease/node/node-2"                    = {}
+    "observed/node/node-2/capacity/cpu"    = 8
+    "observed/node/node-2/capacity/memory" = "8Gi"
+    "observed/instance/a0001/service"    = "web"
+    "observed/instance/a0001/state"      = "running"
+    "observed/instance/a0001/health"     = "healthy"
+    "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
+    "placement/instance/a0001"           = "node-1"
+    "observed/instance/a0002/service"    = "web"
+    "observed/instance/a0002/state"      = "running"
+    "observed/instance/a0002/health"     = "healthy"
+    "observed/instance/a0002/started_at" = "2026-11-29T08:00:00Z"
+    "placement/instance/a0002"           = "node-1"
+    "observed/instance/a0003/service"    = "web"
+    "observed/instance/a0003/state"      = "running"
+    "observed/instance/a0003/health"     = "healthy"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:05:00Z"
+    "placement/instance/a0003"           = "node-1"
+    "observed/instance/b0001/service"    = "web"
+    "observed/instance/b0001/state"      = "running"
+    "observed/instance/b0001/health"     = "healthy"
+    "observed/instance/b0001/started_at" = "2026-11-29T11:00:00Z"
+    "placement/instance/b0001"           = "node-2"
+    "observed/instance/b0002/service"    = "web"
+    "observed/instance/b0002/state"      = "running"
+    "observed/instance/b0002/health"     = "healthy"
+    "observed/instance/b0002/started_at" = "2026-11-29T11:00:01Z"
+    "placement/instance/b0002"           = "node-2"
+    "observed/instance/b0003/service"    = "web"
+    "observed/instance/b0003/state"      = "running"
+    "observed/instance/b0003/health"     = "healthy"
+    "observed/instance/b0003/started_at" = "2026-11-29T11:00:02Z"
+    "placement/instance/b0003"           = "node-2"
+  }
+  expect {
+    writes  = { "observed/node/node-1/state" = "alive" }
+    deletes = ["placement/instance/b0001", "placement/instance/b0002", "placement/instance/b0003"]
+    firings = { node_returns = 1, stop_placed_extras = 3 }
+    rounds  = { stop_placed_extras = 1 }
+  }
+}
+
+test "unplaced pending extras are cancelled all at once" {
+  facts = {
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 1
+    "effective/service/web/instances"   = 1
+    "observed/instance/a0001/service"    = "web"
+    "observed/instance/a0001/state"      = "pending"
+    "observed/instance/a0002/service"    = "web"
+    "observed/instance/a0002/state"      = "pending"
+    "observed/instance/a0003/service"    = "web"
+    "observed/instance/a0003/state"      = "pending"
+    "observed/instance/a0004/service"    = "web"
+    "observed/instance/a0004/state"      = "pending"
+    "observed/instance/a0005/service"    = "web"
+    "observed/instance/a0005/state"      = "pending"
+  }
+  expect {
+    writes = { "observed/instance/*/state" = ["stopped", "stopped", "stopped", "stopped"] }
+    firings = { cancel_waiting_extras = 4 }
+    rounds  = { cancel_waiting_extras = 1 }
+  }
+}
