@@ -236,3 +236,32 @@ func TestBurstIsEvaluatedWhole(t *testing.T) {
 		t.Errorf("%d tasks for a burst of 600 instances, want it evaluated whole (at most the burst's threshold)", tasks)
 	}
 }
+
+// TestReportsDoNotEvaluateWhole: a few hundred reports of placed instances
+// (each a task that finds its instance placed) do not evaluate the rule
+// whole, which would visit every pending instance.
+func TestReportsDoNotEvaluateWhole(t *testing.T) {
+	rs := loadSrc(t, holeFilling)
+	tb := newTable()
+	addNode(tb, "node-1", 100000)
+	for i := range 6000 {
+		id := fmt.Sprintf("a%04x", i)
+		addInstance(tb, id)
+		putKnown(tb, "placement/instance/"+id, `"node-1"`)
+	}
+	ev := eval.New(rs)
+	from := tb.Rev()
+	ev.Full(tb)
+	var changes []facts.Change
+	for i := range 300 {
+		changes = append(changes, putKnown(tb, fmt.Sprintf("observed/instance/a%04x/state", i), `"running"`))
+	}
+	was := ev.Stats()
+	p := ev.Continue(from, tb, changes, false)
+	if n := placedBy(p); n != 0 {
+		t.Fatalf("%d placed, want none: every instance is placed", n)
+	}
+	if v := ev.Stats().FactsVisited - was.FactsVisited; v >= 5700 {
+		t.Errorf("300 reports visited %d facts: the rule was evaluated whole over the 5,700 pending instances", v)
+	}
+}
