@@ -438,6 +438,9 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	if rd.queued[i][""] {
 		return
 	}
+	if ws := rd.e.waits[i]; ws != nil && b.len() > 0 && rd.filled(ws, b) {
+		return // waiting.go: nothing to do under b
+	}
 	k := b.key()
 	if k == "" {
 		rd.queue[i] = rd.queue[i][:0]
