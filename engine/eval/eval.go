@@ -302,7 +302,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.resume = resume
 		rd := e.newRound(r, stopped)
 		if attempt > 0 {
-			rd.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
+			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 		}
 		for _, t := range carried {
 			rd.enqueue(t.r, t.b)
@@ -636,7 +636,7 @@ func (rd *round) problem(rule string, err error) {
 	rd.plan.Problems = append(rd.plan.Problems, Problem{Rule: rule, Err: err})
 	rd.stopped[rule] = true
 	if r, ok := rd.e.rs.Rule(rule); ok {
-		rd.loseWaits(r)
+		rd.e.loseWaits(r)
 	}
 }
 

@@ -112,21 +112,21 @@ func fillsHole(r *rules.Rule) bool {
 		return false
 	}
 	for _, h := range r.Heads {
-		if h.Kind != rules.Emit {
-			return false
-		}
-		found := false
-		for _, p := range r.Body.Absent {
-			if p.Template == h.Template {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if h.Kind != rules.Emit || holeOf(r, h) == nil {
 			return false
 		}
 	}
 	return true
+}
+
+// holeOf returns the absent pattern of r's body that h writes, or nil.
+func holeOf(r *rules.Rule, h *rules.Head) *rules.Pattern {
+	for _, p := range r.Body.Absent {
+		if p.Template == h.Template {
+			return p
+		}
+	}
+	return nil
 }
 
 func buildWaits(rs *rules.RuleSet) []*waitSet {
@@ -135,12 +135,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 		if !fillsHole(r) {
 			continue
 		}
-		ws := &waitSet{b: map[string]*binding{}, path: map[string]bool{}}
-		for _, p := range r.Body.Absent {
-			if p.Template == r.Heads[0].Template {
-				ws.hole = p
-			}
-		}
+		ws := &waitSet{b: map[string]*binding{}, path: map[string]bool{}, hole: holeOf(r, r.Heads[0])}
 		for _, ps := range [][]*rules.Pattern{r.Body.Match, r.Body.Optional, r.Body.Absent} {
 			for _, p := range ps {
 				for _, v := range p.Vars() {
@@ -156,13 +151,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 // Uncommitted tells the evaluator that firings of a plan it returned did
 // not commit (dropped as stale, refused, abandoned): a binding it saw fire
 // may still hold, so no wait set is exact any more.
-func (e *Evaluator) Uncommitted() {
-	for _, ws := range e.waits {
-		if ws != nil {
-			ws.ok = false
-		}
-	}
-}
+func (e *Evaluator) Uncommitted() { e.loseWaits(nil) }
 
 // waitsFor returns r's wait set when a candidate change may be answered
 // from it.
@@ -237,8 +226,8 @@ func (rd *round) wholeTask(r *rules.Rule, done bool, err error) {
 }
 
 // loseWaits marks r's wait set inexact (nil: every rule's).
-func (rd *round) loseWaits(r *rules.Rule) {
-	for i, ws := range rd.e.waits {
+func (e *Evaluator) loseWaits(r *rules.Rule) {
+	for i, ws := range e.waits {
 		if ws != nil && (r == nil || i == r.Index) {
 			ws.ok = false
 		}
