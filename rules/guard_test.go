@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,7 +45,7 @@ rule "stop" {
 			guarded++
 		}
 	}
-	if guarded != 1 || !slicesEqual(r.Guards, []string{"live"}) {
+	if guarded != 1 || !slices.Equal(r.Guards, []string{"live"}) {
 		t.Fatalf("guards %v, %d of the body's aggregates guarded; want the shared count live", r.Guards, guarded)
 	}
 	_, diags = LoadFiles(map[string][]byte{"r.hcl": []byte(strings.Replace(src, `guard = ["live"]`, `guard = ["lve"]`, 1))})
@@ -52,5 +53,3 @@ rule "stop" {
 		t.Fatalf("an unknown name in guard: %v", diags)
 	}
 }
-
-func slicesEqual(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
