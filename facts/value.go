@@ -531,13 +531,21 @@ func ParseCPU(s string) (float64, error) {
 	return f, nil
 }
 
-// plainJSON decodes the shapes most facts have — a string of printable
+// plainJSON decodes the shapes most facts have — true, false, {}, a string of printable
 // ASCII without escapes, an integer, a decimal such as 0.25 — as
 // encoding/json with UseNumber would, without it (agents report tens of
 // thousands of them at a time, and a decoder costs a 512-byte buffer); ok
 // is false for anything else.
 func plainJSON(raw []byte) (v any, ok bool) {
 	n := len(raw)
+	switch string(raw) { // no allocation: the compiler compares in place
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	case "{}":
+		return map[string]any{}, true
+	}
 	if n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
 		for _, c := range raw[1 : n-1] {
 			if c == '\\' || c == '"' || c < 0x20 || c >= 0x7f {
