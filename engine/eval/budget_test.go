@@ -208,3 +208,37 @@ func TestRuleBudgetLeavesTheRoundToOthers(t *testing.T) {
 		t.Errorf("the cheap rule after the costly one fired %d times in the round, want all 200 (%v)", byRule["scale"], byRule)
 	}
 }
+
+// A rule over its budget gets the rest of a round no other rule needs: a
+// rule's budget keeps it from starving the others, not from using a round
+// they leave idle. Alone with work, the costly rule runs until the round's
+// own bound, four rule budgets, rather than one.
+func TestIdleRoundGoesToTheRuleOverBudget(t *testing.T) {
+	rs := loadSrc(t, costlyRules(120))
+	tb := newTable()
+	const budget = 200_000
+	ev := eval.New(rs, eval.WithRoundBudget(budget, 0))
+	from := tb.Rev()
+	ev.Full(tb)
+	var changes []facts.Change
+	for i := 0; i < 400; i++ {
+		changes = append(changes, tb.put(fmt.Sprintf("observed/service/api/metrics/cpu/a%04x", i), `0.5`))
+	}
+	was := ev.Stats()
+	p := ev.Continue(from, tb, changes, false)
+	if !p.More {
+		t.Fatal("the round ran all 400 costly bindings: no budget applied")
+	}
+	if spent := ev.Stats().Cost - was.Cost; spent < 3*budget {
+		t.Errorf("the round spent %d of CEL cost and stopped, want it to go on to its bound of %d while no other rule has work", spent, 4*budget)
+	}
+	// The rest is carried, and every binding gets its turn.
+	for n := 0; p.More; n++ {
+		if n > 100 {
+			t.Fatal("the costly rule never finished")
+		}
+		rev := tb.Rev()
+		p = ev.Continue(from, tb, tb.apply(p), false)
+		from = rev
+	}
+}

@@ -71,17 +71,17 @@ func WithMaxFirings(n int) Option { return func(e *Evaluator) { e.maxFirings = n
 
 // WithRoundBudget bounds what one rule may spend of a round: once its CEL
 // evaluations have cost maxCost (0: no bound) or its tasks have run for
-// maxTime (0: no bound), its tasks not yet run wait for the next call
-// while the other rules go on, so that one costly rule cannot starve the
-// others. The whole round ends, as with WithMaxFirings, and the next starts
-// with the rules after the one it was cut in, once it has spent four such
-// budgets (many costly rules, or one task over many bindings). Rules that
-// merely have much to do share the round without ending it: each round
-// carries a fixed cost, and cut at one budget 10,000 instances converged
-// in 616 rounds where 17 do now. A rule always runs at least one task,
-// and one CEL evaluation is never interrupted (the rule set's
-// per-evaluation cost limit bounds it); a view's task is not cut either,
-// as with WithMaxFirings.
+// maxTime (0: no bound), its tasks not yet run wait while the other rules
+// go on, so that one costly rule cannot starve the others. Once no rule
+// within its budget has work left, the rules over theirs get another
+// (refill): a round the others leave idle is not wasted, since every
+// round carries a fixed cost. The round ends, as with WithMaxFirings, once
+// it has spent four such budgets (many costly rules, or one task over many
+// bindings); the rest is carried, and the next round starts with the rules
+// after the one it was cut in. A rule always runs at least one task, and
+// one CEL evaluation is never interrupted (the rule set's per-evaluation
+// cost limit bounds it); a view's task is not cut either, as with
+// WithMaxFirings.
 func WithRoundBudget(maxCost uint64, maxTime time.Duration) Option {
 	return func(e *Evaluator) { e.maxCost, e.maxTime = maxCost, maxTime }
 }
@@ -92,12 +92,13 @@ func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 // Stats counts the evaluator's work since New; tests use it to show that an
 // incremental round touches only the bindings a change affects.
 type Stats struct {
-	Rounds          int64 // Full and Incremental calls
-	Tasks           int64 // (rule, partial binding) evaluations
-	Bindings        int64 // bindings found by solving scopes
-	Evals           int64 // CEL evaluations
-	FactsVisited    int64 // facts a join looked at
-	TypeScans       int64 // joins that had to scan a whole fact type
+	Rounds          int64  // Full and Incremental calls
+	Tasks           int64  // (rule, partial binding) evaluations
+	Bindings        int64  // bindings found by solving scopes
+	Evals           int64  // CEL evaluations
+	Cost            uint64 // CEL cost of the evaluations that track it (WithRoundBudget)
+	FactsVisited    int64  // facts a join looked at
+	TypeScans       int64  // joins that had to scan a whole fact type
 	Firings         int64
 	FreshCollisions int64 // fresh ids drawn again because taken
 	BadValues       int64 // stored values that did not decode for their type (skipped)
@@ -451,9 +452,6 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	}
 	rd.queued[i][k] = true
 	rd.queue[i] = append(rd.queue[i], task{r: r, b: b})
-	if rd.e.waits[i] != nil && len(rd.queue[i]) > coalesceAt && len(rd.queue[i]) > rd.wholeCost(r)/wholePerTask {
-		rd.enqueue(r, &binding{}) // waiting.go: one task for a burst
-	}
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the
@@ -532,8 +530,11 @@ func (rd *round) loop() {
 			}
 		}
 		if !ran {
-			rd.carryOver()
-			return
+			if !rd.refill() {
+				rd.carryOver()
+				return
+			}
+			pass = -1 // a fresh budget, fresh passes
 		}
 	}
 	rd.carryOver()
@@ -572,6 +573,25 @@ func (rd *round) ruleOver(r *rules.Rule) bool {
 		return true
 	}
 	return e.maxTime > 0 && rd.ruleTime[r.Index]+time.Since(rd.taskStart) >= e.maxTime
+}
+
+// refill gives the rules that spent their budget another one once no rule
+// within budget has work left, while the round has budget of its own: a
+// rule's budget keeps one costly rule from starving the others, not from
+// using a round they leave idle. It reports whether it had tasks to give.
+func (rd *round) refill() bool {
+	if len(rd.leftover) == 0 || rd.atBudget() {
+		return false
+	}
+	left := rd.leftover
+	rd.leftover = nil
+	clear(rd.over)
+	clear(rd.ruleTime)
+	clear(rd.ruleCost)
+	for _, t := range left {
+		rd.enqueue(t.r, t.b)
+	}
+	return true
 }
 
 // carryOver ends a round in which rules spent their budget: their tasks

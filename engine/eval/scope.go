@@ -382,6 +382,7 @@ func (rd *round) evalIn(a *activation, e *rules.Expr, b *binding, what what) (re
 	if det != nil {
 		if c := det.ActualCost(); c != nil {
 			rd.cost += *c
+			rd.e.stats.Cost += *c
 		}
 	}
 	if err != nil {
