@@ -1,7 +1,9 @@
 package eval
 
 import (
+	"cmp"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -301,6 +303,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 		gk    string
 		b     *binding
 		reads []Read
+		key   string // b.key(), for the sort
 	}
 	var members []member
 	var reads []Read
@@ -316,7 +319,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 			if _, held := entries[gk]; !held && !whole {
 				return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
 			}
-			members = append(members, member{gk, kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...)}) // contribute binds the optionals
+			members = append(members, member{gk, kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...), ""}) // contribute binds the optionals
 			return true
 		}
 		// The fact does not name its group (the rule's outer values
@@ -335,7 +338,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 				continue
 			}
 			if b, ok := withOuter(info, kb, e.outer); ok {
-				members = append(members, member{gk, b, append([]Read(nil), reads...)})
+				members = append(members, member{gk, b, append([]Read(nil), reads...), ""})
 			}
 		}
 		return true
@@ -346,7 +349,12 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 		return
 	}
 	// The join visits in index order; the cached reads end up in plans.
-	sort.Slice(members, func(i, j int) bool { return members[i].b.key() < members[j].b.key() })
+	if len(members) > 1 {
+		for i := range members {
+			members[i].key = members[i].b.key()
+		}
+		slices.SortFunc(members, func(a, b member) int { return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.gk, b.gk)) })
+	}
 	// A fact of a match pattern is not among the member's reads the join
 	// and contribute list; one of an optional or absent one is.
 	self := !s.p.Optional && !s.p.Negated

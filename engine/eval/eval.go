@@ -348,8 +348,9 @@ func dedupProblems(ps []Problem) []Problem {
 }
 
 type task struct {
-	r *rules.Rule
-	b *binding
+	r   *rules.Rule
+	b   *binding
+	key string // b.key(), set when queued: the order a pass runs them in
 }
 
 // round is the state of one evaluation round.
@@ -451,7 +452,7 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 		return
 	}
 	rd.queued[i][k] = true
-	rd.queue[i] = append(rd.queue[i], task{r: r, b: b})
+	rd.queue[i] = append(rd.queue[i], task{r: r, b: b, key: k})
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the
@@ -498,7 +499,7 @@ func (rd *round) loop() {
 			}
 			rd.queue[r.Index] = nil
 			clear(rd.queued[r.Index])
-			sort.Slice(ts, func(i, j int) bool { return ts[i].b.key() < ts[j].b.key() })
+			slices.SortFunc(ts, func(a, b task) int { return strings.Compare(a.key, b.key) })
 			for i, t := range ts {
 				if rd.stopped[r.Name] {
 					if rd.oscillated[r.Name] {
