@@ -24,7 +24,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 
 var ruleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"}, {Name: "guard"},
+		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"}, {Name: "guard"}, {Name: "over"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"},
@@ -125,7 +125,10 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 	c.uses = c.usesOf(block)
 	defer func() { c.uses = nil }()
 	vs := newVars()
-	r.Body = c.scope(content, vs, true)
+	// over = "placement" binds the patterns of shared relations, as an
+	// aggregate's or a choice's over does.
+	content, absents := c.overRelation(content)
+	r.Body = c.scope(content, vs, true, absents...)
 	if a := content.Attributes["when"]; a != nil {
 		r.When = c.expr(a, vs, "a boolean CEL guard", boolOnly)
 		r.Body.Hints = valueHints(r.When, stringAliases(r.Body))
