@@ -28,11 +28,10 @@ rule "autoscale_recommend" {
     count = true
   }
   let {
-    tolerance = "0.1"
     # Guarded here, not only in when: lets are evaluated first. A million
     # instances is beyond any max and keeps int() from overflowing.
     ratio     = "current > 0 && threshold > 0.0 ? total / double(current) / threshold : 1.0"
-    raw       = "math.abs(ratio - 1.0) <= tolerance ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
+    raw       = "math.abs(ratio - 1.0) <= 0.1 ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
     floor     = "lo.orValue(1)"
   }
   when = "current > 0 && threshold > 0.0"

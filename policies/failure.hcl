@@ -2,9 +2,10 @@
 # unreachable: its instances stop counting as live, but their facts and
 # placements stay (the containers may still run). Mass loss is not node
 # failure: with most nodes of the cluster or a zone leaseless together, the
-# control plane assumes it is itself cut off and marks nothing. Leases lost
-# together expire a little apart, so a node is marked only after a grace
-# longer than that spread, counted from the end of any disruption.
+# control plane assumes it is itself cut off and marks nothing (compare
+# Kubernetes' unhealthy-zone threshold). Leases lost together expire a
+# little apart, so a node is marked only after a grace longer than that
+# spread, counted from the end of any disruption.
 const { max_leaseless_share = 0.55 }
 
 relation "leased_node" {
@@ -59,9 +60,9 @@ rule "note_lost_lease" {
     held  = "observed/node/{node}/leased"
     clock = "observed/clock"
   }
-  absent   = ["lease/node/{node}", "observed/node/{node}/lost_at"]
+  absent = ["lease/node/{node}", "observed/node/{node}/lost_at"]
   optional { zone = "observed/node/{node}/zone" }
-  when     = "state == 'alive' && cluster_ok && zone_ok"
+  when = "state == 'alive' && cluster_ok && zone_ok"
   emit "observed/node/{node}/lost_at" { value = "clock" }
 }
 
@@ -70,9 +71,9 @@ rule "restart_grace_in_disruption" {
   principal = "failure"
   after     = ["note_lost_lease"]
   match { lost = "observed/node/{node}/lost_at" }
-  absent   = ["lease/node/{node}"]
+  absent = ["lease/node/{node}"]
   optional { zone = "observed/node/{node}/zone" }
-  when     = "!(cluster_ok && zone_ok)"
+  when = "!(cluster_ok && zone_ok)"
   delete "observed/node/{node}/lost_at" {}
 }
 

@@ -3,7 +3,6 @@
 # leased nodes) and on reports from the placed node only: a node that never
 # held a lease, or a report naming another node, counts for nothing.
 relation "instance" {
-  doc = "An instance of service svc, with its state."
   match {
     svc   = "observed/instance/{id}/service"
     state = "observed/instance/{id}/state"

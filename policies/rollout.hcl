@@ -28,12 +28,9 @@ rule "rollout_status" {
   doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
   principal = "instances"
   over      = "rollout_target"
-  let {
-    phase  = "halted ? 'halted' : 'progressing'"
-    reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''"
-  }
+  let { reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''" }
   when = "outdated > 0"
-  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': phase, 'reason': reason}" }
+  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': halted ? 'halted' : 'progressing', 'reason': reason}" }
 }
 
 rule "replace_first" {

@@ -97,6 +97,9 @@ rule "schedule" {
       memory       = "used_mem + mem.orValue(0) <= cap_mem"
       port         = "nnet.orValue('') != 'host' || port_taken == 0"
     }
+    # Spread first; then nodes where the service failed less (a failed
+    # instance is replaced elsewhere when there is a choice); then the least
+    # allocated. Ties go to the node id that sorts first.
     score = "-1000.0 * double(siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }
   emit "placement/instance/{id}" { value = "node" }
