@@ -30,9 +30,9 @@ rule "autoscale_recommend" {
   let {
     # Guarded here, not only in when: lets are evaluated first. A million
     # instances is beyond any max and keeps int() from overflowing.
-    ratio     = "current > 0 && threshold > 0.0 ? total / double(current) / threshold : 1.0"
-    raw       = "math.abs(ratio - 1.0) <= 0.1 ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
-    floor     = "lo.orValue(1)"
+    ratio = "current > 0 && threshold > 0.0 ? total / double(current) / threshold : 1.0"
+    raw   = "math.abs(ratio - 1.0) <= 0.1 ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
+    floor = "lo.orValue(1)"
   }
   when = "current > 0 && threshold > 0.0"
   derive "observed/service/{svc}/autoscale/recommendation" { value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))" }

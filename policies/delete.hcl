@@ -17,9 +17,9 @@ rule "cancel_deleted" {
   doc       = "A pending, unplaced instance of a service that no longer exists is stopped: it will never be placed."
   principal = "instances"
   after     = ["create_instances", "cancel_waiting_extras", "replace_first"]
-  over   = "instance"
-  absent = ["desired/service/{svc}", "placement/instance/{id}"]
-  when   = "state == 'pending'"
+  over      = "instance"
+  absent    = ["desired/service/{svc}", "placement/instance/{id}"]
+  when      = "state == 'pending'"
   emit "observed/instance/{id}/state" { value = "'stopped'" }
 }
 

@@ -4,8 +4,8 @@
 rule "publish_endpoint" {
   doc       = "endpoint/service/{svc}/{id} holds the address of the node the instance is placed on (observed/node/{node}/address) and the service's lowest exposed port, for every running, healthy instance whose report names that node, on a node that has held a lease and is not unreachable."
   principal = "network"
-  over     = "live"
-  match    { addr = "observed/node/{node}/address" }
+  over      = "live"
+  match { addr = "observed/node/{node}/address" }
   optional { health = "observed/instance/{id}/health" }
   aggregate "port" {
     match { exposed = "desired/service/{svc}/expose/{p}" }

@@ -29,9 +29,9 @@ relation "zone_node" {
   match { nz = "observed/node/{n}/zone" }
 }
 counts {
-  doc    = "The same of the nodes of zone (an optional)."
-  params = ["zone"]
-  over   = "zone_node"
+  doc            = "The same of the nodes of zone (an optional)."
+  params         = ["zone"]
+  over           = "zone_node"
   zone_nodes     = "zone.hasValue() && nz == zone.value()"
   zone_leaseless = "zone.hasValue() && nz == zone.value() && !lease.hasValue()"
 }

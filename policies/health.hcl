@@ -68,7 +68,7 @@ rule "release_failed" {
   doc       = "A failed instance (not live, so already replaced) loses its placement, so its agent removes the container: at once while no instance of its service runs an older image; during a rollout, which it halts, after 60 seconds, so the rollout is retried at that pace."
   principal = "reconcile"
   after     = ["schedule", "stop_placed_extras", "stop_replaced"]
-  over = "placement"
+  over      = "placement"
   match {
     image  = "desired/service/{svc}/image"
     failed = "observed/instance/{id}/failed_at"

@@ -45,16 +45,16 @@ relation "spec" {
 
 let {
   # A report is believed only from the node of the placement.
-  believed = "inode.orValue(node) == node"
-  active   = "state == 'pending' || state == 'running'"
-  reached  = "nstate != 'unreachable' && believed"
-  counted  = "active && reached"
-  serving  = "state == 'running' && health.orValue('unknown') == 'healthy'"
+  believed    = "inode.orValue(node) == node"
+  active      = "state == 'pending' || state == 'running'"
+  reached     = "nstate != 'unreachable' && believed"
+  counted     = "active && reached"
+  serving     = "state == 'running' && health.orValue('unknown') == 'healthy'"
   other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
-  drifted  = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
-  replaced = "retiring.hasValue() || other_image || drifted"
+  drifted     = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
+  replaced    = "retiring.hasValue() || other_image || drifted"
   # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-  allowed  = "want + (old > 0 ? extra.orValue(1) : 0)"
+  allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
 counts {
@@ -67,14 +67,14 @@ counts {
 }
 
 counts {
-  doc      = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
-  params   = ["svc"]
-  over     = ["live", "spec"]
-  placed   = "counted"
-  starting = "state == 'pending' && reached"
-  old      = "counted && replaced"
-  renewed  = "counted && !replaced"
-  healthy  = "serving && reached"
+  doc             = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
+  params          = ["svc"]
+  over            = ["live", "spec"]
+  placed          = "counted"
+  starting        = "state == 'pending' && reached"
+  old             = "counted && replaced"
+  renewed         = "counted && !replaced"
+  healthy         = "serving && reached"
   renewed_healthy = "serving && reached && iimage.hasValue() && !replaced"
 }
 
@@ -82,7 +82,7 @@ rule "create_instances" {
   doc       = "While a service has fewer live instances than effective/service/{svc}/instances, create the missing ones as pending instances with fresh ids; none while the restart policy holds the service after a failure (restart.hcl)."
   principal = "instances"
   # After count_failure: a failure noted in this round holds its replacement.
-  after  = ["count_failure"]
+  after = ["count_failure"]
   match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
   when   = "want > waiting + placed"
@@ -99,10 +99,10 @@ rule "cancel_waiting_extras" {
   optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
-    over    = "instance"
-    absent  = ["placement/instance/{id}"]
+    over   = "instance"
+    absent = ["placement/instance/{id}"]
     filters { pending = "state == 'pending'" }
-    pick    = "math.least(waiting, waiting + placed - allowed)"
+    pick = "math.least(waiting, waiting + placed - allowed)"
   }
   emit "observed/instance/{id}/state" { value = "'stopped'" }
 }
@@ -130,7 +130,7 @@ rule "stop_placed_extras" {
     }
     # The ones kept are the rest: the healthy and oldest.
     order = [desc("state == 'pending'"), desc("health.orValue('unknown') != 'healthy'"), desc("started.orValue(timestamp(0))")]
-    pick = "placed - allowed"
+    pick  = "placed - allowed"
   }
   delete "placement/instance/{id}" {}
 }

@@ -3,7 +3,7 @@
 # instance reported without its image counts as the new image's: halting is
 # the safe side.
 let {
-  halted = "outdated > 0 && bad > 0"
+  halted     = "outdated > 0 && bad > 0"
   runs_older = "active && iimage.hasValue() && (other_image || drifted)"
   up_to_date = "believed && !other_image && !drifted"
 }

@@ -32,8 +32,8 @@ aggregate "used_cpu" {
   params = ["node"]
   over   = "placement"
   match { cpu = "desired/service/{svc}/resources/cpu" }
-  where  = "active"
-  sum    = "cpu"
+  where = "active"
+  sum   = "cpu"
 }
 
 aggregate "used_mem" {
@@ -41,15 +41,15 @@ aggregate "used_mem" {
   params = ["node"]
   over   = "placement"
   match { mem = "desired/service/{svc}/resources/memory" }
-  where  = "active"
-  sum    = "mem"
+  where = "active"
+  sum   = "mem"
 }
 
 rule "schedule" {
   doc       = "Every pending instance without a placement is placed on the alive node that fits its requests, spreading a service across zones and nodes, then least allocated."
   principal = "scheduler"
   after     = ["stop_placed_extras"]
-  over   = "instance"
+  over      = "instance"
   match { exists = "desired/service/{svc}" }
   absent = ["placement/instance/{id}"]
   optional {
@@ -85,17 +85,17 @@ rule "schedule" {
       count = true
     }
     filters {
-      alive        = "nstate == 'alive'"
+      alive = "nstate == 'alive'"
       # A lease key put without an etcd lease counts for nothing.
       lease        = "nlease.hasValue()"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
       # Where the service's volume is attached, or before that with its
       # instances placed already (volumes.hcl).
-      volume       = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"
-      cpu          = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
-      memory       = "used_mem + mem.orValue(0) <= cap_mem"
-      port         = "nnet.orValue('') != 'host' || port_taken == 0"
+      volume = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"
+      cpu    = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
+      memory = "used_mem + mem.orValue(0) <= cap_mem"
+      port   = "nnet.orValue('') != 'host' || port_taken == 0"
     }
     # Spread first; then nodes where the service failed less (a failed
     # instance is replaced elsewhere when there is a choice); then the least
