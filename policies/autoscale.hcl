@@ -1,30 +1,11 @@
-# Autoscaling, as the Kubernetes HPA does it, written as policy. A service
-# autoscales while it declares autoscale/metric (e.g. "cpu"): the agents
-# report observed/service/{name}/metrics/{metric}/{instance-id} for each
-# instance they run (cpu in cores), and
-#   1. autoscale_recommend derives the recommendation from the instances that
-#      report the metric: desired = ceil(current × average /
-#      threshold), the current count kept while the ratio average/threshold
-#      is within 10 % of 1, clamped to autoscale/min (default 1) and max;
-#   2. autoscale_remember notes when each count was last recommended
-#      (observed/service/{name}/autoscale/seen/{count}), refreshed at most
-#      every 10 s (half the window if it is shorter);
-#   3. autoscale_intent writes intent/autoscaler/service/{name}/instances:
-#      the highest count recommended within the stabilization window
-#      (autoscale/stabilization, default 300 s). Scaling up follows at once;
-#      scaling down only once every higher recommendation is older than the
-#      window;
-#   4. autoscale_forget drops what is older than the window.
-# The intent resolver (intent.hcl) then decides: a policy intent overrides,
-# and the user's instances applies again once autoscale/metric is removed.
-# Time is observed/clock, so each decision is explained by facts. The
-# autoscaler reads only what users, agents and the clock write, and its own
-# facts: metrics are keyed by service for that reason. Were it to read the
-# instances the other rules create, instances would depend on the intent
-# resolver's view through a negation (a rule set the loader rejects).
-let {
-  # The stabilization window, 300 s unless the service says.
-  stabilization = "window.orValue(duration('300s'))"
+# Autoscaling as the Kubernetes HPA does it (docs/policies.md). It reads
+# only what users, agents and the clock write, and its own facts: were it to
+# read the instances the other rules create, instances would depend on the
+# intent resolver's view through a negation.
+let { stabilization = "window.orValue(duration('300s'))" }
+
+relation "metric_report" {
+  match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
 }
 
 rule "autoscale_recommend" {
@@ -39,20 +20,19 @@ rule "autoscale_recommend" {
     hi = "desired/service/{svc}/autoscale/max"
   }
   aggregate "total" {
-    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
-    sum = "value"
+    over = "metric_report"
+    sum  = "value"
   }
   aggregate "current" {
-    match { value = "observed/service/{svc}/metrics/{metric}/{i}" }
+    over  = "metric_report"
     count = true
   }
   let {
-    tolerance = "0.1"
     # Guarded here, not only in when: lets are evaluated first. A million
     # instances is beyond any max and keeps int() from overflowing.
-    ratio     = "current > 0 && threshold > 0.0 ? total / double(current) / threshold : 1.0"
-    raw       = "math.abs(ratio - 1.0) <= tolerance ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
-    floor     = "lo.orValue(1)"
+    ratio = "current > 0 && threshold > 0.0 ? total / double(current) / threshold : 1.0"
+    raw   = "math.abs(ratio - 1.0) <= 0.1 ? current : int(math.ceil(math.least(double(current) * ratio, 1000000.0)))"
+    floor = "lo.orValue(1)"
   }
   when = "current > 0 && threshold > 0.0"
   derive "observed/service/{svc}/autoscale/recommendation" { value = "math.greatest(floor, math.least(hi.orValue(math.greatest(raw, floor)), raw))" }
@@ -71,11 +51,8 @@ rule "autoscale_remember" {
     where = "int(n) == rec"
     max   = "int(at)"
   }
-  let {
-    refresh = "math.least(10000, stabilization.getMilliseconds() / 2)"
-    count   = "string(rec)"
-  }
-  when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= refresh"
+  let { count = "string(rec)" }
+  when = "!last.hasValue() || (int(clock) - last.value()) * 1000 >= math.least(10000, stabilization.getMilliseconds() / 2)"
   emit "observed/service/{svc}/autoscale/seen/{count}" { value = "clock" }
 }
 

@@ -1,9 +1,6 @@
-# A deleted service is gone: its instances are stopped like any instance
-# that loses its placement (the agent stops the container, the endpoint goes
-# with the placement, gc.hcl collects the facts), its pending instances are
-# cancelled before anything places them (the scheduler places only
-# instances of services that exist), and its restart state is forgotten.
-# Scaling to 0 needs nothing of this: the instance rules stop the extras.
+# A deleted service is gone: its instances are stopped like any that loses
+# its placement, its pending ones cancelled before anything places them, its
+# restart state forgotten. Scaling to 0 needs none of this.
 rule "stop_deleted" {
   doc       = "An instance of a service that no longer exists (desired/service/{svc} is gone) loses its placement: its agent stops it and its endpoint goes."
   principal = "reconcile"
@@ -20,12 +17,9 @@ rule "cancel_deleted" {
   doc       = "A pending, unplaced instance of a service that no longer exists is stopped: it will never be placed."
   principal = "instances"
   after     = ["create_instances", "cancel_waiting_extras", "replace_first"]
-  match {
-    svc   = "observed/instance/{id}/service"
-    state = "observed/instance/{id}/state"
-  }
-  absent = ["desired/service/{svc}", "placement/instance/{id}"]
-  when   = "state == 'pending'"
+  over      = "instance"
+  absent    = ["desired/service/{svc}", "placement/instance/{id}"]
+  when      = "state == 'pending'"
   emit "observed/instance/{id}/state" { value = "'stopped'" }
 }
 

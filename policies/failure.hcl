@@ -1,28 +1,12 @@
-# Failure handling. A node whose lease is gone is unreachable: its instances
-# stop counting as live, so replacements follow, but their facts and
-# placements stay (the containers may still run).
-#
-# Mass loss is not node failure: when more than 55% of all nodes, or of the
-# node's zone, are without a lease together, the control plane assumes it is
-# itself cut off and marks nothing (compare Kubernetes' unhealthy-zone
-# threshold). Leases lost together still expire a little apart (each agent
-# renews every third of its TTL), so a node is marked only after its lease
-# has been gone for a grace period longer than that spread: by then every
-# lease of a mass loss is gone too. During a mass loss no node carries a
-# lost_at: the grace starts when the disruption ends, so the leases that come
-# back last after a mass loss get the whole grace too. Time comes from
-# observed/clock, which the server writes every second, so the decision is
-# explained by facts.
-# Liveness is a lease key attached to a live etcd lease (the mirror treats
-# lease/node/{node} put without one as absent), never the key's text. Only a
-# node seen holding such a lease is marked leased, and only marked nodes
-# count: in the shares of a mass loss here, for live instances and extras
-# (instances.hcl). A node that never held a lease, e.g. a dozen
-# observed/node/fake-NN/state keys, counts for nothing.
-const {
-  # Compare Kubernetes' unhealthy-zone threshold.
-  max_leaseless_share = 0.55
-}
+# Failure handling (docs/policies.md). A node whose lease is gone is
+# unreachable: its instances stop counting as live, but their facts and
+# placements stay (the containers may still run). Mass loss is not node
+# failure: with most nodes of the cluster or a zone leaseless together, the
+# control plane assumes it is itself cut off and marks nothing (compare
+# Kubernetes' unhealthy-zone threshold). Leases lost together expire a
+# little apart, so a node is marked only after a grace longer than that
+# spread, counted from the end of any disruption.
+const { max_leaseless_share = 0.55 }
 
 relation "leased_node" {
   doc = "A node that has held a lease, and the lease it holds now."
@@ -32,7 +16,6 @@ relation "leased_node" {
   }
   optional { lease = "lease/node/{n}" }
 }
-
 counts {
   doc       = "Nodes that have held a lease; those that hold none now."
   params    = []
@@ -45,11 +28,10 @@ relation "zone_node" {
   over = "leased_node"
   match { nz = "observed/node/{n}/zone" }
 }
-
 counts {
-  doc    = "The same of the nodes of zone (an optional)."
-  params = ["zone"]
-  over   = "zone_node"
+  doc            = "The same of the nodes of zone (an optional)."
+  params         = ["zone"]
+  over           = "zone_node"
   zone_nodes     = "zone.hasValue() && nz == zone.value()"
   zone_leaseless = "zone.hasValue() && nz == zone.value() && !lease.hasValue()"
 }
@@ -116,12 +98,9 @@ rule "node_unreachable" {
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}"]
-  let {
-    # Longer than the spread of a mass loss: a third of the agents' lease TTL
-    # (30s by default) plus etcd's expiry sweep.
-    grace = "duration('12s')"
-  }
-  when = "state == 'alive' && clock - lost >= grace"
+  # 12s is longer than the spread of a mass loss: a third of the agents'
+  # lease TTL (30s by default) plus etcd's expiry sweep.
+  when = "state == 'alive' && clock - lost >= duration('12s')"
   emit "observed/node/{node}/state" { value = "'unreachable'" }
 }
 

@@ -1,15 +1,6 @@
-# Health replacement. The agent reports each health check's result as it
-# changes; "unhealthy for N consecutive checks" is told from the facts as
-# "reported unhealthy, without a healthy report in between, for N-1 check
-# intervals": the policy notes when it first saw the running instance
-# unhealthy (observed/instance/{id}/unhealthy_since) and
-# forgets it on the next report that is not unhealthy. N is the service's
-# health/failures (default 3), the interval its health/interval (default
-# 10s, as the agent's). A retiring instance is replaced by the rollout rules
-# (rollout.hcl): a new instance first, within update/max_extra, then the old
-# one is stopped once a new one is running and healthy. Its endpoint is gone
-# already: endpoints require healthy. A failed instance is not live, so
-# create_instances replaces it; release_failed then lets its agent remove it.
+# Health replacement. The agent reports each check's result as it changes,
+# so N consecutive failed checks are an unhealthy report with no other in
+# between for N-1 check intervals.
 rule "note_unhealthy" {
   doc       = "A running instance reported unhealthy gets observed/instance/{id}/unhealthy_since: when the policy first saw it so."
   principal = "failure"
@@ -19,7 +10,6 @@ rule "note_unhealthy" {
   }
   absent = ["observed/instance/{id}/unhealthy_since"]
   when   = "state == 'running' && health == 'unhealthy'"
-  # now, not observed/clock: a clock tick must not re-evaluate every instance.
   emit "observed/instance/{id}/unhealthy_since" { value = "now" }
 }
 
@@ -49,11 +39,8 @@ rule "retire_unhealthy" {
     failures = "desired/service/{svc}/health/failures"
     interval = "desired/service/{svc}/health/interval"
   }
-  let {
-    # The first unhealthy report is the first failed check; N checks span N-1 intervals.
-    span_ms = "(failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
-  }
-  when = "(clock - since).getMilliseconds() >= span_ms"
+  # The first unhealthy report is the first failed check; N checks span N-1 intervals.
+  when = "(clock - since).getMilliseconds() >= (failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
   emit "observed/instance/{id}/retiring" { value = "'unhealthy'" }
 }
 
@@ -70,22 +57,19 @@ rule "note_failed" {
   emit "observed/instance/{id}/failed_at" { value = "now" }
 }
 
-aggregate "placed_outdated" {
-  doc    = "Placed instances of svc pending or running an older image or spec, wherever placed."
-  params = ["svc"]
-  over   = ["placement", "spec"]
-  where  = "runs_older"
-  count  = true
+counts {
+  doc             = "Placed instances of svc pending or running an older image or spec, wherever placed."
+  params          = ["svc"]
+  over            = ["placement", "spec"]
+  placed_outdated = "runs_older"
 }
 
 rule "release_failed" {
   doc       = "A failed instance (not live, so already replaced) loses its placement, so its agent removes the container: at once while no instance of its service runs an older image; during a rollout, which it halts, after 60 seconds, so the rollout is retried at that pace."
   principal = "reconcile"
   after     = ["schedule", "stop_placed_extras", "stop_replaced"]
+  over      = "placement"
   match {
-    state  = "observed/instance/{id}/state"
-    node   = "placement/instance/{id}"
-    svc    = "observed/instance/{id}/service"
     image  = "desired/service/{svc}/image"
     failed = "observed/instance/{id}/failed_at"
     clock  = "observed/clock"

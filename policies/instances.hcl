@@ -1,31 +1,24 @@
 # Instances: keep as many live instances of each service as its effective
-# target. An instance is live while it is pending and not yet placed, or
-# pending or running on a node that is not unreachable. An instance whose
-# placement was deleted is being stopped and no longer counts. Counts and
-# choices rest on what the engine writes (placement/, a node marked leased
-# by failure.hcl) and on reports from the placed node only: an instance on a
-# node that never held a lease, or whose report names another node than its
-# placement, is not counted and never chosen. The definitions below are
-# shared by every rule of the set (rollout.hcl and health.hcl use them too).
+# target. Counts and choices rest on what the engine writes (placement/,
+# leased nodes) and on reports from the placed node only: a node that never
+# held a lease, or a report naming another node, counts for nothing.
 relation "instance" {
-  doc = "An instance of service svc, with its state."
   match {
-    svc   = "observed/instance/{i}/service"
-    state = "observed/instance/{i}/state"
+    svc   = "observed/instance/{id}/service"
+    state = "observed/instance/{id}/state"
   }
 }
 
 relation "placement" {
-  doc  = "An instance with its placement."
   over = "instance"
-  match { node = "placement/instance/{i}" }
+  match { node = "placement/instance/{id}" }
 }
 
 relation "leased" {
   doc  = "A placed instance on a node that has held a lease, with the node its agent reports."
   over = "placement"
   match { held = "observed/node/{node}/leased" }
-  optional { inode = "observed/instance/{i}/node" }
+  optional { inode = "observed/instance/{id}/node" }
 }
 
 relation "live" {
@@ -37,12 +30,12 @@ relation "live" {
 relation "spec" {
   doc = "What the agent reports of an instance's health and spec, and its service's current spec."
   optional {
-    health   = "observed/instance/{i}/health"
-    iimage   = "observed/instance/{i}/image"
-    retiring = "observed/instance/{i}/retiring"
-    icpu     = "observed/instance/{i}/resources/cpu"
-    imem     = "observed/instance/{i}/resources/memory"
-    ispec    = "observed/instance/{i}/spec_digest"
+    health   = "observed/instance/{id}/health"
+    iimage   = "observed/instance/{id}/image"
+    retiring = "observed/instance/{id}/retiring"
+    icpu     = "observed/instance/{id}/resources/cpu"
+    imem     = "observed/instance/{id}/resources/memory"
+    ispec    = "observed/instance/{id}/spec_digest"
     dimage   = "desired/service/{svc}/image"
     dcpu     = "desired/service/{svc}/resources/cpu"
     dmem     = "desired/service/{svc}/resources/memory"
@@ -52,39 +45,37 @@ relation "spec" {
 
 let {
   # A report is believed only from the node of the placement.
-  believed = "inode.orValue(node) == node"
-  active   = "state == 'pending' || state == 'running'"
-  counted  = "active && nstate != 'unreachable' && believed"
-  serving  = "state == 'running' && health.orValue('unknown') == 'healthy'"
-  up       = "serving && nstate != 'unreachable' && believed"
-  # The instance reports an image other than its service's.
+  believed    = "inode.orValue(node) == node"
+  active      = "state == 'pending' || state == 'running'"
+  reached     = "nstate != 'unreachable' && believed"
+  counted     = "active && reached"
+  serving     = "state == 'running' && health.orValue('unknown') == 'healthy'"
   other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
-  # The instance reports resources or a spec digest other than its service's.
-  drifted  = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
-  replaced = "retiring.hasValue() || other_image || drifted"
+  drifted     = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
+  replaced    = "retiring.hasValue() || other_image || drifted"
   # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-  allowed  = "want + (old > 0 ? extra.orValue(1) : 0)"
+  allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
 counts {
-  doc     = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
-  params  = ["svc"]
-  over    = "instance"
-  absent  = ["placement/instance/{i}"]
+  doc      = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
+  params   = ["svc"]
+  over     = "instance"
+  absent   = ["placement/instance/{id}"]
   waiting  = "state == 'pending'"
   stopping = "state == 'running'"
 }
 
 counts {
-  doc      = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
-  params   = ["svc"]
-  over     = ["live", "spec"]
-  placed   = "counted"
-  starting = "state == 'pending' && nstate != 'unreachable' && believed"
-  old      = "counted && replaced"
-  renewed  = "counted && !replaced"
-  healthy  = "up"
-  renewed_healthy = "up && iimage.hasValue() && !replaced"
+  doc             = "Placed instances of svc on nodes that have held a lease, as the engine placed them."
+  params          = ["svc"]
+  over            = ["live", "spec"]
+  placed          = "counted"
+  starting        = "state == 'pending' && reached"
+  old             = "counted && replaced"
+  renewed         = "counted && !replaced"
+  healthy         = "serving && reached"
+  renewed_healthy = "serving && reached && iimage.hasValue() && !replaced"
 }
 
 rule "create_instances" {
@@ -94,9 +85,8 @@ rule "create_instances" {
   after = ["count_failure"]
   match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
-  let { missing = "want - waiting - placed" }
-  when = "missing > 0"
-  fresh "id" { count = "missing" }
+  when   = "want > waiting + placed"
+  fresh "id" { count = "want - waiting - placed" }
   emit "observed/instance/{id}/service" { value = "svc" }
   emit "observed/instance/{id}/state" { value = "'pending'" }
 }
@@ -109,18 +99,12 @@ rule "cancel_waiting_extras" {
   optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
-    match {
-      svc   = "observed/instance/{v}/service"
-      state = "observed/instance/{v}/state"
-    }
-    absent = ["placement/instance/{v}"]
-    filters {
-      pending = "state == 'pending'"
-    }
-    # Every extra at once, from the unplaced pending ones alone.
+    over   = "instance"
+    absent = ["placement/instance/{id}"]
+    filters { pending = "state == 'pending'" }
     pick = "math.least(waiting, waiting + placed - allowed)"
   }
-  emit "observed/instance/{v}/state" { value = "'stopped'" }
+  emit "observed/instance/{id}/state" { value = "'stopped'" }
 }
 
 rule "stop_placed_extras" {
@@ -128,40 +112,25 @@ rule "stop_placed_extras" {
   principal = "reconcile"
   match { want = "effective/service/{svc}/instances" }
   optional { extra = "desired/service/{svc}/update/max_extra" }
-  # The stops are decided on these counts: they commit only while what
-  # they counted holds (a write of the round they counted included).
   guard = ["placed", "healthy"]
   # A placed instance still pending is waited for: deleting its placement
   # would only have it placed again (nothing marks it stopped), and once it
   # runs it is the newest, so it goes first.
   when = "placed > allowed && waiting == 0 && starting == 0"
   choose "victim" {
-    match {
-      svc    = "observed/instance/{v}/service"
-      vstate = "observed/instance/{v}/state"
-      vnode  = "placement/instance/{v}"
-      vnst   = "observed/node/{vnode}/state"
-      vheld  = "observed/node/{vnode}/leased"
-    }
+    over = "live"
     optional {
-      vhealth  = "observed/instance/{v}/health"
-      vstarted = "observed/instance/{v}/started_at"
-      vinode   = "observed/instance/{v}/node"
+      health  = "observed/instance/{id}/health"
+      started = "observed/instance/{id}/started_at"
     }
     filters {
-      live             = "(vstate == 'pending' || vstate == 'running') && vnst != 'unreachable'"
-      believed         = "vinode.orValue(vnode) == vnode"
-      not_last_healthy = "want == 0 || healthy > 1 || vhealth.orValue('unknown') != 'healthy' || vstate != 'running'"
+      live             = "active && nstate != 'unreachable'"
+      believed         = "believed"
+      not_last_healthy = "want == 0 || healthy > 1 || !serving"
     }
-    # Pending before unhealthy before healthy; among equals the newest start goes first.
-    order = [
-      desc("vstate == 'pending'"),
-      desc("vhealth.orValue('unknown') != 'healthy'"),
-      desc("vstarted.orValue(timestamp('1970-01-01T00:00:00Z'))"),
-    ]
-    # Every extra at once: the ones kept are the first allowed in the
-    # reverse order, the healthy and oldest.
-    pick = "placed - allowed"
+    # The ones kept are the rest: the healthy and oldest.
+    order = [desc("state == 'pending'"), desc("health.orValue('unknown') != 'healthy'"), desc("started.orValue(timestamp(0))")]
+    pick  = "placed - allowed"
   }
-  delete "placement/instance/{v}" {}
+  delete "placement/instance/{id}" {}
 }

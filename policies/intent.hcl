@@ -1,9 +1,5 @@
-# Intent resolution: three writers may want a number of instances for a
-# service; one number takes effect. Precedence, highest first:
-#   1. intent/policy/...      an operator's or a policy's override
-#   2. intent/autoscaler/...  the autoscaler's wish, clamped to autoscale/min..max,
-#                             honoured only while the service declares autoscaling
-#   3. intent/user/...        what the user applied
+# Intent resolution: one number of instances takes effect, of the policy's
+# override, the autoscaler's and the user's, in that order.
 rule "resolve_intent" {
   doc       = "effective/service/{svc}/instances is the policy intent if any, else the autoscaler's clamped to the service's bounds while it autoscales, else the user's."
   principal = "intent-resolver"

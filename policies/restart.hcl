@@ -1,25 +1,8 @@
-# Restart policy: a failed instance is replaced, but not at once, so that an
-# image that cannot be pulled or a port that is taken costs a bounded
-# number of attempts a minute instead of a storm (compare Kubernetes'
-# CrashLoopBackOff and Nomad's restart stanza). A service's file may say
-#   restart { delay = "1s", max_delay = "5m", attempts = 1, interval = "10m" }
-# (the defaults):
-#   1. count_failure counts each failure once, when the failure policy
-#      notes it (failed_at, health.hcl): failures noted together count as
-#      one. It keeps the last reason the agent reported, and holds the
-#      service's new instances until restart/hold: delay for the first
-#      `attempts` consecutive failures, doubling with each one after, up to
-#      max_delay;
-#   2. create_instances (instances.hcl) creates nothing while the hold
-#      stands; end_hold lifts it when the clock passes it;
-#   3. forget_failures starts the service over from delay once it has gone
-#      `interval` without a failure; restart_on_change at once when the
-#      service is given another image than the one that failed.
-# The scheduler prefers nodes where the service has not failed
-# (scheduler.hcl), and only the newest failed instances of a service are
-# kept (gc.hcl). Time is the engine's now, as failed_at is: the failure and
-# its hold are stamped in one round, so a hold is never already over when
-# it is written, and only services that failed are evaluated as time passes.
+# Restart policy: a failed instance is replaced after a backoff, so that an
+# image that cannot be pulled costs a bounded number of attempts a minute,
+# not a storm (compare Kubernetes' CrashLoopBackOff). Time is the engine's
+# now, as failed_at is: a failure and its hold are stamped in one round, so
+# a hold is never already over when it is written.
 rule "count_failure" {
   doc       = "A failure of an instance, noted after the service's last counted one, is counted: observed/service/{svc}/restart/failures grows by one, restart/reason holds the agent's reason, and restart/hold holds new instances back for restart/delay (default 1s), doubled for each consecutive failure past restart/attempts (default 1), at most restart/max_delay (default 5m)."
   principal = "instances"
@@ -45,20 +28,16 @@ rule "count_failure" {
     failures = "count.orValue(0) + 1"
     # Doublings past the fast attempts; 2^20 delays exceed any max_delay.
     doublings = "math.least(20, math.greatest(0, failures - attempts.orValue(1)))"
-    wait_ms   = "math.least(max_delay.orValue(duration('5m')).getMilliseconds(), delay.orValue(duration('1s')).getMilliseconds() * [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576][doublings])"
+    wait_ms   = "math.least(max_delay.orValue(duration('5m')).getMilliseconds(), math.bitShiftLeft(delay.orValue(duration('1s')).getMilliseconds(), doublings))"
   }
   when = "!last.hasValue() || failed > last.value()"
   emit "observed/service/{svc}/restart/failures" { value = "failures" }
   emit "observed/service/{svc}/restart/last_failure" { value = "failed" }
   emit "observed/service/{svc}/restart/reason" { value = "reason.orValue(exit.hasValue() ? 'exited with status %d'.format([exit.value()]) : 'failed; its agent gave no reason')" }
-  emit "observed/service/{svc}/restart/image" {
-    # The agent reports the image a failed instance tried; the service's if it did not.
-    value = "image.orValue(current.orValue('unknown'))"
-  }
-  emit "observed/service/{svc}/restart/hold" {
-    # Whole seconds: the engine evaluates the passing of time once a second.
-    value = "timestamp(int(failed) + math.greatest(1, wait_ms / 1000))"
-  }
+  # The agent reports the image a failed instance tried; the service's if it did not.
+  emit "observed/service/{svc}/restart/image" { value = "image.orValue(current.orValue('unknown'))" }
+  # Whole seconds: the engine evaluates the passing of time once a second.
+  emit "observed/service/{svc}/restart/hold" { value = "timestamp(int(failed) + math.greatest(1, wait_ms / 1000))" }
 }
 
 rule "end_hold" {

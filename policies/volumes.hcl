@@ -1,11 +1,6 @@
-# Volumes. A service names the volume its instances mount (volume = NAME in
-# its file); agents provide it on their node and report where it is attached.
-# A single-node volume pins the service: every instance of it is placed on
-# the node the volume is attached to (the scheduler's volume filter), so a
-# replacement finds what its predecessor wrote. The pin stays while the
-# volume is detached: its data lives on that node. Before the volume is
-# attached anywhere, the service is colocated: its first instance goes where
-# the scheduler likes, the others join it.
+# Volumes: a single-node volume pins its service to the node it is attached
+# to, where its data lives, so a replacement finds what its predecessor
+# wrote.
 rule "pin_to_volume" {
   doc       = "placement/service/{svc}/node is the node the service's single-node volume is attached to: its instances are placed there."
   principal = "scheduler"

@@ -24,7 +24,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 
 var ruleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"}, {Name: "guard"},
+		{Name: "doc"}, {Name: "principal"}, {Name: "when"}, {Name: "after"}, {Name: "absent"}, {Name: "guard"}, {Name: "over"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"},
@@ -45,7 +45,7 @@ var aggregateSchema = &hcl.BodySchema{
 }
 
 var chooseSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "order"}, {Name: "pick"}, {Name: "absent"}, {Name: "candidates"}},
+	Attributes: []hcl.AttributeSchema{{Name: "score"}, {Name: "order"}, {Name: "pick"}, {Name: "absent"}, {Name: "over"}, {Name: "candidates"}, {Name: "exact"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "match"}, {Type: "optional"}, {Type: "let"}, {Type: "filters"},
 		{Type: "aggregate", LabelNames: []string{"name"}},
@@ -125,7 +125,10 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 	c.uses = c.usesOf(block)
 	defer func() { c.uses = nil }()
 	vs := newVars()
-	r.Body = c.scope(content, vs, true)
+	// over = "placement" binds the patterns of shared relations, as an
+	// aggregate's or a choice's over does.
+	content, absents := c.overRelation(content)
+	r.Body = c.scope(content, vs, true, absents...)
 	if a := content.Attributes["when"]; a != nil {
 		r.When = c.expr(a, vs, "a boolean CEL guard", boolOnly)
 		r.Body.Hints = valueHints(r.When, stringAliases(r.Body))
@@ -481,8 +484,11 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 	ch := &Choice{Name: b.Labels[0], Range: b.DefRange}
 	content, diags := b.Body.Content(chooseSchema)
 	c.diags = append(c.diags, diags...)
+	// Candidates may be a relation's: over = ["live", "spec"] makes the
+	// candidates the placed instances the shared lets speak of.
+	content, absents := c.overRelation(content)
 	before := vs.clone()
-	ch.Body = c.scope(content, vs, true)
+	ch.Body = c.scope(content, vs, true, absents...)
 	if len(ch.Body.Match) == 0 {
 		c.errorf(b.DefRange, "Empty choice", "choose %q has no match block: it needs patterns that enumerate the candidates.", ch.Name)
 	}
@@ -525,6 +531,15 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 		// Over the rule's binding, not a candidate's: how many to pick is
 		// decided before any candidate is looked at.
 		ch.Pick = c.expr(a, before, "an int CEL expression (how many candidates to pick)", intOnly)
+	}
+	ch.Exact = ch.Score == nil || ch.Order != nil || ch.Pick != nil
+	if a := content.Attributes["exact"]; a != nil {
+		v, d := a.Expr.Value(nil)
+		if d.HasErrors() || v.Type() != cty.Bool || !v.IsKnown() || v.IsNull() {
+			c.errorf(a.Expr.Range(), "Invalid exact", "exact takes true or false: true scores every candidate that passes the filters, never a sample.")
+		} else if v.True() {
+			ch.Exact = true
+		}
 	}
 	if a := content.Attributes["candidates"]; a != nil {
 		v, d := a.Expr.Value(nil)

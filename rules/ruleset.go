@@ -193,9 +193,16 @@ type Choice struct {
 	Pick    *Expr       // how many candidates to pick, an int over the rule's binding; nil: one
 	Vars    []string    // the candidate's own variables, sorted
 	Range   hcl.Range
-	// Candidates bounds how many candidates that pass every filter are
-	// scored (0: all). With more candidates than that, the visit starts at
-	// an offset drawn from a hash of the outer binding and goes round in
+	// Exact says the policy asked for the first of every candidate in its
+	// ranking: exact = true, an order list, a pick, or no score (the
+	// tie-break order is the ranking). A choice that only scores, for one
+	// pick, asks for a good candidate, and the engine may score a sample
+	// of a large candidate set (eval.SampleSize).
+	Exact bool
+	// Candidates, from candidates = N, overrides the engine's sample: at
+	// most N candidates that pass every filter are scored (0: the
+	// engine's choice). With more candidates than that, the visit starts
+	// at an offset drawn from a hash of the outer binding and goes round in
 	// candidate order, stopping once Candidates have passed the filters: the
 	// choice is the best of a deterministic sample, as Nomad's and
 	// Kubernetes' schedulers score a bounded share of the nodes.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -279,4 +280,71 @@ rule "place" {
 	if len(r.Body.Aggregates) != 0 || len(r.Choose.Body.Aggregates) != 1 || r.Choose.Body.Aggregates[0].Name != "on_node" {
 		t.Fatalf("on_node in the body %v and the choice %v; want it in the choice alone", r.Body.Aggregates, r.Choose.Body.Aggregates)
 	}
+}
+
+// A rule's body and a choice take a relation's patterns with over, as an
+// aggregate does: its match and absent patterns, and the names they bind
+// for the shared lets.
+func TestSharedRelationInRuleAndChoice(t *testing.T) {
+	src := `relation "unplaced" {
+  match {
+    svc   = "observed/instance/{i}/service"
+    state = "observed/instance/{i}/state"
+  }
+  absent = ["placement/instance/{i}"]
+}
+
+let {
+  waiting = "state == 'pending'"
+}
+
+rule "cancel" {
+  doc       = "d"
+  principal = "instances"
+  match { want = "effective/service/{svc}/instances" }
+  choose "victim" {
+    over    = "unplaced"
+    filters { pending = "waiting" }
+    pick    = "2"
+  }
+  emit "observed/instance/{i}/state" { value = "'stopped'" }
+}
+
+rule "stop" {
+  doc       = "d"
+  principal = "instances"
+  after     = ["cancel"]
+  over      = "unplaced"
+  when      = "waiting"
+  emit "observed/instance/{i}/state" { value = "'stopped'" }
+}
+`
+	rs, diags := load(t, map[string]string{"r.hcl": src})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, sc := range []struct {
+		name string
+		body *Scope
+	}{{"stop", mustRule(t, rs, "stop").Body}, {"cancel's choice", mustRule(t, rs, "cancel").Choose.Body}} {
+		if len(sc.body.Match) != 2 || len(sc.body.Absent) != 1 || !slices.Contains(sc.body.Binds, "state") {
+			t.Errorf("%s: match %v, absent %v, binds %v; want the relation's two patterns, its absent one, state bound", sc.name, sc.body.Match, sc.body.Absent, sc.body.Binds)
+		}
+	}
+	if ch := mustRule(t, rs, "cancel").Choose; !slices.Equal(ch.Vars, []string{"i"}) {
+		t.Errorf("candidate variables %v, want the relation's [i]", ch.Vars)
+	}
+	_, diags = load(t, map[string]string{"r.hcl": strings.Replace(src, `over      = "unplaced"`, `over      = "unplace"`, 1)})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), `r.hcl:29,15`) || !strings.Contains(diags.Error(), `Did you mean "unplaced"?`) {
+		t.Fatalf("a misspelt relation in a rule's over: %v", diags)
+	}
+}
+
+func mustRule(t *testing.T, rs *RuleSet, name string) *Rule {
+	t.Helper()
+	r, ok := rs.Rule(name)
+	if !ok {
+		t.Fatalf("no rule %s", name)
+	}
+	return r
 }

@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ccattler/ccattler/engine/eval"
@@ -38,6 +39,12 @@ rule "schedule" {
 // node-1 none) and 40 pending instances, and returns instance -> node.
 func placements(t *testing.T, limit string) map[string]string {
 	t.Helper()
+	return placementsOn(t, 8, limit)
+}
+
+// placementsOn is placements over nodes nodes, node-N with the most cpu.
+func placementsOn(t *testing.T, nodes int, limit string) map[string]string {
+	t.Helper()
 	src := fmt.Sprintf(sampleRules, "a sample", limit)
 	rs, diags := rules.LoadFiles(map[string][]byte{"sample.hcl": []byte(src)})
 	if diags.HasErrors() {
@@ -49,7 +56,7 @@ func placements(t *testing.T, limit string) map[string]string {
 		rev++
 		tb.Put(facts.Fact{Key: k, Value: []byte(v), ModRevision: rev, CreateRevision: rev})
 	}
-	for i := 1; i <= 8; i++ {
+	for i := 1; i <= nodes; i++ {
 		put(facts.NodeCapacityCPU(fmt.Sprintf("node-%d", i)), fmt.Sprint(i-1))
 	}
 	for i := 0; i < 40; i++ {
@@ -95,5 +102,35 @@ func TestChoiceScoresABoundedSample(t *testing.T) {
 
 	if _, diags := rules.LoadFiles(map[string][]byte{"bad.hcl": []byte(fmt.Sprintf(sampleRules, "x", "candidates = 0"))}); !diags.HasErrors() {
 		t.Error("candidates = 0 was accepted")
+	}
+}
+
+// A score choice asks for a good node: past eval.SampleSize candidates the
+// engine scores a sample of its own accord. exact = true asks for the best
+// of all, and gets it however many there are.
+func TestChoiceSamplesLargeSetsUnlessExact(t *testing.T) {
+	nodes := 4 * eval.SampleSize
+	best := fmt.Sprintf("%q", fmt.Sprintf("node-%d", nodes))
+	sampled := placementsOn(t, nodes, "")
+	if again := placementsOn(t, nodes, ""); fmt.Sprint(again) != fmt.Sprint(sampled) {
+		t.Fatal("the engine's sample is not deterministic")
+	}
+	used := map[string]int{}
+	for _, v := range sampled {
+		used[v]++
+	}
+	if len(used) < 3 {
+		t.Errorf("over %d nodes the default choice placed on only %v: it scored every node, not a sample", nodes, used)
+	}
+	for k, v := range placementsOn(t, nodes, "exact = true") {
+		if v != best {
+			t.Fatalf("with exact = true, %s went to %s: want the best node, %s", k, v, best)
+		}
+	}
+	for _, bad := range []string{`exact = "yes"`, "exact = 1"} {
+		_, diags := rules.LoadFiles(map[string][]byte{"bad.hcl": []byte(fmt.Sprintf(sampleRules, "x", bad))})
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), "exact takes true or false") {
+			t.Errorf("%s: want the error naming exact, got %v", bad, diags)
+		}
 	}
 }

@@ -20,6 +20,9 @@ type site struct {
 	// lifted: the patterns of sc joined to find the body bindings, with the
 	// changed value bound to p's alias and without (liftJoin).
 	with, without []*rules.Pattern
+	// stamp: p is a stamp pattern of r (stamp.go): a value that only moves
+	// on does not dispatch r.
+	stamp bool
 }
 
 const (
@@ -40,7 +43,7 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 	add := func(s site) { out[s.p.Type] = append(out[s.p.Type], s) }
 	for _, r := range rs.Rules {
 		for _, p := range r.Body.Match {
-			add(site{r: r, p: p, kind: siteDirect})
+			add(site{r: r, p: p, kind: siteDirect, stamp: stampOnly(r, p)})
 		}
 		for _, p := range r.Body.Optional {
 			add(site{r: r, p: p, kind: siteDirect})
@@ -126,6 +129,9 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 		}
 		switch s.kind {
 		case siteDirect:
+			if s.stamp && movedOnly(s.p, c) {
+				continue
+			}
 			rd.enqueueKept(s.r, kb, func(n string) bool { return isBodyVar(s.r, n) })
 		case siteHead:
 			rd.enqueue(s.r, kb.clone())
