@@ -255,11 +255,11 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
 	pending := e.stage(run, p.Firings, p.RuleSetVersion)
 	// A firing that does not commit leaves its binding holding although
-	// the evaluator saw it fire: tell a Continuer, which keeps bindings.
+	// the evaluator saw it fire: tell it, since it may keep bindings.
 	planned, committed := len(p.Firings), 0
 	defer func() {
-		if c, ok := ev.(Continuer); ok && committed < planned {
-			c.Uncommitted()
+		if committed < planned {
+			ev.Uncommitted()
 		}
 	}()
 	reeval := map[string]bool{}

@@ -442,20 +442,16 @@ func TestLimitAboveEtcdsIsLowered(t *testing.T) {
 	}
 }
 
-// keepingEval is copyEval as a Continuer: it counts the plans whose
-// firings it was told did not all commit.
+// keepingEval is copyEval that counts the plans whose firings it was told
+// did not all commit.
 type keepingEval struct {
 	copyEval
 	uncommitted atomic.Int32
 }
 
-func (k *keepingEval) Continue(_ int64, r facts.Reader, changes []facts.Change, _ bool) eval.Plan {
-	return k.Incremental(r, changes)
-}
-
 func (k *keepingEval) Uncommitted() { k.uncommitted.Add(1) }
 
-// A Continuer keeps what it saw fire (the bindings a choice placed): it is
+// An evaluator may keep what it saw fire (the bindings a choice placed): it is
 // told when a plan's firing was dropped, and only then.
 func TestUncommittedFiringsAreReported(t *testing.T) {
 	t.Parallel()

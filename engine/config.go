@@ -54,7 +54,7 @@ type Config struct {
 	EventMaxAge   time.Duration
 	EventMaxCount int
 	// TickInterval is how often rules that read the clock are evaluated
-	// (an Evaluator that is a Ticker).
+	// (Evaluator.TimedRules).
 	TickInterval time.Duration
 	// PruneInterval is how often the leader deletes records past retention.
 	PruneInterval time.Duration

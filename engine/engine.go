@@ -17,38 +17,39 @@ import (
 )
 
 // Evaluator turns facts into plans. It is pure: it reads only the Reader it
-// is given (valid only during the call) and never writes. Full evaluates
-// every rule binding; Incremental evaluates the bindings that read any of
-// the changed keys (a change may repeat a value the evaluator has seen:
-// re-evaluating must then plan nothing new). A plan's writes of a value
-// equal to the stored one must be left out, or the engine's own writes,
-// which come back through the mirror, would keep it busy. The evaluator must
-// not assume its plans commit: what does not commit comes back to it as
-// changes. Calls never overlap.
+// is given (valid only during the call) and never writes. A plan's writes of
+// a value equal to the stored one must be left out, or the engine's own
+// writes, which come back through the mirror, would keep it busy. The
+// evaluator must not assume its plans commit: what does not commit comes
+// back to it as changes, and Uncommitted says so. Calls never overlap.
+//
+// The engine calls Full for a term's first round and after a swap, a relist
+// or an abandoned plan, and Continue for every other round; Incremental only
+// to evaluate again the bindings whose firings a conflict dropped.
 type Evaluator interface {
+	// Full evaluates every rule binding, keeping nothing from earlier calls.
 	Full(r facts.Reader) eval.Plan
-	Incremental(r facts.Reader, changes []facts.Change) eval.Plan
-	Version() string // the rule set's version hash, recorded in every firing record
-}
-
-// Ticker is an Evaluator whose rules read the clock (now): time passing is
-// not a fact change, so the engine calls Tick every Config.TickInterval to
-// evaluate those rules (TimedRules; none: no tick rounds).
-type Ticker interface {
-	Tick(r facts.Reader) eval.Plan
-	TimedRules() []string
-}
-
-// Continuer is an Evaluator that keeps results from one round to the next
-// when it is given every change: Continue evaluates changes (and, with tick
-// set, the rules Tick evaluates), given that they are all the changes after
-// revision from — the revision of the reader of its previous call — up to
-// r.Rev(). The engine then takes, inside the view it evaluates, whatever
-// the mirror applied since it last looked.
-type Continuer interface {
+	// Continue evaluates changes (and, with tick set, the TimedRules),
+	// given that they are all the changes after revision from — the
+	// revision of the reader of its previous call — up to r.Rev(). An
+	// evaluator may keep results from one call to the next on that
+	// promise; a from it does not recognise (-1 after a failed round)
+	// means it must not. A change may repeat a value the evaluator has
+	// seen: evaluating it again must then plan nothing new.
 	Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) eval.Plan
+	// Incremental evaluates the bindings that read any of the changed
+	// keys, with no promise that they are all the changes since the
+	// previous call.
+	Incremental(r facts.Reader, changes []facts.Change) eval.Plan
 	// Uncommitted says that firings of a plan it returned did not commit.
 	Uncommitted()
+	// TimedRules names the rules that read the clock (now): time passing
+	// is not a fact change, so the engine calls Continue with tick set
+	// every Config.TickInterval while there are any (none: no tick rounds).
+	TimedRules() []string
+	// Version is the rule set's version hash, recorded in every firing
+	// record.
+	Version() string
 }
 
 // Engine runs an Evaluator on a facts.Mirror and commits its plans to the

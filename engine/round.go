@@ -35,7 +35,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	e.needFull = false
 	var retry <-chan time.Time
 	var seen int64                  // the mirror revision of the latest evaluation
-	from := int64(-1)               // for a Continuer: the view revision up to which every change was evaluated
+	from := int64(-1)               // the view revision up to which every change was evaluated (Evaluator.Continue)
 	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
 	invalid := invalidMemory{}      // invalid fact -> the revision it was recorded at (recordInvalid)
 	more := false                   // the evaluator stopped at its firing budget with work left (eval.Plan.More)
@@ -59,8 +59,7 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 				retry, full = nil, true
 				continue
 			case <-ticker.C:
-				tk, ok := ev.(Ticker)
-				if !ok || len(tk.TimedRules()) == 0 {
+				if len(ev.TimedRules()) == 0 {
 					continue
 				}
 				ticked = true
@@ -88,38 +87,25 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
 		var err error
 		start := time.Now()
-		cont, canContinue := ev.(Continuer)
-		switch {
-		case canContinue:
-			if !full && !ticked && !more && len(changes) == 0 {
-				continue
+		if !full && !ticked && !more && len(changes) == 0 {
+			continue
+		}
+		p, err = e.evaluate(func(r facts.Reader) eval.Plan {
+			// Under the view the mirror applies nothing: what it
+			// applied since the batches were taken is queued, and
+			// taking it too makes the changes all there is.
+			more := sub.Take()
+			if full || relisted(more) {
+				full, from = true, r.Rev()
+				return ev.Full(r)
 			}
-			p, err = e.evaluate(func(r facts.Reader) eval.Plan {
-				// Under the view the mirror applies nothing: what it
-				// applied since the batches were taken is queued, and
-				// taking it too makes the changes all there is.
-				more := sub.Take()
-				if full || relisted(more) {
-					full, from = true, r.Rev()
-					return ev.Full(r)
-				}
-				changes = merge(append(batches, more...))
-				f := from
-				from = r.Rev()
-				return cont.Continue(f, r, changes, ticked)
-			})
-			if err != nil {
-				from = -1
-			}
-		case full:
-			p, err = e.evaluate(ev.Full)
-		case ticked:
-			p, err = e.evaluate(ev.(Ticker).Tick)
-		default:
-			if len(changes) == 0 && !more {
-				continue
-			}
-			p, err = e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changes) })
+			changes = merge(append(batches, more...))
+			f := from
+			from = r.Rev()
+			return ev.Continue(f, r, changes, ticked)
+		})
+		if err != nil {
+			from = -1
 		}
 		seen = max(seen, p.Rev)
 		more = p.More
