@@ -12,6 +12,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -418,7 +419,7 @@ func TestLostAnswerNotWrittenTwice(t *testing.T) {
 // etcd's refusal and goes on in smaller transactions.
 func TestLimitAboveEtcdsIsLowered(t *testing.T) {
 	t.Parallel()
-	ec := facts.NewEmbedConfig()
+	ec := embedded.NewConfig()
 	ec.MaxTxnOps = 128 // etcd's default, as an external cluster has it
 	ec.DataDir = t.TempDir()
 	ec.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))

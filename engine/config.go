@@ -16,7 +16,7 @@ type Config struct {
 	// MaxTxnOps is the most writes (and, separately, compares) one
 	// transaction may hold: etcd's --max-txn-ops. Plans larger than this are
 	// split on firing boundaries. 128 is etcd's default; the embedded etcd of
-	// `ccattler server` allows facts.NewEmbedConfig().MaxTxnOps.
+	// `ccattler server` allows embedded.NewConfig().MaxTxnOps.
 	MaxTxnOps int
 	// MaxTxnBytes bounds the size of one transaction's keys and values, below
 	// etcd's --max-request-bytes (default 1.5 MiB).

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // DefaultRoot is the prefix every CCattler key lives under.
@@ -67,7 +68,7 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		Endpoints:          cfg.Endpoints,
 		DialTimeout:        cfg.DialTimeout,
 		MaxCallSendMsgSize: 64 << 20,
-		Logger:             quietLogger(),
+		Logger:             zap.NewNop(),
 		TLS:                cfg.TLS,
 		// A member that is frozen or cut off keeps its connections open
 		// and answers nothing: keepalive pings find it, so that requests

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
@@ -125,7 +126,7 @@ counts against the quorum.`,
 			if peer == "" {
 				return usageError("cluster member add %s: --peer URL is required (the new server's --listen-peer)", name)
 			}
-			if _, err := facts.ParseInitialCluster(name + "=" + peer); err != nil {
+			if _, err := embedded.ParseInitialCluster(name + "=" + peer); err != nil {
 				return usageError("%v", err)
 			}
 			s, err := g.dialAs(cmd.Context(), access.Root)

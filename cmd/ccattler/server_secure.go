@@ -15,6 +15,7 @@ import (
 	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
@@ -59,7 +60,7 @@ func prepareEmbeddedTLS(cfg *serverConfig, log *slog.Logger) (*serverTLS, error)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Embed.TLS = &facts.EmbedTLS{CAFile: member.CA, CertFile: member.Cert, KeyFile: member.Key}
+	cfg.Embed.TLS = &embedded.TLS{CAFile: member.CA, CertFile: member.Cert, KeyFile: member.Key}
 	st := &serverTLS{caDir: dir}
 	for _, p := range []string{access.Root, access.KindEngine, access.Admin} {
 		paths, err := ca.Ensure(p, pki.Client)
