@@ -12,7 +12,6 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // errLostLeadership ends a term: the leader key is gone, so every further
@@ -214,7 +213,7 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 			}
 			conds[condKey(r)] = r.Rev
 			if r.Prefix { // no key under the prefix: every key of the range must be absent
-				txn.Guard = append(txn.Guard, clientv3.Compare(clientv3.ModRevision(e.store.Abs(r.Key)), "=", 0).WithPrefix())
+				txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: 0, Prefix: true})
 				continue
 			}
 			txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: r.Rev})

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/ccattler/ccattler/facts"
 )
 
 // Config configures an Engine. Start from NewConfig; Validate names the bad field.
@@ -81,7 +81,7 @@ type Config struct {
 	// transaction fail once the term is over: writes that only the leader
 	// may make (the server's observed/clock) carry it, so a deposed or
 	// standby server writes none. The term waits for it to return.
-	WhileLeading func(ctx context.Context, guard []clientv3.Cmp)
+	WhileLeading func(ctx context.Context, guard []facts.Guard)
 }
 
 // DefaultLeaderPrefix is the election prefix beside a fact root:

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // lead runs rounds for one term. The first round, and the first after a
@@ -239,16 +238,15 @@ func (e *Engine) settle(sub *facts.Subscription, seen int64) {
 // began, the previous leader's last writes included, and makes every event
 // id of this term sort after the newest record in etcd.
 func (e *Engine) catchUp(ctx context.Context) error {
-	prefix := e.store.Abs(facts.Event(""))
-	resp, err := e.store.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	prefix := facts.Event("")
+	newest, ok, rev, err := e.store.Last(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("read the newest firing record under %s: %w", prefix, err)
+		return fmt.Errorf("read the newest firing record under %s: %w", e.store.Abs(prefix), err)
 	}
-	if len(resp.Kvs) == 1 {
-		e.ids.Seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
+	if ok {
+		e.ids.Seed(strings.TrimPrefix(newest.Key, prefix))
 	}
-	return e.mirror.WaitRev(ctx, resp.Header.Revision)
+	return e.mirror.WaitRev(ctx, rev)
 }
 
 // mostFacts reports whether changes touch more than half of the facts,

@@ -19,7 +19,6 @@ import (
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() { subcommands = append(subcommands, newServerCmd) }
@@ -322,7 +321,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		if interval <= 0 {
 			interval = time.Second
 		}
-		cfg.Engine.WhileLeading = func(ctx context.Context, guard []clientv3.Cmp) {
+		cfg.Engine.WhileLeading = func(ctx context.Context, guard []facts.Guard) {
 			runClock(ctx, store, interval, guard, log)
 		}
 	}
