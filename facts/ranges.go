@@ -121,3 +121,15 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Fact, error) {
 // facts: commit them with Txn.Checked set, since the schema knows none.
 // Closing either store closes the connection of both.
 func (s *Store) WithRoot(root string) *Store { return NewStore(s.Client, root, s.Schema) }
+
+// Remove deletes one key and reports whether it existed.
+func (s *Store) Remove(ctx context.Context, key string) (bool, error) {
+	resp, err := s.Client.Delete(ctx, s.Abs(key))
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", key, err)
+	}
+	return resp.Deleted > 0, nil
+}
+
+// Endpoints are the etcd endpoints the store's connection uses.
+func (s *Store) Endpoints() []string { return s.Client.Endpoints() }

@@ -260,7 +260,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg.Ready = func(rctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 		b.store, b.agentStore, b.mirror, b.eng = store, store, mirror, eng
 		if f.secure {
-			closeStores, err := b.secureStores(rctx, cfg.CADir, store.Client.Endpoints())
+			closeStores, err := b.secureStores(rctx, cfg.CADir, store.Endpoints())
 			if err != nil {
 				phaseErr = err
 				close(finished)

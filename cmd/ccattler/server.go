@@ -306,7 +306,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}()
 
 	if manage {
-		k := &access.Keeper{Admin: admin.Client, Mirror: mirror, Root: admin.Root, Log: log}
+		k := &access.Keeper{Admin: admin, Mirror: mirror, Root: admin.Root, Log: log}
 		kctx, stopKeeper := context.WithCancel(ctx)
 		keeperDone := make(chan struct{})
 		go func() { k.Run(kctx); close(keeperDone) }()

@@ -104,7 +104,7 @@ func builtinAccess(root, leaderPrefix string) map[string]access.Rules {
 func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix string, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if enabled, err := access.Enable(cctx, admin.Client); err != nil {
+	if enabled, err := access.Enable(cctx, admin); err != nil {
 		return err
 	} else if enabled {
 		log.Info("etcd authentication enabled: clients are the Common Names of their certificates")
@@ -152,7 +152,7 @@ func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix strin
 			names = append(names, n)
 		}
 	}
-	if _, err := access.Sync(cctx, admin.Client, access.Want(admin.Root, ps, names)); err != nil {
+	if _, err := access.Sync(cctx, admin, access.Want(admin.Root, ps, names)); err != nil {
 		return err
 	}
 	return nil

@@ -37,7 +37,7 @@ func StartSecure(t testing.TB) *Etcd {
 	e.Restart(t)
 	t.Cleanup(func() { e.Etcd.Close() })
 	root := e.StoreAs(t, access.Root)
-	if _, err := access.Enable(context.Background(), root.Client); err != nil {
+	if _, err := access.Enable(context.Background(), root); err != nil {
 		t.Fatalf("enable etcd auth: %v", err)
 	}
 	return e
