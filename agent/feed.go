@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Feed is the one watch an agent process keeps on etcd: placement/instance/
@@ -161,12 +160,12 @@ func (f *Feed) relist(ctx context.Context) (int64, error) {
 func (f *Feed) watch(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wp := f.store.Watch(wctx, "placement/instance/", rev+1)
-	ws := f.store.Watch(wctx, "desired/service/", rev+1)
+	wp := f.store.WatchChanges(wctx, "placement/instance/", rev+1)
+	ws := f.store.WatchChanges(wctx, "desired/service/", rev+1)
 	retry := time.NewTicker(5 * time.Second)
 	defer retry.Stop()
 	for {
-		var resp clientv3.WatchResponse
+		var resp facts.WatchResponse
 		var ok bool
 		select {
 		case <-ctx.Done():
@@ -182,19 +181,18 @@ func (f *Feed) watch(ctx context.Context, rev int64) error {
 		if !ok {
 			return errWatchClosed
 		}
-		if err := resp.Err(); err != nil {
+		if err := resp.Err; err != nil {
 			return err
 		}
 		f.mu.Lock()
-		for _, ev := range resp.Events {
-			key := f.store.Rel(string(ev.Kv.Key))
-			if ev.Type == clientv3.EventTypeDelete {
-				f.applyLocked(key, nil)
+		for _, c := range resp.Changes {
+			if c.Deleted {
+				f.applyLocked(c.Key, nil)
 			} else {
-				f.applyLocked(key, ev.Kv.Value)
+				f.applyLocked(c.Key, c.Value)
 			}
 		}
-		f.rev = max(f.rev, resp.Header.Revision)
+		f.rev = max(f.rev, resp.Rev)
 		f.mu.Unlock()
 		f.fillServices(ctx)
 	}
@@ -311,20 +309,18 @@ func (f *Feed) fillServices(ctx context.Context) {
 		n := min(len(ids), lookupBatch)
 		batch := ids[:n]
 		ids = ids[n:]
-		ops := make([]clientv3.Op, len(batch))
+		keys := make([]string, len(batch))
 		for i, id := range batch {
-			ops[i] = clientv3.OpGet(f.store.Abs(facts.InstanceService(id)))
+			keys[i] = facts.InstanceService(id)
 		}
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		resp, err := f.store.Client.Txn(gctx).Then(ops...).Commit()
+		got, err := f.store.GetMany(gctx, keys)
 		cancel()
 		f.mu.Lock()
 		for i, id := range batch {
 			svc := ""
-			if err == nil {
-				if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-					svc, _ = facts.StringValue(kvs[0].Value)
-				}
+			if err == nil && got[i].Value != nil {
+				svc, _ = facts.StringValue(got[i].Value)
 			}
 			if svc == "" {
 				f.lookedUp[id] = now

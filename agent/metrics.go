@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Usage is what a runtime measured of one running container.
@@ -48,7 +47,7 @@ type Metrics struct {
 	Log      *slog.Logger
 
 	have  map[string]string // key -> value as last written, under lease
-	lease clientv3.LeaseID
+	lease facts.LeaseID
 	lost  atomic.Bool // the lease's keepalive ended: grant a new one, write everything again
 }
 

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // node is one node of the process: it reconciles what is placed on it with
@@ -55,7 +54,7 @@ type node struct {
 	probes   map[string]probeHandle
 	running  int
 	draining bool // the node's state was "draining" at registration: the agent leaves it so
-	lease    clientv3.LeaseID
+	lease    facts.LeaseID
 	leaseGen int64 // grows with every new lease: the node re-registers and re-reports
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,7 +36,7 @@ import (
 //     go test ./engine -run '^$' -bench Commit -benchtime 5x
 func BenchmarkCommit(b *testing.B) {
 	v := newEnv(b)
-	ec := facts.NewEmbedConfig()
+	ec := embedded.NewConfig()
 	const keysPerPlan = 32768
 	for _, w := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("writes-per-firing=%d", w), func(b *testing.B) {

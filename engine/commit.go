@@ -12,7 +12,6 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // errLostLeadership ends a term: the leader key is gone, so every further
@@ -214,7 +213,7 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 			}
 			conds[condKey(r)] = r.Rev
 			if r.Prefix { // no key under the prefix: every key of the range must be absent
-				txn.Guard = append(txn.Guard, clientv3.Compare(clientv3.ModRevision(e.store.Abs(r.Key)), "=", 0).WithPrefix())
+				txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: 0, Prefix: true})
 				continue
 			}
 			txn.If = append(txn.If, facts.Cond{Key: r.Key, Rev: r.Rev})
@@ -255,11 +254,11 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
 	pending := e.stage(run, p.Firings, p.RuleSetVersion)
 	// A firing that does not commit leaves its binding holding although
-	// the evaluator saw it fire: tell a Continuer, which keeps bindings.
+	// the evaluator saw it fire: tell it, since it may keep bindings.
 	planned, committed := len(p.Firings), 0
 	defer func() {
-		if c, ok := ev.(Continuer); ok && committed < planned {
-			c.Uncommitted()
+		if committed < planned {
+			ev.Uncommitted()
 		}
 	}()
 	reeval := map[string]bool{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -418,7 +419,7 @@ func TestLostAnswerNotWrittenTwice(t *testing.T) {
 // etcd's refusal and goes on in smaller transactions.
 func TestLimitAboveEtcdsIsLowered(t *testing.T) {
 	t.Parallel()
-	ec := facts.NewEmbedConfig()
+	ec := embedded.NewConfig()
 	ec.MaxTxnOps = 128 // etcd's default, as an external cluster has it
 	ec.DataDir = t.TempDir()
 	ec.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
@@ -442,20 +443,16 @@ func TestLimitAboveEtcdsIsLowered(t *testing.T) {
 	}
 }
 
-// keepingEval is copyEval as a Continuer: it counts the plans whose
-// firings it was told did not all commit.
+// keepingEval is copyEval that counts the plans whose firings it was told
+// did not all commit.
 type keepingEval struct {
 	copyEval
 	uncommitted atomic.Int32
 }
 
-func (k *keepingEval) Continue(_ int64, r facts.Reader, changes []facts.Change, _ bool) eval.Plan {
-	return k.Incremental(r, changes)
-}
-
 func (k *keepingEval) Uncommitted() { k.uncommitted.Add(1) }
 
-// A Continuer keeps what it saw fire (the bindings a choice placed): it is
+// An evaluator may keep what it saw fire (the bindings a choice placed): it is
 // told when a plan's firing was dropped, and only then.
 func TestUncommittedFiringsAreReported(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/ccattler/ccattler/facts"
 )
 
 // Config configures an Engine. Start from NewConfig; Validate names the bad field.
@@ -16,7 +16,7 @@ type Config struct {
 	// MaxTxnOps is the most writes (and, separately, compares) one
 	// transaction may hold: etcd's --max-txn-ops. Plans larger than this are
 	// split on firing boundaries. 128 is etcd's default; the embedded etcd of
-	// `ccattler server` allows facts.NewEmbedConfig().MaxTxnOps.
+	// `ccattler server` allows embedded.NewConfig().MaxTxnOps.
 	MaxTxnOps int
 	// MaxTxnBytes bounds the size of one transaction's keys and values, below
 	// etcd's --max-request-bytes (default 1.5 MiB).
@@ -54,7 +54,7 @@ type Config struct {
 	EventMaxAge   time.Duration
 	EventMaxCount int
 	// TickInterval is how often rules that read the clock are evaluated
-	// (an Evaluator that is a Ticker).
+	// (Evaluator.TimedRules).
 	TickInterval time.Duration
 	// PruneInterval is how often the leader deletes records past retention.
 	PruneInterval time.Duration
@@ -81,7 +81,7 @@ type Config struct {
 	// transaction fail once the term is over: writes that only the leader
 	// may make (the server's observed/clock) carry it, so a deposed or
 	// standby server writes none. The term waits for it to return.
-	WhileLeading func(ctx context.Context, guard []clientv3.Cmp)
+	WhileLeading func(ctx context.Context, guard []facts.Guard)
 }
 
 // DefaultLeaderPrefix is the election prefix beside a fact root:

@@ -8,8 +8,9 @@
 //     it holds it. A standby waits in the campaign.
 //   - round.go: the rounds of one term. The first evaluates everything
 //     (Full); each later one evaluates the changes the mirror delivered
-//     (Incremental); every TickInterval the rules that read the clock are
-//     evaluated (Tick). A swapped evaluator takes over between rounds.
+//     (Continue); every TickInterval the rules that read the clock are
+//     evaluated too (Continue with tick). A swapped evaluator takes over
+//     between rounds.
 //   - commit.go: a Plan becomes etcd transactions. Every write is guarded by
 //     the ModRevision of each fact its firing read (0: still absent), every
 //     transaction by the leader key, so a deposed leader writes nothing.

@@ -12,43 +12,42 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Evaluator turns facts into plans. It is pure: it reads only the Reader it
-// is given (valid only during the call) and never writes. Full evaluates
-// every rule binding; Incremental evaluates the bindings that read any of
-// the changed keys (a change may repeat a value the evaluator has seen:
-// re-evaluating must then plan nothing new). A plan's writes of a value
-// equal to the stored one must be left out, or the engine's own writes,
-// which come back through the mirror, would keep it busy. The evaluator must
-// not assume its plans commit: what does not commit comes back to it as
-// changes. Calls never overlap.
+// is given (valid only during the call) and never writes. A plan's writes of
+// a value equal to the stored one must be left out, or the engine's own
+// writes, which come back through the mirror, would keep it busy. The
+// evaluator must not assume its plans commit: what does not commit comes
+// back to it as changes, and Uncommitted says so. Calls never overlap.
+//
+// The engine calls Full for a term's first round and after a swap, a relist
+// or an abandoned plan, and Continue for every other round; Incremental only
+// to evaluate again the bindings whose firings a conflict dropped.
 type Evaluator interface {
+	// Full evaluates every rule binding, keeping nothing from earlier calls.
 	Full(r facts.Reader) eval.Plan
-	Incremental(r facts.Reader, changes []facts.Change) eval.Plan
-	Version() string // the rule set's version hash, recorded in every firing record
-}
-
-// Ticker is an Evaluator whose rules read the clock (now): time passing is
-// not a fact change, so the engine calls Tick every Config.TickInterval to
-// evaluate those rules (TimedRules; none: no tick rounds).
-type Ticker interface {
-	Tick(r facts.Reader) eval.Plan
-	TimedRules() []string
-}
-
-// Continuer is an Evaluator that keeps results from one round to the next
-// when it is given every change: Continue evaluates changes (and, with tick
-// set, the rules Tick evaluates), given that they are all the changes after
-// revision from — the revision of the reader of its previous call — up to
-// r.Rev(). The engine then takes, inside the view it evaluates, whatever
-// the mirror applied since it last looked.
-type Continuer interface {
+	// Continue evaluates changes (and, with tick set, the TimedRules),
+	// given that they are all the changes after revision from — the
+	// revision of the reader of its previous call — up to r.Rev(). An
+	// evaluator may keep results from one call to the next on that
+	// promise; a from it does not recognise (-1 after a failed round)
+	// means it must not. A change may repeat a value the evaluator has
+	// seen: evaluating it again must then plan nothing new.
 	Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) eval.Plan
+	// Incremental evaluates the bindings that read any of the changed
+	// keys, with no promise that they are all the changes since the
+	// previous call.
+	Incremental(r facts.Reader, changes []facts.Change) eval.Plan
 	// Uncommitted says that firings of a plan it returned did not commit.
 	Uncommitted()
+	// TimedRules names the rules that read the clock (now): time passing
+	// is not a fact change, so the engine calls Continue with tick set
+	// every Config.TickInterval while there are any (none: no tick rounds).
+	TimedRules() []string
+	// Version is the rule set's version hash, recorded in every firing
+	// record.
+	Version() string
 }
 
 // Engine runs an Evaluator on a facts.Mirror and commits its plans to the
@@ -141,15 +140,11 @@ func (e *Engine) Stats() Stats { return e.m.snapshot() }
 // election says (the oldest campaign under LeaderPrefix), or "" when no
 // engine campaigns.
 func (e *Engine) Leader(ctx context.Context) (string, error) {
-	resp, err := e.store.Client.Get(ctx, e.cfg.LeaderPrefix, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	id, err := e.store.Leader(ctx, e.cfg.LeaderPrefix)
 	if err != nil {
 		return "", fmt.Errorf("read the election under %s: %w", e.cfg.LeaderPrefix, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
+	return id, nil
 }
 
 // term is one stretch of leadership: the election key and its create
@@ -174,11 +169,11 @@ func (t *term) lost() bool {
 
 // guardsFor returns the compares that make a deposed leader's transaction
 // fail: its election key must still exist with the revision it was created at.
-func (e *Engine) guardsFor(t *term) []clientv3.Cmp {
+func (e *Engine) guardsFor(t *term) []facts.Guard {
 	if t == nil || t.key == "" {
 		return nil
 	}
-	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)}
+	return []facts.Guard{facts.CreatedAt(t.key, t.rev)}
 }
 
 // stillLeader asks etcd whether the term's key still stands.
@@ -189,11 +184,11 @@ func (e *Engine) stillLeader(ctx context.Context, t *term) (bool, error) {
 	if t.lost() {
 		return false, nil
 	}
-	resp, err := e.store.Client.Get(ctx, t.key)
+	rev, err := e.store.CreateRevision(ctx, t.key)
 	if err != nil {
 		return true, fmt.Errorf("read leader key %s: %w", t.key, err)
 	}
-	return len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == t.rev, nil
+	return rev == t.rev, nil
 }
 
 // Run campaigns for leadership and, while leader, evaluates and commits
@@ -222,18 +217,13 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // term campaigns once and leads until the session ends or ctx is done.
 func (e *Engine) term(ctx context.Context) error {
-	sess, err := concurrency.NewSession(e.store.Client, concurrency.WithTTL(int(e.cfg.SessionTTL/time.Second)),
-		concurrency.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("open election session: %w", err)
-	}
-	defer sess.Close() // revokes the lease: the key goes, a standby wins at once
-	el := concurrency.NewElection(sess, e.cfg.LeaderPrefix)
 	e.log.Info("engine: campaigning", "prefix", e.cfg.LeaderPrefix)
-	if err := el.Campaign(ctx, e.cfg.Identity); err != nil {
-		return fmt.Errorf("campaign under %s: %w", e.cfg.LeaderPrefix, err)
+	el, err := e.store.Campaign(ctx, e.cfg.LeaderPrefix, e.cfg.Identity, e.cfg.SessionTTL)
+	if err != nil {
+		return err
 	}
-	t := &term{key: el.Key(), rev: el.Rev(), done: sess.Done()}
+	defer el.Close() // revokes the lease: the key goes, a standby wins at once
+	t := &term{key: el.Key(), rev: el.Rev(), done: el.Done()}
 	e.m.update(func(s *Stats) { s.Terms++; s.Leading = true })
 	defer e.m.update(func(s *Stats) { s.Leading = false })
 	e.log.Info("engine: leading", "key", t.key, "rev", t.rev)
@@ -242,7 +232,7 @@ func (e *Engine) term(ctx context.Context) error {
 	defer cancel()
 	go func() {
 		select {
-		case <-sess.Done():
+		case <-el.Done():
 			cancel() // stop before anyone else can start: the guard already fails
 		case <-lctx.Done():
 		}

@@ -119,6 +119,11 @@ type spawnEval struct {
 func (s *spawnEval) Version() string                                        { return "spawn-v1" }
 func (s *spawnEval) Full(r facts.Reader) eval.Plan                          { return s.plan(r) }
 func (s *spawnEval) Incremental(r facts.Reader, _ []facts.Change) eval.Plan { return s.plan(r) }
+func (s *spawnEval) Continue(_ int64, r facts.Reader, _ []facts.Change, _ bool) eval.Plan {
+	return s.plan(r)
+}
+func (s *spawnEval) Uncommitted()         {}
+func (s *spawnEval) TimedRules() []string { return nil }
 
 func (s *spawnEval) plan(r facts.Reader) eval.Plan {
 	p := eval.Plan{RuleSetVersion: "spawn-v1", Rev: r.Rev()}

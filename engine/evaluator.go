@@ -13,11 +13,7 @@ type ruleSetEvaluator struct {
 	*eval.Evaluator
 }
 
-var (
-	_ Evaluator = ruleSetEvaluator{}
-	_ Ticker    = ruleSetEvaluator{}
-	_ Continuer = ruleSetEvaluator{}
-)
+var _ Evaluator = ruleSetEvaluator{}
 
 func (r ruleSetEvaluator) Version() string { return r.RuleSet().Version }
 

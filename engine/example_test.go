@@ -9,6 +9,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/rules"
 )
 
@@ -21,9 +22,9 @@ func Example() {
 	// An etcd of our own, as `ccattler server` embeds one.
 	dir, _ := os.MkdirTemp("", "engine-example")
 	defer os.RemoveAll(dir)
-	ec := facts.NewEmbedConfig()
+	ec := embedded.NewConfig()
 	ec.DataDir, ec.ClientURL, ec.PeerURL = dir, "http://"+freeAddr(), "http://"+freeAddr()
-	etcd, err := facts.StartEmbedded(ec)
+	etcd, err := embedded.Start(ec)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -175,6 +175,14 @@ func (c *copyEval) Incremental(r facts.Reader, changes []facts.Change) eval.Plan
 	return c.plan(r, names)
 }
 
+// Continue keeps nothing between calls: it is Incremental.
+func (c *copyEval) Continue(_ int64, r facts.Reader, changes []facts.Change, _ bool) eval.Plan {
+	return c.Incremental(r, changes)
+}
+
+func (c *copyEval) Uncommitted()         {}
+func (c *copyEval) TimedRules() []string { return nil }
+
 func (c *copyEval) note(s string) {
 	c.mu.Lock()
 	c.calls = append(c.calls, s)

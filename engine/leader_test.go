@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -154,11 +155,11 @@ func TestWhileLeading(t *testing.T) {
 	a := newEnv(t)
 	b := envOn(t, a.etcd)
 	type run struct {
-		guard []clientv3.Cmp
+		guard []facts.Guard
 		ended chan struct{}
 	}
-	hook := func(runs chan<- run) func(ctx context.Context, guard []clientv3.Cmp) {
-		return func(ctx context.Context, guard []clientv3.Cmp) {
+	hook := func(runs chan<- run) func(ctx context.Context, guard []facts.Guard) {
+		return func(ctx context.Context, guard []facts.Guard) {
 			r := run{guard: guard, ended: make(chan struct{})}
 			runs <- r
 			<-ctx.Done()
@@ -185,12 +186,12 @@ func TestWhileLeading(t *testing.T) {
 		t.Fatal("the standby runs the hook too")
 	case <-time.After(500 * time.Millisecond):
 	}
-	put := func(guard []clientv3.Cmp) bool {
-		resp, err := a.store.Client.Txn(a.ctx).If(guard...).Then(clientv3.OpPut("/ccattler/observed/clock", `"2026-01-01T00:00:00Z"`)).Commit()
-		if err != nil {
+	put := func(guard []facts.Guard) bool {
+		_, err := a.store.Commit(a.ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Clock(), []byte(`"2026-01-01T00:00:00Z"`))}, Guard: guard})
+		if err != nil && !errors.Is(err, facts.ErrConflict) {
 			t.Fatal(err)
 		}
-		return resp.Succeeded
+		return err == nil
 	}
 	if len(ra.guard) == 0 || !put(ra.guard) {
 		t.Fatal("the leader's guard does not hold during its term")

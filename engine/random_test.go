@@ -16,9 +16,12 @@ import (
 // nullEval plans nothing: firings dropped as stale stay dropped.
 type nullEval struct{}
 
-func (nullEval) Full(facts.Reader) eval.Plan                        { return eval.Plan{} }
-func (nullEval) Incremental(facts.Reader, []facts.Change) eval.Plan { return eval.Plan{} }
-func (nullEval) Version() string                                    { return "null" }
+func (nullEval) Full(facts.Reader) eval.Plan                                  { return eval.Plan{} }
+func (nullEval) Incremental(facts.Reader, []facts.Change) eval.Plan           { return eval.Plan{} }
+func (nullEval) Continue(int64, facts.Reader, []facts.Change, bool) eval.Plan { return eval.Plan{} }
+func (nullEval) Uncommitted()                                                 {}
+func (nullEval) TimedRules() []string                                         { return nil }
+func (nullEval) Version() string                                              { return "null" }
 
 // Random plans over a small key space (so firings write the same keys and
 // read each other's writes), some firings stale before they commit, under

@@ -8,14 +8,15 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // lead runs rounds for one term. The first round, and the first after a
 // swap or an abandoned plan, evaluates everything; every other round
 // evaluates the changes the mirror delivered since the previous one. The
 // engine's own writes come back this way too; the evaluator plans nothing
-// for a value that is already there, so they cost one cheap round.
+// for a value that is already there, so they cost one cheap round. Each
+// round waits for work, evaluates it and commits the plan (wait, evaluate,
+// commit); lead returns only on ctx's end or an error of the commit step.
 func (e *Engine) lead(ctx context.Context, t *term) error {
 	sub := e.mirror.Subscribe()
 	defer sub.Close()
@@ -31,156 +32,194 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		defer func() { stopPrune(); <-hookDone }()
 	}
 
-	full := true
 	e.needFull = false
-	var retry <-chan time.Time
-	var seen int64                  // the mirror revision of the latest evaluation
-	from := int64(-1)               // for a Continuer: the view revision up to which every change was evaluated
-	rejected := map[string]string{} // unplaced binding -> its last rejection record (recordRejections)
-	invalid := invalidMemory{}      // invalid fact -> the revision it was recorded at (recordInvalid)
-	more := false                   // the evaluator stopped at its firing budget with work left (eval.Plan.More)
-	ticker := time.NewTicker(e.cfg.TickInterval)
-	defer ticker.Stop()
+	l := &leader{e: e, t: t, sub: sub, ticker: time.NewTicker(e.cfg.TickInterval),
+		full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}}
+	defer l.ticker.Stop()
 	for {
-		ticked := false
 		ev, swapped := e.evaluator()
 		if swapped {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
-			full = true
+			l.full = true
 		}
-		if !full && !more {
-			e.settle(sub, seen)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-e.swap:
-				continue
-			case <-retry:
-				retry, full = nil, true
-				continue
-			case <-ticker.C:
-				tk, ok := ev.(Ticker)
-				if !ok || len(tk.TimedRules()) == 0 {
-					continue
-				}
-				ticked = true
-			case <-sub.Ready():
-			}
-		}
-		// Taken before the view: a change that lands after it arrives in
-		// the next round, never in none. A tick leaves them for the next.
-		var batches []facts.Batch
-		var changes []facts.Change
-		if !ticked {
-			batches = sub.Take()
-			changes = merge(batches)
-			// A relist (after a compaction or a broken watch) or a batch
-			// that touches most facts is cheaper to evaluate in full.
-			if relisted(batches) || e.mostFacts(changes) {
-				full = true
-			}
-		}
-		waited := time.Now()
-		if err := e.mirror.WaitRev(ctx, e.lastRev); err != nil {
-			return err
-		}
-		var p eval.Plan
-		e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
-		var err error
-		start := time.Now()
-		cont, canContinue := ev.(Continuer)
-		switch {
-		case canContinue:
-			if !full && !ticked && !more && len(changes) == 0 {
-				continue
-			}
-			p, err = e.evaluate(func(r facts.Reader) eval.Plan {
-				// Under the view the mirror applies nothing: what it
-				// applied since the batches were taken is queued, and
-				// taking it too makes the changes all there is.
-				more := sub.Take()
-				if full || relisted(more) {
-					full, from = true, r.Rev()
-					return ev.Full(r)
-				}
-				changes = merge(append(batches, more...))
-				f := from
-				from = r.Rev()
-				return cont.Continue(f, r, changes, ticked)
-			})
-			if err != nil {
-				from = -1
-			}
-		case full:
-			p, err = e.evaluate(ev.Full)
-		case ticked:
-			p, err = e.evaluate(ev.(Ticker).Tick)
-		default:
-			if len(changes) == 0 && !more {
-				continue
-			}
-			p, err = e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changes) })
-		}
-		seen = max(seen, p.Rev)
-		more = p.More
-		wasFull := full
-		full = false
-		took := time.Since(start)
-		e.m.update(func(s *Stats) {
-			s.EvalTime += took
-			s.Rounds++
-			if wasFull {
-				s.FullRounds++
-			}
-			if ticked {
-				s.TickRounds++
-			}
-		})
-		if err != nil {
-			e.log.Error("engine: evaluation failed; evaluating everything again shortly", "err", err, "version", ev.Version())
-			retry = time.After(e.cfg.BackoffMax)
-			continue
-		}
-		e.noteProblems(p)
-		writes := 0
-		for _, f := range p.Firings {
-			writes += len(f.Writes)
-		}
-		e.m.update(func(s *Stats) {
-			s.PlanFirings += int64(len(p.Firings))
-			s.PlanWrites += int64(writes)
-			s.MaxPlanWrites = max(s.MaxPlanWrites, writes)
-		})
-		e.log.Debug("engine: round planned", "full", wasFull, "changes", len(changes), "rev", p.Rev, "firings", len(p.Firings),
-			"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
-		if p.RuleSetVersion == "" {
-			p.RuleSetVersion = ev.Version()
-		}
-		// A full round looks at every fact, an incremental one at what changed.
-		bad := invalidOf(changes)
-		if wasFull {
-			bad = e.mirror.Invalid()
-		}
-		if err := e.recordInvalid(ctx, t, bad, p.RuleSetVersion, invalid); err != nil {
-			return err
-		}
-		if err := e.recordRejections(ctx, t, p, rejected); err != nil {
-			return err
-		}
-		if len(p.Firings) == 0 {
-			continue
-		}
-		applying := time.Now()
-		err = e.apply(ctx, t, ev, p)
-		e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
+		w, ok, err := l.wait(ctx, ev)
 		if err != nil {
 			return err
 		}
-		if e.needFull {
-			e.needFull = false
-			retry = time.After(e.cfg.BackoffMax)
+		if !ok {
+			continue
+		}
+		p, ok := l.evaluate(ev, &w)
+		if !ok {
+			continue
+		}
+		if err := l.commit(ctx, ev, w, p); err != nil {
+			return err
 		}
 	}
+}
+
+// leader is the state one term's rounds hand on to the next. Only the
+// round loop's goroutine touches it.
+type leader struct {
+	e      *Engine
+	t      *term
+	sub    *facts.Subscription
+	ticker *time.Ticker // tick rounds, for the rules that read the clock
+
+	full     bool              // the next round evaluates everything
+	retry    <-chan time.Time  // makes the next round full when it fires (after a failure)
+	seen     int64             // the mirror revision of the latest evaluation
+	from     int64             // the view revision up to which every change was evaluated (Evaluator.Continue)
+	more     bool              // the evaluator stopped at its firing budget with work left (eval.Plan.More)
+	rejected map[string]string // unplaced binding -> its last rejection record (recordRejections)
+	invalid  invalidMemory     // invalid fact -> the revision it was recorded at (recordInvalid)
+}
+
+// work is what one round evaluates.
+type work struct {
+	ticked  bool // a tick round: the timed rules, no batches
+	batches []facts.Batch
+	changes []facts.Change // batches merged; after evaluate, with what it took under the view
+	full    bool           // set by evaluate: the round evaluated everything
+}
+
+// wait returns the next round's work once there is some: batches from the
+// mirror, or a tick while rules read the clock; a full round, or one after
+// a round the firing budget cut short, starts at once. It returns false
+// when the loop must start over instead: a swap, a retry (which makes the
+// next round full), a tick with no timed rule, nothing changed.
+func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err error) {
+	if !l.full && !l.more {
+		l.e.settle(l.sub, l.seen)
+		select {
+		case <-ctx.Done():
+			return w, false, ctx.Err()
+		case <-l.e.swap:
+			return w, false, nil
+		case <-l.retry:
+			l.retry, l.full = nil, true
+			return w, false, nil
+		case <-l.ticker.C:
+			if len(ev.TimedRules()) == 0 {
+				return w, false, nil
+			}
+			w.ticked = true
+		case <-l.sub.Ready():
+		}
+	}
+	// Taken before the view: a change that lands after it arrives in
+	// the next round, never in none. A tick leaves them for the next.
+	if !w.ticked {
+		w.batches = l.sub.Take()
+		w.changes = merge(w.batches)
+		// A relist (after a compaction or a broken watch) or a batch
+		// that touches most facts is cheaper to evaluate in full.
+		if relisted(w.batches) || l.e.mostFacts(w.changes) {
+			l.full = true
+		}
+	}
+	waited := time.Now()
+	if err := l.e.mirror.WaitRev(ctx, l.e.lastRev); err != nil {
+		return w, false, err
+	}
+	l.e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
+	if !l.full && !w.ticked && !l.more && len(w.changes) == 0 {
+		return w, false, nil
+	}
+	return w, true, nil
+}
+
+// evaluate runs the evaluator on w: Full when the round is full (or the
+// mirror relisted meanwhile), Continue otherwise. It returns false when
+// the evaluation failed; a full round is then scheduled after BackoffMax.
+func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
+	e := l.e
+	start := time.Now()
+	p, err := e.evaluate(func(r facts.Reader) eval.Plan {
+		// Under the view the mirror applies nothing: what it
+		// applied since the batches were taken is queued, and
+		// taking it too makes the changes all there is.
+		more := l.sub.Take()
+		if l.full || relisted(more) {
+			l.full, l.from = true, r.Rev()
+			return ev.Full(r)
+		}
+		w.changes = merge(append(w.batches, more...))
+		f := l.from
+		l.from = r.Rev()
+		return ev.Continue(f, r, w.changes, w.ticked)
+	})
+	if err != nil {
+		l.from = -1
+	}
+	l.seen = max(l.seen, p.Rev)
+	l.more = p.More
+	w.full, l.full = l.full, false
+	took := time.Since(start)
+	e.m.update(func(s *Stats) {
+		s.EvalTime += took
+		s.Rounds++
+		if w.full {
+			s.FullRounds++
+		}
+		if w.ticked {
+			s.TickRounds++
+		}
+	})
+	if err != nil {
+		e.log.Error("engine: evaluation failed; evaluating everything again shortly", "err", err, "version", ev.Version())
+		l.retry = time.After(e.cfg.BackoffMax)
+		return p, false
+	}
+	e.noteProblems(p)
+	writes := 0
+	for _, f := range p.Firings {
+		writes += len(f.Writes)
+	}
+	e.m.update(func(s *Stats) {
+		s.PlanFirings += int64(len(p.Firings))
+		s.PlanWrites += int64(writes)
+		s.MaxPlanWrites = max(s.MaxPlanWrites, writes)
+	})
+	e.log.Debug("engine: round planned", "full", w.full, "changes", len(w.changes), "rev", p.Rev, "firings", len(p.Firings),
+		"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
+	if p.RuleSetVersion == "" {
+		p.RuleSetVersion = ev.Version()
+	}
+	return p, true
+}
+
+// commit records the round's invalid facts and rejections and commits its
+// plan. An abandoned plan schedules a full round after BackoffMax. It
+// returns only on ctx's end or the loss of leadership.
+func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
+	e := l.e
+	// A full round looks at every fact, an incremental one at what changed.
+	bad := invalidOf(w.changes)
+	if w.full {
+		bad = e.mirror.Invalid()
+	}
+	if err := e.recordInvalid(ctx, l.t, bad, p.RuleSetVersion, l.invalid); err != nil {
+		return err
+	}
+	if err := e.recordRejections(ctx, l.t, p, l.rejected); err != nil {
+		return err
+	}
+	if len(p.Firings) == 0 {
+		return nil
+	}
+	applying := time.Now()
+	err := e.apply(ctx, l.t, ev, p)
+	e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
+	if err != nil {
+		return err
+	}
+	if e.needFull {
+		e.needFull = false
+		l.retry = time.After(e.cfg.BackoffMax)
+	}
+	return nil
 }
 
 // settle records, before the loop waits, the revision up to which every
@@ -199,16 +238,15 @@ func (e *Engine) settle(sub *facts.Subscription, seen int64) {
 // began, the previous leader's last writes included, and makes every event
 // id of this term sort after the newest record in etcd.
 func (e *Engine) catchUp(ctx context.Context) error {
-	prefix := e.store.Abs(facts.Event(""))
-	resp, err := e.store.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	prefix := facts.Event("")
+	newest, ok, rev, err := e.store.Last(ctx, prefix)
 	if err != nil {
-		return fmt.Errorf("read the newest firing record under %s: %w", prefix, err)
+		return fmt.Errorf("read the newest firing record under %s: %w", e.store.Abs(prefix), err)
 	}
-	if len(resp.Kvs) == 1 {
-		e.ids.Seed(strings.TrimPrefix(string(resp.Kvs[0].Key), prefix))
+	if ok {
+		e.ids.Seed(strings.TrimPrefix(newest.Key, prefix))
 	}
-	return e.mirror.WaitRev(ctx, resp.Header.Revision)
+	return e.mirror.WaitRev(ctx, rev)
 }
 
 // mostFacts reports whether changes touch more than half of the facts,

@@ -287,6 +287,9 @@ func (h *hookEval) Full(r facts.Reader) eval.Plan { return h.after(h.Evaluator.F
 func (h *hookEval) Incremental(r facts.Reader, c []facts.Change) eval.Plan {
 	return h.after(h.Evaluator.Incremental(r, c))
 }
+func (h *hookEval) Continue(from int64, r facts.Reader, c []facts.Change, tick bool) eval.Plan {
+	return h.after(h.Evaluator.Continue(from, r, c, tick))
+}
 func (h *hookEval) after(p eval.Plan) eval.Plan {
 	if !h.done && len(p.Firings) > 0 {
 		h.done = true

@@ -18,6 +18,7 @@
 // variable and string value) that readers query through View, and publishing
 // ordered change batches to Subscriptions.
 //
-// StartEmbedded runs a single-member etcd in-process for `ccattler server`
-// with no --etcd; package etcdtest does the same for tests.
+// Package facts/embedded runs an etcd member in-process for `ccattler
+// server` with no --etcd, and package etcdtest one for tests; facts itself
+// is only a client, so that its readers link no etcd server.
 package facts

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // DefaultRoot is the prefix every CCattler key lives under.
@@ -67,7 +68,7 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		Endpoints:          cfg.Endpoints,
 		DialTimeout:        cfg.DialTimeout,
 		MaxCallSendMsgSize: 64 << 20,
-		Logger:             quietLogger(),
+		Logger:             zap.NewNop(),
 		TLS:                cfg.TLS,
 		// A member that is frozen or cut off keeps its connections open
 		// and answers nothing: keepalive pings find it, so that requests
@@ -176,7 +177,7 @@ func (s *Store) Get(ctx context.Context, key string) (Fact, bool, error) {
 type Op struct {
 	Key    string
 	Value  []byte // nil: delete
-	Lease  clientv3.LeaseID
+	Lease  LeaseID
 	Prefix bool // delete every key under Key (deletes only)
 }
 
@@ -187,10 +188,12 @@ func Put(key string, value []byte) Op { return Op{Key: key, Value: value} }
 func Delete(key string) Op { return Op{Key: key} }
 
 // Cond guards a transaction: the key's ModRevision must equal Rev
-// (0: the key must not exist).
+// (0: the key must not exist). With Prefix, every key under Key must
+// (Rev 0: no key under it exists).
 type Cond struct {
-	Key string
-	Rev int64
+	Key    string
+	Rev    int64
+	Prefix bool
 }
 
 // Txn is a guarded batch of writes.
@@ -200,7 +203,7 @@ type Txn struct {
 	// Guard holds extra compares on absolute etcd keys, which may lie outside
 	// the root: the engine guards every commit with its leader key this way,
 	// so that a deposed leader's transaction fails.
-	Guard []clientv3.Cmp
+	Guard []Guard
 	// Checked says the caller has validated every put against this store's
 	// schema already (the engine checks each firing when it stages it and
 	// builds its records itself), so Commit does not decode them again.
@@ -213,9 +216,15 @@ type Txn struct {
 func (s *Store) Commit(ctx context.Context, t Txn) (int64, error) {
 	cmps := make([]clientv3.Cmp, 0, len(t.If))
 	for _, c := range t.If {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.Abs(c.Key)), "=", c.Rev))
+		cmp := clientv3.Compare(clientv3.ModRevision(s.Abs(c.Key)), "=", c.Rev)
+		if c.Prefix {
+			cmp = cmp.WithPrefix()
+		}
+		cmps = append(cmps, cmp)
 	}
-	cmps = append(cmps, t.Guard...)
+	for _, g := range t.Guard {
+		cmps = append(cmps, g.cmp)
+	}
 	ops := make([]clientv3.Op, 0, len(t.Ops))
 	for _, o := range t.Ops {
 		if o.Value == nil {
@@ -269,7 +278,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, rev int64) clientv3.Wa
 }
 
 // Grant creates a lease of the given TTL.
-func (s *Store) Grant(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+func (s *Store) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
 	resp, err := s.Client.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return 0, fmt.Errorf("grant lease of %s: %w", ttl, err)
@@ -278,12 +287,12 @@ func (s *Store) Grant(ctx context.Context, ttl time.Duration) (clientv3.LeaseID,
 }
 
 // KeepAlive keeps a lease alive until ctx is done; see clientv3.Lease.KeepAlive.
-func (s *Store) KeepAlive(ctx context.Context, id clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+func (s *Store) KeepAlive(ctx context.Context, id LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	return s.Client.KeepAlive(ctx, id)
 }
 
 // Revoke ends a lease and deletes the keys attached to it.
-func (s *Store) Revoke(ctx context.Context, id clientv3.LeaseID) error {
+func (s *Store) Revoke(ctx context.Context, id LeaseID) error {
 	_, err := s.Client.Revoke(ctx, id)
 	return err
 }

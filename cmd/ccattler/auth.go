@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -13,7 +14,6 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() { subcommands = append(subcommands, newAuthCmd) }
@@ -58,17 +58,15 @@ are removed loses its access. Only user:admin may write auth/.`,
 			}
 			defer s.Close()
 			ctx := cmd.Context() // bounded by --timeout
-			key := s.Abs(facts.AuthRules(p))
-			txn := s.Client.Txn(ctx)
+			// The grants are checked already (defaultRules, or reading --rules).
+			txn := facts.Txn{Ops: []facts.Op{facts.Put(facts.AuthRules(p), rules.Encode())}, Checked: true}
 			if !force {
-				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+				txn.If = []facts.Cond{{Key: facts.AuthRules(p), Rev: 0}}
 			}
-			resp, err := txn.Then(clientv3.OpPut(key, string(rules.Encode()))).Commit()
-			if err != nil {
-				return exitError{code: 1, err: fmt.Errorf("write %s: %w", facts.AuthRules(p), err)}
-			}
-			if !resp.Succeeded {
+			if _, err := s.Commit(ctx, txn); errors.Is(err, facts.ErrConflict) {
 				return exitError{code: 1, err: fmt.Errorf("%s has rules already (%s); --force replaces them", p, facts.AuthRules(p))}
+			} else if err != nil {
+				return exitError{code: 1, err: fmt.Errorf("write %s: %w", facts.AuthRules(p), err)}
 			}
 			if strings.HasPrefix(p, access.KindNode+":") && strings.HasSuffix(p, "*") {
 				// A simulated fleet follows knobs whose types it may not
@@ -144,11 +142,11 @@ are removed loses its access. Only user:admin may write auth/.`,
 			}
 			defer s.Close()
 			ctx := cmd.Context() // bounded by --timeout
-			resp, err := s.Client.Delete(ctx, s.Abs(facts.AuthRules(args[0])))
+			existed, err := s.Remove(ctx, facts.AuthRules(args[0]))
 			if err != nil {
 				return exitError{code: 1, err: err}
 			}
-			if resp.Deleted == 0 {
+			if !existed {
 				return exitError{code: 1, err: fmt.Errorf("%s has no rules (%s)", args[0], facts.AuthRules(args[0]))}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: rules deleted; the server revokes its access within seconds\n", args[0])

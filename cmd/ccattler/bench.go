@@ -15,6 +15,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/spf13/cobra"
 )
 
@@ -229,7 +230,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	if !f.keep {
 		defer os.RemoveAll(dir)
 	}
-	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
+	cfg := serverConfig{Embed: embedded.NewConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
 		DialTimeout: 10 * time.Second, Insecure: !f.secure}
 	cfg.Embed.DataDir = dir
 	cfg.CADir = filepath.Join(dir, "pki")
@@ -259,7 +260,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg.Ready = func(rctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 		b.store, b.agentStore, b.mirror, b.eng = store, store, mirror, eng
 		if f.secure {
-			closeStores, err := b.secureStores(rctx, cfg.CADir, store.Client.Endpoints())
+			closeStores, err := b.secureStores(rctx, cfg.CADir, store.Endpoints())
 			if err != nil {
 				phaseErr = err
 				close(finished)

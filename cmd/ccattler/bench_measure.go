@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // freeLoopbackURL returns http://127.0.0.1:PORT for a port free right now.
@@ -107,22 +106,23 @@ const rawPrefix = "/ccattler-bench-raw/"
 // rawPuts runs a loop of transactions of batch puts of new keys, each value
 // the size of a typical fact value, against the store's etcd for about d,
 // then deletes what it wrote. It returns keys committed per second.
-func rawPuts(ctx context.Context, cli *clientv3.Client, batch int, d time.Duration) (float64, int64, error) {
-	val := `{"ip":"10.1.2.3","port":8080}` // an endpoint: among the larger facts
+func rawPuts(ctx context.Context, s *facts.Store, batch int, d time.Duration) (float64, int64, error) {
+	raw := s.WithRoot(rawPrefix)                   // no facts: nothing to validate (Checked)
+	val := []byte(`{"ip":"10.1.2.3","port":8080}`) // an endpoint: among the larger facts
 	var keys int64
 	start := time.Now()
-	ops := make([]clientv3.Op, batch)
+	ops := make([]facts.Op, batch)
 	for time.Since(start) < d {
 		for i := range ops {
-			ops[i] = clientv3.OpPut(fmt.Sprintf("%s%010d", rawPrefix, keys+int64(i)), val)
+			ops[i] = facts.Put(fmt.Sprintf("%010d", keys+int64(i)), val)
 		}
-		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		if _, err := raw.Commit(ctx, facts.Txn{Ops: ops, Checked: true}); err != nil {
 			return 0, keys, fmt.Errorf("raw etcd put loop: %w", err)
 		}
 		keys += int64(batch)
 	}
 	rate := float64(keys) / time.Since(start).Seconds()
-	if _, err := cli.Delete(ctx, rawPrefix, clientv3.WithPrefix()); err != nil {
+	if _, err := raw.Commit(ctx, facts.Txn{Ops: []facts.Op{{Key: "", Prefix: true}}}); err != nil {
 		return rate, keys, fmt.Errorf("raw etcd put loop: clean up %s: %w", rawPrefix, err)
 	}
 	return rate, keys, nil

@@ -21,7 +21,6 @@ import (
 	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/pki"
 	"github.com/ccattler/ccattler/facts/spec"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Each instance asks for this much; nodes offer at least twice what their
@@ -256,9 +255,9 @@ func (b *bench) agentStats() agent.Stats {
 // raw runs the baseline put loop against the same etcd.
 func (b *bench) raw(ctx context.Context) error {
 	b.pr.phase("raw etcd put loop")
-	raw := b.store.Client
+	raw := b.store
 	if b.rawStore != nil {
-		raw = b.rawStore.Client
+		raw = b.rawStore
 	}
 	rate, _, err := rawPuts(ctx, raw, b.f.rawBatch, b.f.rawFor)
 	if err != nil {
@@ -401,15 +400,15 @@ func (b *bench) recover(ctx context.Context) error {
 
 // revokeLease ends the lease that holds lease/node/{id}.
 func (b *bench) revokeLease(ctx context.Context, id string) error {
-	resp, err := b.store.Client.Get(ctx, b.store.Abs(facts.Lease(id)))
+	f, ok, err := b.store.Get(ctx, facts.Lease(id))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", facts.Lease(id), err)
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+	if !ok || f.Lease == 0 {
 		return nil // already gone
 	}
 	// Revoking takes write access to the keys on the lease: the node's.
-	if _, err := b.agentStore.Client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := b.agentStore.Revoke(ctx, facts.LeaseID(f.Lease)); err != nil {
 		return fmt.Errorf("revoke the lease of %s: %w", id, err)
 	}
 	return nil

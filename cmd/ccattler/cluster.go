@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/spf13/cobra"
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 func init() { subcommands = append(subcommands, newClusterCmd) }
@@ -45,26 +44,13 @@ func newClusterMembersCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			resp, err := s.Client.MemberList(cmd.Context())
+			ms, err := s.Members(cmd.Context())
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("list the members: %w", err)}
 			}
-			leader := clusterLeader(cmd.Context(), s, resp.Members)
-			return printMembers(cmd.OutOrStdout(), resp.Members, leader)
+			return printMembers(cmd.OutOrStdout(), ms, s.RaftLeader(cmd.Context(), ms))
 		},
 	}
-}
-
-// clusterLeader asks the members for the leader's id (0: none answered).
-func clusterLeader(ctx context.Context, s *facts.Store, ms []*etcdserverpb.Member) uint64 {
-	for _, m := range ms {
-		for _, u := range m.ClientURLs {
-			if st, err := s.Client.Status(ctx, u); err == nil && st.Leader != 0 {
-				return st.Leader
-			}
-		}
-	}
-	return 0
 }
 
 type memberJSON struct {
@@ -77,12 +63,12 @@ type memberJSON struct {
 	Started bool     `json:"started"`
 }
 
-func printMembers(w io.Writer, ms []*etcdserverpb.Member, leader uint64) error {
+func printMembers(w io.Writer, ms []facts.Member, leader uint64) error {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	var rows []memberJSON
 	for _, m := range ms {
 		rows = append(rows, memberJSON{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Peers: m.PeerURLs, Clients: m.ClientURLs,
-			Leader: m.ID == leader, Learner: m.IsLearner, Started: m.Name != ""})
+			Leader: m.ID == leader, Learner: m.Learner, Started: m.Name != ""})
 	}
 	if g.output == "json" {
 		return printJSON(w, rows)
@@ -125,7 +111,7 @@ counts against the quorum.`,
 			if peer == "" {
 				return usageError("cluster member add %s: --peer URL is required (the new server's --listen-peer)", name)
 			}
-			if _, err := facts.ParseInitialCluster(name + "=" + peer); err != nil {
+			if _, err := embedded.ParseInitialCluster(name + "=" + peer); err != nil {
 				return usageError("%v", err)
 			}
 			s, err := g.dialAs(cmd.Context(), access.Root)
@@ -133,23 +119,23 @@ counts against the quorum.`,
 				return err
 			}
 			defer s.Close()
-			list, err := s.Client.MemberList(cmd.Context())
+			list, err := s.Members(cmd.Context())
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("list the members: %w", err)}
 			}
-			for _, m := range list.Members {
+			for _, m := range list {
 				if m.Name == name {
 					return exitError{code: 1, err: fmt.Errorf("the cluster has a member named %s already (id %x): remove it first, or choose another name", name, m.ID)}
 				}
 			}
-			resp, err := s.Client.MemberAdd(cmd.Context(), []string{peer})
+			added, all, err := s.AddMember(cmd.Context(), peer)
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("add member %s at %s: %w", name, peer, err)}
 			}
 			var ic []string
-			for _, m := range resp.Members {
+			for _, m := range all {
 				n := m.Name
-				if m.ID == resp.Member.ID {
+				if m.ID == added.ID {
 					n = name
 				}
 				for _, u := range m.PeerURLs {
@@ -159,11 +145,11 @@ counts against the quorum.`,
 			sort.Strings(ic)
 			out := cmd.OutOrStdout()
 			if g.output == "json" {
-				return printJSON(out, map[string]string{"id": fmt.Sprintf("%x", resp.Member.ID), "name": name,
+				return printJSON(out, map[string]string{"id": fmt.Sprintf("%x", added.ID), "name": name,
 					"initial_cluster": strings.Join(ic, ","), "initial_cluster_state": "existing"})
 			}
 			fmt.Fprintf(out, "member %s added (id %x); start its server with:\n  --name %s --listen-peer %s --initial-cluster %s --initial-cluster-state existing\n",
-				name, resp.Member.ID, name, peer, strings.Join(ic, ","))
+				name, added.ID, name, peer, strings.Join(ic, ","))
 			return nil
 		},
 	}
@@ -181,14 +167,14 @@ new member, after cluster member add).`,
 				return err
 			}
 			defer s.Close()
-			list, err := s.Client.MemberList(cmd.Context())
+			list, err := s.Members(cmd.Context())
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("list the members: %w", err)}
 			}
 			var names []string
-			for _, m := range list.Members {
+			for _, m := range list {
 				if m.Name == args[0] || fmt.Sprintf("%x", m.ID) == args[0] {
-					if _, err := s.Client.MemberRemove(cmd.Context(), m.ID); err != nil {
+					if err := s.RemoveMember(cmd.Context(), m.ID); err != nil {
 						return exitError{code: 1, err: fmt.Errorf("remove member %s (id %x): %w", args[0], m.ID, err)}
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "member %s removed (id %x)\n", args[0], m.ID)
@@ -221,7 +207,7 @@ func newClusterSnapshotCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			rc, err := s.Client.Snapshot(cmd.Context())
+			rc, err := s.Snapshot(cmd.Context())
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("snapshot: %w", err)}
 			}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
@@ -21,7 +21,7 @@ import (
 const defaultRevisionBump = 1_000_000_000
 
 func newSnapshotRestoreCmd() *cobra.Command {
-	cfg := facts.NewEmbedConfig()
+	cfg := embedded.NewConfig()
 	cfg.PeerURL = "https://127.0.0.1:2380" // the server's default, secure
 	cfg.ClusterToken = "ccattler"
 	cfg.DataDir = ""
@@ -71,7 +71,7 @@ it again. Nothing is contacted: the command works on files only.`,
 
 // restoreSnapshot checks what it can name first (the file, the directory,
 // the cluster flags), then has etcd's own restore write the member's data.
-func restoreSnapshot(file string, cfg facts.EmbedConfig, bump uint64) error {
+func restoreSnapshot(file string, cfg embedded.Config, bump uint64) error {
 	st, err := os.Stat(file)
 	if err != nil {
 		return fmt.Errorf("snapshot restore: %w", err)
@@ -91,7 +91,7 @@ func restoreSnapshot(file string, cfg facts.EmbedConfig, bump uint64) error {
 	// --listen-client may be anything. Validate checks both URLs' scheme.
 	cfg.ClientURL = cfg.PeerURL
 	if strings.HasPrefix(cfg.PeerURL, "https://") {
-		cfg.TLS = &facts.EmbedTLS{}
+		cfg.TLS = &embedded.TLS{}
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("snapshot restore: %w", err)

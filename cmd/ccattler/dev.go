@@ -18,6 +18,7 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/spec"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
@@ -45,7 +46,7 @@ func newDevCmd() *cobra.Command {
 	ops := &devOps{}
 	// dev is for one person's machine: plain http and no etcd auth, so
 	// that every other command reaches it with no certificate. It says so.
-	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig(), Insecure: true}
+	cfg := serverConfig{Embed: embedded.NewConfig(), Engine: engine.NewConfig(), Insecure: true}
 	cmd := &cobra.Command{
 		Use:   "dev [-f FILE]...",
 		Short: "Run all of CCattler in one process: embedded etcd, the rules engine, simulated nodes",

@@ -11,28 +11,27 @@ import (
 
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // liveLog prints, from revision rev on, what happens in the store as one
 // line per actor and revision: a rule firing (from its record), an apply,
 // an agent's report. It is the live log of `ccattler dev`.
 func liveLog(ctx context.Context, s *facts.Store, rev int64, out io.Writer, leases bool) error {
-	wc := s.Watch(ctx, "", rev+1)
+	wc := s.WatchChanges(ctx, "", rev+1)
 	for resp := range wc {
-		if err := resp.Err(); err != nil {
+		if err := resp.Err; err != nil {
 			return err
 		}
 		// One watch response may hold several revisions; a record explains
 		// the other writes of its own revision.
-		byRev := map[int64][]*clientv3.Event{}
+		byRev := map[int64][]facts.Change{}
 		var revs []int64
-		for _, ev := range resp.Events {
-			r := ev.Kv.ModRevision
+		for _, c := range resp.Changes {
+			r := c.ModRevision
 			if _, ok := byRev[r]; !ok {
 				revs = append(revs, r)
 			}
-			byRev[r] = append(byRev[r], ev)
+			byRev[r] = append(byRev[r], c)
 		}
 		for _, r := range revs {
 			for _, line := range describeRevision(s, byRev[r], leases) {
@@ -44,21 +43,21 @@ func liveLog(ctx context.Context, s *facts.Store, rev int64, out io.Writer, leas
 }
 
 // describeRevision renders the writes of one revision.
-func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []string {
+func describeRevision(s *facts.Store, evs []facts.Change, leases bool) []string {
 	var lines []string
-	var loose []*clientv3.Event // writes no record explains
+	var loose []facts.Change // writes no record explains
 	recorded := false
 	for _, ev := range evs {
-		key := s.Rel(string(ev.Kv.Key))
+		key := ev.Key
 		if !strings.HasPrefix(key, "event/") {
 			continue
 		}
-		if ev.Type != clientv3.EventTypePut || ev.Kv.Version != 1 {
+		if ev.Deleted || ev.CreateRevision != ev.ModRevision {
 			continue // retention deletes records
 		}
 		recorded = true
 		var rec facts.EventRecord
-		if json.Unmarshal(ev.Kv.Value, &rec) != nil {
+		if json.Unmarshal(ev.Value, &rec) != nil {
 			continue
 		}
 		lines = append(lines, describeRecord(rec))
@@ -67,7 +66,7 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 		return lines
 	}
 	for _, ev := range evs {
-		key := s.Rel(string(ev.Kv.Key))
+		key := ev.Key
 		// The clock ticks every second and the schema is written once: noise here.
 		if strings.HasPrefix(key, "schema/") || key == facts.Clock() || (!leases && strings.HasPrefix(key, "lease/")) {
 			continue
@@ -82,7 +81,7 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 	groups := map[string][]string{}
 	var names []string
 	for _, ev := range loose {
-		key := s.Rel(string(ev.Kv.Key))
+		key := ev.Key
 		who, what := "write", key
 		if k, err := s.Schema.Parse(key); err == nil {
 			switch {
@@ -95,10 +94,10 @@ func describeRevision(s *facts.Store, evs []*clientv3.Event, leases bool) []stri
 				}
 			}
 		}
-		if ev.Type == clientv3.EventTypeDelete {
+		if ev.Deleted {
 			what += " deleted"
 		} else {
-			what += "=" + strings.Trim(string(ev.Kv.Value), `"`)
+			what += "=" + strings.Trim(string(ev.Value), `"`)
 		}
 		if _, ok := groups[who]; !ok {
 			names = append(names, who)

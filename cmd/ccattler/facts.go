@@ -14,8 +14,6 @@ import (
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/spf13/cobra"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() { subcommands = append(subcommands, newFactsCmd) }
@@ -112,21 +110,19 @@ still keeps. -o json prints one JSON object per line.`,
 			}
 			defer s.Close()
 			if fromRev == 0 {
-				resp, err := s.Client.Get(ctx, s.Abs(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+				_, _, rev, err := s.First(ctx, prefix)
 				if err != nil {
 					return fmt.Errorf("read the current revision: %w", err)
 				}
-				fromRev = resp.Header.Revision + 1
+				fromRev = rev + 1
 			}
 			out := cmd.OutOrStdout()
-			for resp := range s.Watch(ctx, prefix, fromRev) {
-				if err := resp.Err(); err != nil {
+			for resp := range s.WatchChanges(ctx, prefix, fromRev) {
+				if err := resp.Err; err != nil {
 					return fmt.Errorf("watch %s from revision %d: %w", prefix, fromRev, err)
 				}
-				for _, ev := range resp.Events {
-					key := s.Rel(string(ev.Kv.Key))
-					rev := ev.Kv.ModRevision
-					del := ev.Type == mvccpb.Event_DELETE
+				for _, c := range resp.Changes {
+					key, rev, del := c.Key, c.ModRevision, c.Deleted
 					if g.output == "json" {
 						op := "put"
 						if del {
@@ -139,7 +135,7 @@ still keeps. -o json prints one JSON object per line.`,
 							Value    any    `json:"value,omitempty"`
 						}{rev, op, key, nil}
 						if !del {
-							line.Value = jsonValue(ev.Kv.Value)
+							line.Value = jsonValue(c.Value)
 						}
 						if err := printJSONLine(out, line); err != nil {
 							return err
@@ -149,7 +145,7 @@ still keeps. -o json prints one JSON object per line.`,
 					if del {
 						fmt.Fprintf(out, "%d delete %s\n", rev, key)
 					} else {
-						fmt.Fprintf(out, "%d put %s = %s\n", rev, key, ev.Kv.Value)
+						fmt.Fprintf(out, "%d put %s = %s\n", rev, key, c.Value)
 					}
 				}
 			}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // getView is what `get` was asked to show: a kind, optional names, and
@@ -318,12 +317,12 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 	failed := make(chan error, len(getTrees))
 	for _, tree := range getTrees {
 		go func() {
-			for resp := range s.Watch(wctx, tree, w.rev+1) {
-				if err := resp.Err(); err != nil {
+			for resp := range s.WatchChanges(wctx, tree, w.rev+1) {
+				if err := resp.Err; err != nil {
 					failed <- fmt.Errorf("watch %s: %w", tree, err)
 					return
 				}
-				if slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return s.Rel(string(ev.Kv.Key)) != facts.Clock() }) {
+				if slices.ContainsFunc(resp.Changes, func(c facts.Change) bool { return c.Key != facts.Clock() }) {
 					select {
 					case changed <- struct{}{}:
 					default:

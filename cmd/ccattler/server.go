@@ -15,10 +15,10 @@ import (
 	"github.com/ccattler/ccattler/engine"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() { subcommands = append(subcommands, newServerCmd) }
@@ -30,7 +30,7 @@ type serverConfig struct {
 	// Endpoints of an existing etcd cluster; when empty the server starts
 	// Embed in-process and serves the fact store itself.
 	Endpoints   []string
-	Embed       facts.EmbedConfig
+	Embed       embedded.Config
 	Root        string
 	DialTimeout time.Duration
 	// Insecure turns the trust boundary off: plain http, no client
@@ -66,7 +66,7 @@ type serverConfig struct {
 }
 
 func newServerCmd() *cobra.Command {
-	cfg := serverConfig{Embed: facts.NewEmbedConfig(), Engine: engine.NewConfig()}
+	cfg := serverConfig{Embed: embedded.NewConfig(), Engine: engine.NewConfig()}
 	cfg.Embed.ClientURL, cfg.Embed.PeerURL = "https://127.0.0.1:2379", "https://127.0.0.1:2380"
 	var logLevel string
 	cmd := &cobra.Command{
@@ -152,7 +152,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 						}
 					}
 				} else {
-					cfg.Embed.TLS = &facts.EmbedTLS{} // filled in at start; Validate checks the URLs are https
+					cfg.Embed.TLS = &embedded.TLS{} // filled in at start; Validate checks the URLs are https
 				}
 				if err := cfg.Embed.Validate(); err != nil {
 					return usageError("%v", err)
@@ -224,7 +224,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			secureHint = fmt.Sprintf("ccattler --etcd %s --tls-dir %s get services", cfg.Embed.ClientURL, st.caDir)
 		}
 		start := time.Now()
-		emb, err := facts.StartEmbedded(cfg.Embed)
+		emb, err := embedded.Start(cfg.Embed)
 		if err != nil {
 			return err
 		}
@@ -306,7 +306,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}()
 
 	if manage {
-		k := &access.Keeper{Admin: admin.Client, Mirror: mirror, Root: admin.Root, Log: log}
+		k := &access.Keeper{Admin: admin, Mirror: mirror, Root: admin.Root, Log: log}
 		kctx, stopKeeper := context.WithCancel(ctx)
 		keeperDone := make(chan struct{})
 		go func() { k.Run(kctx); close(keeperDone) }()
@@ -321,7 +321,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		if interval <= 0 {
 			interval = time.Second
 		}
-		cfg.Engine.WhileLeading = func(ctx context.Context, guard []clientv3.Cmp) {
+		cfg.Engine.WhileLeading = func(ctx context.Context, guard []facts.Guard) {
 			runClock(ctx, store, interval, guard, log)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // runClock writes observed/clock every interval until ctx is done. Rules
@@ -19,7 +18,7 @@ import (
 // Only the engine leader runs it (engine.Config.WhileLeading), and every
 // write carries the term's guard: with several servers one clock ticks,
 // and a deposed leader that has not noticed yet writes nothing.
-func runClock(ctx context.Context, store *facts.Store, interval time.Duration, guard []clientv3.Cmp, log *slog.Logger) {
+func runClock(ctx context.Context, store *facts.Store, interval time.Duration, guard []facts.Guard, log *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
@@ -50,7 +49,7 @@ func runClock(ctx context.Context, store *facts.Store, interval time.Duration, g
 	}
 }
 
-func putClock(ctx context.Context, store *facts.Store, now time.Time, guard []clientv3.Cmp) error {
+func putClock(ctx context.Context, store *facts.Store, now time.Time, guard []facts.Guard) error {
 	raw, err := store.Schema.Encode(facts.Clock(), now)
 	if err != nil {
 		return err

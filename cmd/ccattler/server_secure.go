@@ -15,6 +15,7 @@ import (
 	"github.com/ccattler/ccattler/engine/reload"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
 	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
@@ -59,7 +60,7 @@ func prepareEmbeddedTLS(cfg *serverConfig, log *slog.Logger) (*serverTLS, error)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Embed.TLS = &facts.EmbedTLS{CAFile: member.CA, CertFile: member.Cert, KeyFile: member.Key}
+	cfg.Embed.TLS = &embedded.TLS{CAFile: member.CA, CertFile: member.Cert, KeyFile: member.Key}
 	st := &serverTLS{caDir: dir}
 	for _, p := range []string{access.Root, access.KindEngine, access.Admin} {
 		paths, err := ca.Ensure(p, pki.Client)
@@ -103,7 +104,7 @@ func builtinAccess(root, leaderPrefix string) map[string]access.Rules {
 func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix string, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if enabled, err := access.Enable(cctx, admin.Client); err != nil {
+	if enabled, err := access.Enable(cctx, admin); err != nil {
 		return err
 	} else if enabled {
 		log.Info("etcd authentication enabled: clients are the Common Names of their certificates")
@@ -151,7 +152,7 @@ func secureBootstrap(ctx context.Context, admin *facts.Store, leaderPrefix strin
 			names = append(names, n)
 		}
 	}
-	if _, err := access.Sync(cctx, admin.Client, access.Want(admin.Root, ps, names)); err != nil {
+	if _, err := access.Sync(cctx, admin, access.Want(admin.Root, ps, names)); err != nil {
 		return err
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Event is one record with its id and the revision it was committed at.
@@ -89,16 +88,16 @@ func List(ctx context.Context, s *facts.Store, flt Filter) (evs []Event, rev int
 // Follow calls fn for every new record passing the filter, committed after
 // revision rev, until ctx is done (it then returns ctx.Err()) or the watch fails.
 func Follow(ctx context.Context, s *facts.Store, flt Filter, rev int64, fn func(Event)) error {
-	wc := s.Watch(ctx, "event/", rev+1)
+	wc := s.WatchChanges(ctx, "event/", rev+1)
 	for resp := range wc {
-		if err := resp.Err(); err != nil {
+		if err := resp.Err; err != nil {
 			return fmt.Errorf("follow events: %w", err)
 		}
-		for _, ev := range resp.Events {
-			if ev.Type != clientv3.EventTypePut || ev.Kv.Version != 1 {
+		for _, c := range resp.Changes {
+			if c.Deleted || c.CreateRevision != c.ModRevision {
 				continue // records are written once; updates and deletes are retention
 			}
-			e, err := Decode(facts.Fact{Key: s.Rel(string(ev.Kv.Key)), Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision})
+			e, err := Decode(facts.Fact{Key: c.Key, Value: c.Value, ModRevision: c.ModRevision})
 			if err != nil {
 				continue
 			}
@@ -112,14 +111,13 @@ func Follow(ctx context.Context, s *facts.Store, flt Filter, rev int64, fn func(
 
 // atRevision returns the records committed at revision rev.
 func atRevision(ctx context.Context, s *facts.Store, rev int64) ([]Event, error) {
-	abs := s.Abs("event/")
-	resp, err := s.Client.Get(ctx, abs, clientv3.WithPrefix(), clientv3.WithMinModRev(rev), clientv3.WithMaxModRev(rev))
+	fs, err := s.ModifiedAt(ctx, "event/", rev)
 	if err != nil {
 		return nil, fmt.Errorf("records at revision %d: %w", rev, err)
 	}
 	var out []Event
-	for _, kv := range resp.Kvs {
-		e, err := Decode(facts.Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision})
+	for _, f := range fs {
+		e, err := Decode(facts.Fact{Key: f.Key, Value: f.Value, ModRevision: f.ModRevision})
 		if err == nil {
 			out = append(out, e)
 		}
@@ -129,13 +127,9 @@ func atRevision(ctx context.Context, s *facts.Store, rev int64) ([]Event, error)
 
 // oldestRecordRev is the ModRevision of the oldest retained record (0: none).
 func oldestRecordRev(ctx context.Context, s *facts.Store) (int64, error) {
-	resp, err := s.Client.Get(ctx, s.Abs("event/"), clientv3.WithPrefix(), clientv3.WithLimit(1),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithKeysOnly())
-	if err != nil {
+	oldest, ok, _, err := s.First(ctx, "event/")
+	if err != nil || !ok {
 		return 0, err
 	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	return resp.Kvs[0].ModRevision, nil
+	return oldest.ModRevision, nil
 }

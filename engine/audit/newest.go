@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // newestPage is how many records Newest reads from etcd at a time.
@@ -32,46 +31,28 @@ type Query struct {
 // revision read at and how many records it read; a record that does not
 // parse is skipped and counted in bad.
 func Newest(ctx context.Context, s *facts.Store, q Query, fn func(Event) bool) (rev int64, read, bad int, err error) {
-	prefix := s.Abs("event/")
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(newestPage)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+	rev, err = s.Backward(ctx, "event/", 0, newestPage, func(f facts.Fact) bool {
+		if q.Limit > 0 && read >= q.Limit {
+			return false
 		}
-		resp, err := s.Client.Get(ctx, prefix, opts...)
+		if !q.Since.IsZero() {
+			if t, ok := facts.EventTime(strings.TrimPrefix(f.Key, "event/")); ok && t.Before(q.Since) {
+				return false
+			}
+		}
+		read++
+		if q.Raw != nil && !q.Raw(f.Value) {
+			return true
+		}
+		e, err := Decode(facts.Fact{Key: f.Key, Value: f.Value, ModRevision: f.ModRevision})
 		if err != nil {
-			return rev, read, bad, fmt.Errorf("read records: %w", err)
+			bad++
+			return true
 		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			if q.Limit > 0 && read >= q.Limit {
-				return rev, read, bad, nil
-			}
-			key := s.Rel(string(kv.Key))
-			if !q.Since.IsZero() {
-				if t, ok := facts.EventTime(strings.TrimPrefix(key, "event/")); ok && t.Before(q.Since) {
-					return rev, read, bad, nil
-				}
-			}
-			read++
-			if q.Raw != nil && !q.Raw(kv.Value) {
-				continue
-			}
-			e, err := Decode(facts.Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision})
-			if err != nil {
-				bad++
-				continue
-			}
-			if !fn(e) {
-				return rev, read, bad, nil
-			}
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, read, bad, nil
-		}
-		end = string(resp.Kvs[len(resp.Kvs)-1].Key) // the next page ends before the oldest read
+		return fn(e)
+	})
+	if err != nil {
+		return rev, read, bad, fmt.Errorf("read records: %w", err)
 	}
+	return rev, read, bad, nil
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Origins of a fact version, as Why explains them.
@@ -86,8 +85,8 @@ func (w *walker) at(key string, rev int64, value []byte, depth int) (*Node, erro
 		return n, nil
 	}
 	if value == nil {
-		if resp, err := w.s.Client.Get(w.ctx, w.s.Abs(key), clientv3.WithRev(rev)); err == nil && len(resp.Kvs) > 0 && resp.Kvs[0].ModRevision == rev {
-			n.Value = resp.Kvs[0].Value
+		if f, ok, err := w.s.GetAt(w.ctx, key, rev); err == nil && ok && f.ModRevision == rev {
+			n.Value = f.Value
 		}
 	}
 	evs, err := atRevision(w.ctx, w.s, rev)

@@ -171,59 +171,109 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 // visitor receives candidate facts; returning false stops the scan.
 type visitor func(f facts.Fact, own bool) bool
 
-func (o *overlay) prefix(prefix string, fn visitor) {
-	if o.rec != nil {
-		o.rec.prefix(prefix)
-	}
-	stop := false
-	o.base.Prefix(prefix, func(f facts.Fact) bool {
-		if _, hit := o.w[f.Key]; hit {
-			o.sawOwn()
-			return true
-		}
-		stop = !fn(f, false)
-		return !stop
-	})
-	if stop {
-		return
-	}
-	o.keys.AscendGreaterOrEqual(&ovEntry{f: facts.Fact{Key: prefix}}, func(e *ovEntry) bool {
-		if !strings.HasPrefix(e.f.Key, prefix) {
-			return false
-		}
-		o.sawOwn()
-		return e.deleted || fn(e.f, !o.committed)
-	})
+// index names one index of the facts, which the base table and the
+// round's writes both keep: under a key prefix, of a type, by a variable
+// segment or by a string value.
+type index struct {
+	by     indexBy
+	prefix string
+	t      *facts.FactType
+	pos    int // the variable's position in t.Vars (indexByVar)
+	seg    int // the variable's segment index (indexByVar)
+	v      string
 }
 
-func (o *overlay) ofType(t *facts.FactType, fn visitor) {
+type indexBy uint8
+
+const (
+	indexPrefix indexBy = iota
+	indexType
+	indexByVar
+	indexByValue
+)
+
+// scan visits what ix holds as the round sees it: the base's facts it
+// lists, less those the round wrote, then the round's entries it lists,
+// less deletes. Each fact is visited once, the base's in the base's
+// order, the writes in their index's (key order for a prefix, else the
+// order first written). The access is recorded; meeting a write, a delete
+// included, marks it as one that saw the round's own writes (sawOwn).
+// The visitors are passed to the concrete indexes, not through function
+// values, so that they stay on the stack: every join scans.
+func (o *overlay) scan(ix index, fn visitor) {
 	if o.rec != nil {
-		o.rec.ofType(t)
+		switch ix.by {
+		case indexPrefix:
+			o.rec.prefix(ix.prefix)
+		case indexType:
+			o.rec.ofType(ix.t)
+		case indexByVar:
+			o.rec.seg(ix.t, ix.seg, ix.v)
+		case indexByValue:
+			o.rec.value(ix.t, ix.v)
+		}
 	}
 	stop := false
-	o.base.OfType(t, func(f facts.Fact) bool {
+	base := func(f facts.Fact) bool {
 		if _, hit := o.w[f.Key]; hit {
 			o.sawOwn()
 			return true
 		}
 		stop = !fn(f, false)
 		return !stop
-	})
+	}
+	switch ix.by {
+	case indexPrefix:
+		o.base.Prefix(ix.prefix, base)
+	case indexType:
+		o.base.OfType(ix.t, base)
+	case indexByVar:
+		o.base.ByVar(ix.t, ix.pos, ix.v, base)
+	case indexByValue:
+		o.base.ByValue(ix.t, ix.v, base)
+	}
 	if stop {
 		return
 	}
-	if len(o.byType[t]) > 0 {
+	written := func(e *ovEntry) bool {
 		o.sawOwn()
+		return e.deleted || fn(e.f, !o.committed)
 	}
-	for _, e := range o.byType[t] {
-		if !e.deleted && !fn(e.f, !o.committed) {
+	var list []*ovEntry
+	switch ix.by {
+	case indexPrefix:
+		o.keys.AscendGreaterOrEqual(&ovEntry{f: facts.Fact{Key: ix.prefix}}, func(e *ovEntry) bool {
+			return strings.HasPrefix(e.f.Key, ix.prefix) && written(e)
+		})
+		return
+	case indexType:
+		list = o.byType[ix.t]
+	case indexByVar:
+		list = o.bySeg[ovSegKey{ix.t, ix.seg, ix.v}]
+	case indexByValue:
+		list = o.byVal[ovValKey{ix.t, ix.v}]
+	}
+	for _, e := range list {
+		if ix.by == indexByValue && !e.deleted {
+			// Listed under every value it has held: only its current
+			// one counts. One that moved on is still a write met.
+			if s, ok := facts.StringValue(e.f.Value); !ok || s != ix.v {
+				o.sawOwn()
+				continue
+			}
+		}
+		if !written(e) {
 			return
 		}
 	}
 }
 
-// byVar visits facts of t whose variable pos (in t.Vars) is val; seg is
-// that variable's segment index.
+func (o *overlay) prefix(prefix string, fn visitor) {
+	o.scan(index{by: indexPrefix, prefix: prefix}, fn)
+}
+
+func (o *overlay) ofType(t *facts.FactType, fn visitor) { o.scan(index{by: indexType, t: t}, fn) }
+
 // count is about how many facts byVar (acc accByVar) or byValue visits:
 // the base's index plus the round's writes listed under it, some of which
 // may replace a base fact or no longer hold the value. Used to order a
@@ -235,58 +285,13 @@ func (o *overlay) count(t *facts.FactType, acc, pos, seg int, v string) int {
 	return o.base.CountByVar(t, pos, v) + len(o.bySeg[ovSegKey{t, seg, v}])
 }
 
+// byVar visits facts of t whose variable pos (in t.Vars) is v; seg is
+// that variable's segment index.
 func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
-	if o.rec != nil {
-		o.rec.seg(t, seg, v)
-	}
-	stop := false
-	o.base.ByVar(t, pos, v, func(f facts.Fact) bool {
-		if _, hit := o.w[f.Key]; hit {
-			o.sawOwn()
-			return true
-		}
-		stop = !fn(f, false)
-		return !stop
-	})
-	if stop {
-		return
-	}
-	if len(o.bySeg[ovSegKey{t, seg, v}]) > 0 {
-		o.sawOwn()
-	}
-	for _, e := range o.bySeg[ovSegKey{t, seg, v}] {
-		if !e.deleted && !fn(e.f, !o.committed) {
-			return
-		}
-	}
+	o.scan(index{by: indexByVar, t: t, pos: pos, seg: seg, v: v}, fn)
 }
 
+// byValue visits facts of t whose value is the string v.
 func (o *overlay) byValue(t *facts.FactType, v string, fn visitor) {
-	if o.rec != nil {
-		o.rec.value(t, v)
-	}
-	stop := false
-	o.base.ByValue(t, v, func(f facts.Fact) bool {
-		if _, hit := o.w[f.Key]; hit {
-			o.sawOwn()
-			return true
-		}
-		stop = !fn(f, false)
-		return !stop
-	})
-	if stop {
-		return
-	}
-	if len(o.byVal[ovValKey{t, v}]) > 0 {
-		o.sawOwn()
-	}
-	for _, e := range o.byVal[ovValKey{t, v}] {
-		if e.deleted {
-			continue
-		}
-		// Listed under every value it has held: only its current one counts.
-		if s, ok := facts.StringValue(e.f.Value); ok && s == v && !fn(e.f, !o.committed) {
-			return
-		}
-	}
+	o.scan(index{by: indexByValue, t: t, v: v}, fn)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The control channel lives in etcd next to the fact root, not under it:
@@ -55,7 +54,7 @@ func (r *Reloader) Run(ctx context.Context) {
 // Requests made before the server started are not replayed: they were
 // answered, or asked of another server.
 func (r *Reloader) requestLoop(ctx context.Context) {
-	cli, key := r.cfg.Store.Client, RequestKey(r.cfg.Store.Root)
+	ctl, key := r.cfg.Store.WithRoot(CtlPrefix(r.cfg.Store.Root)), RequestKey(r.cfg.Store.Root)
 	var from int64
 	// A watch that breaks again at once (etcd without quorum, a member
 	// gone) is retried after a pause that doubles up to watchBackoffMax,
@@ -68,18 +67,18 @@ func (r *Reloader) requestLoop(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if from == 0 {
-			resp, err := cli.Get(ctx, key)
+			_, rev, err := ctl.List(ctx, "reload", 0)
 			if err != nil {
 				r.log.Warn("reload: cannot read the request key; retrying", "key", key, "err", err, "in", min(max(2*pause, watchBackoffMin), watchBackoffMax))
 				backoff()
 				continue
 			}
-			from = resp.Header.Revision + 1
+			from = rev + 1
 		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, cancel := context.WithCancel(ctx)
 		began, healthy := time.Now(), false
-		for resp := range cli.Watch(wctx, key, clientv3.WithRev(from)) {
-			if err := resp.Err(); err != nil {
+		for resp := range ctl.WatchChanges(wctx, "reload", from) {
+			if err := resp.Err; err != nil {
 				if ctx.Err() == nil {
 					r.log.Warn("reload: request watch broke; watching again", "key", key, "err", err,
 						"in", min(max(2*pause, watchBackoffMin), watchBackoffMax))
@@ -90,14 +89,14 @@ func (r *Reloader) requestLoop(ctx context.Context) {
 				break
 			}
 			healthy = true
-			for _, ev := range resp.Events {
-				from = ev.Kv.ModRevision + 1
-				if ev.Type != clientv3.EventTypePut {
+			for _, c := range resp.Changes {
+				from = c.ModRevision + 1
+				if c.Deleted {
 					continue
 				}
 				var req Request
-				if err := json.Unmarshal(ev.Kv.Value, &req); err != nil || req.ID == "" {
-					r.log.Warn("reload: ignoring a malformed request", "key", key, "value", string(ev.Kv.Value))
+				if err := json.Unmarshal(c.Value, &req); err != nil || req.ID == "" {
+					r.log.Warn("reload: ignoring a malformed request", "key", key, "value", string(c.Value))
 					continue
 				}
 				r.log.Info("reload: requested", "id", req.ID, "by", req.By)
@@ -122,16 +121,16 @@ var (
 // statusLoop writes the status whenever it changes, on a lease kept alive
 // while the server runs: a server that stops leaves no stale status behind.
 func (r *Reloader) statusLoop(ctx context.Context) {
-	cli, key := r.cfg.Store.Client, StatusKey(r.cfg.Store.Root, r.cfg.Identity)
-	ttl := int64(max(r.cfg.StatusTTL/time.Second, 1))
+	ctl, key := r.cfg.Store.WithRoot(CtlPrefix(r.cfg.Store.Root)), StatusKey(r.cfg.Store.Root, r.cfg.Identity)
+	ttl := max(r.cfg.StatusTTL, time.Second)
 	for ctx.Err() == nil {
-		lease, err := cli.Grant(ctx, ttl)
+		lease, err := ctl.Grant(ctx, ttl)
 		if err != nil {
 			r.log.Warn("reload: cannot grant the status lease; retrying", "err", err)
 			facts.Sleep(ctx, time.Second)
 			continue
 		}
-		ka, err := cli.KeepAlive(ctx, lease.ID)
+		ka, err := ctl.KeepAlive(ctx, lease)
 		if err != nil {
 			facts.Sleep(ctx, time.Second)
 			continue
@@ -142,7 +141,7 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				_, _ = cli.Revoke(rctx, lease.ID)
+				_ = ctl.Revoke(rctx, lease)
 				cancel()
 				return
 			case _, ok := <-ka:
@@ -151,7 +150,8 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 				}
 			case <-r.changed:
 				b, _ := json.Marshal(r.Status())
-				if _, err := cli.Put(ctx, key, string(b), clientv3.WithLease(lease.ID)); err != nil && ctx.Err() == nil {
+				put := facts.Op{Key: ctl.Rel(key), Value: b, Lease: lease}
+				if _, err := ctl.Commit(ctx, facts.Txn{Ops: []facts.Op{put}, Checked: true}); err != nil && ctx.Err() == nil {
 					r.log.Warn("reload: cannot write the status", "key", key, "err", err)
 					r.touch()
 					facts.Sleep(ctx, time.Second)
@@ -168,11 +168,12 @@ func Ask(ctx context.Context, s *facts.Store, by string) (Request, int64, error)
 	_, _ = rand.Read(b[:])
 	req := Request{ID: hex.EncodeToString(b[:]), By: by, At: time.Now().UTC()}
 	raw, _ := json.Marshal(req)
-	resp, err := s.Client.Put(ctx, RequestKey(s.Root), string(raw))
+	ctl := s.WithRoot(CtlPrefix(s.Root))
+	rev, err := ctl.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put("reload", raw)}, Checked: true})
 	if err != nil {
 		return req, 0, fmt.Errorf("write the reload request %s: %w", RequestKey(s.Root), err)
 	}
-	return req, resp.Header.Revision, nil
+	return req, rev, nil
 }
 
 // Answers waits until every server that had a status at revision rev has
@@ -180,14 +181,15 @@ func Ask(ctx context.Context, s *facts.Store, by string) (Request, int64, error)
 // server (each status' LastRequest set to the answer to id), and the
 // servers that were asked.
 func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[string]Status, []string, error) {
-	prefix := CtlPrefix(s.Root) + "status/"
-	resp, err := s.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	ctl := s.WithRoot(CtlPrefix(s.Root))
+	prefix := ctl.Abs("status/")
+	have, _, err := ctl.List(ctx, "status/", rev)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the servers' status under %s: %w", prefix, err)
 	}
 	var asked []string
-	for _, kv := range resp.Kvs {
-		asked = append(asked, strings.TrimPrefix(string(kv.Key), prefix))
+	for _, f := range have {
+		asked = append(asked, strings.TrimPrefix(f.Key, "status/"))
 	}
 	got := map[string]Status{}
 	if len(asked) == 0 {
@@ -207,7 +209,7 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := s.Client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	wch := ctl.WatchChanges(wctx, "status/", rev+1)
 	// An answer may have come before the watch started: it is in the
 	// watch's history from rev+1, so nothing is missed.
 	for len(got) < len(asked) {
@@ -218,12 +220,12 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 			if !ok {
 				return got, asked, fmt.Errorf("watch of %s ended", prefix)
 			}
-			if err := wr.Err(); err != nil {
+			if err := wr.Err; err != nil {
 				return got, asked, fmt.Errorf("watch of %s: %w", prefix, err)
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypePut {
-					note(ev.Kv.Value)
+			for _, c := range wr.Changes {
+				if !c.Deleted {
+					note(c.Value)
 				}
 			}
 		}
@@ -235,24 +237,21 @@ func Answers(ctx context.Context, s *facts.Store, id string, rev int64) (map[str
 // Leading set on the server whose engine holds the election under
 // leaderPrefix.
 func ReadStatus(ctx context.Context, s *facts.Store, leaderPrefix string) ([]Status, int64, error) {
-	prefix := CtlPrefix(s.Root) + "status/"
-	resp, err := s.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	ctl := s.WithRoot(CtlPrefix(s.Root))
+	have, rev, err := ctl.List(ctx, "status/", 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read the servers' status under %s: %w", prefix, err)
+		return nil, 0, fmt.Errorf("read the servers' status under %s: %w", ctl.Abs("status/"), err)
 	}
-	leader := ""
-	if lr, err := s.Client.Get(ctx, leaderPrefix, clientv3.WithFirstCreate()...); err == nil && len(lr.Kvs) > 0 {
-		leader = string(lr.Kvs[0].Value)
-	}
+	leader, _ := s.Leader(ctx, leaderPrefix) // none known: nobody is shown leading
 	var out []Status
-	for _, kv := range resp.Kvs {
+	for _, f := range have {
 		var st Status
-		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			return nil, 0, fmt.Errorf("status %s: %w", kv.Key, err)
+		if err := json.Unmarshal(f.Value, &st); err != nil {
+			return nil, 0, fmt.Errorf("status %s: %w", ctl.Abs(f.Key), err)
 		}
 		st.Leading = leader != "" && st.Server == leader
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Server < out[j].Server })
-	return out, resp.Header.Revision, nil
+	return out, rev, nil
 }

@@ -61,14 +61,14 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 	root := e.StoreAs(t, access.Root)
 	ctx := context.Background()
 	ps := principals(t, "user:alice", "node:node-1", "node:node-2", "node:node-3", "node:sim-*")
-	ch, err := access.Sync(ctx, root.Client, access.Want(root.Root, ps, []string{"web"}))
+	ch, err := access.Sync(ctx, root, access.Want(root.Root, ps, []string{"web"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ch.UsersAdded != len(ps) {
 		t.Fatalf("sync: %s; want %d users added", ch, len(ps))
 	}
-	if again, err := access.Sync(ctx, root.Client, access.Want(root.Root, ps, []string{"web"})); err != nil || !again.Zero() {
+	if again, err := access.Sync(ctx, root, access.Want(root.Root, ps, []string{"web"})); err != nil || !again.Zero() {
 		t.Fatalf("second sync: %s, %v; want no change", again, err)
 	}
 
@@ -169,7 +169,7 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 		t.Fatalf("node-3 before revocation: %v", err)
 	}
 	delete(ps, "node:node-3")
-	if ch, err := access.Sync(ctx, root.Client, access.Want(root.Root, ps, []string{"web"})); err != nil || ch.UsersRemoved != 1 {
+	if ch, err := access.Sync(ctx, root, access.Want(root.Root, ps, []string{"web"})); err != nil || ch.UsersRemoved != 1 {
 		t.Fatalf("sync after removing node-3: %s, %v", ch, err)
 	}
 	if err := put(node3, "observed/node/node-3/state"); err == nil {
@@ -180,7 +180,7 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 	if err := put(node2, "observed/service/db/metrics/cpu/abcde"); !denied(err) {
 		t.Errorf("node-2 put metrics of a service that does not exist: %v; want denied", err)
 	}
-	if _, err := access.Sync(ctx, root.Client, access.Want(root.Root, ps, []string{"db", "web"})); err != nil {
+	if _, err := access.Sync(ctx, root, access.Want(root.Root, ps, []string{"db", "web"})); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(node2, "observed/service/db/metrics/cpu/abcde"); err != nil {

@@ -19,9 +19,9 @@ import (
 // the services under desired/service/, and a principal whose rules are
 // removed loses its access at the next sync, within about Debounce.
 type Keeper struct {
-	// Admin is a client authenticated as etcd's root user: only root may
+	// Admin is a store authenticated as etcd's root user: only root may
 	// manage users and roles.
-	Admin *clientv3.Client
+	Admin *facts.Store
 	// Mirror supplies the facts; its store's Root is the root the grants
 	// are relative to.
 	Mirror *facts.Mirror

@@ -24,7 +24,7 @@ func TestKeeperFollowsTheFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = m.Run(ctx) }()
-	k := &access.Keeper{Admin: root.Client, Mirror: m, Root: root.Root, Debounce: 20 * time.Millisecond}
+	k := &access.Keeper{Admin: root, Mirror: m, Root: root.Root, Debounce: 20 * time.Millisecond}
 	done := make(chan struct{})
 	go func() { k.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()

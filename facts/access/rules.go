@@ -6,7 +6,7 @@
 //
 //	rules, _ := access.Parse("node:node-2", raw) // one auth/{principal}/rules value
 //	plan := access.Want(root, principals, services)
-//	_ = access.Sync(ctx, cli, plan)              // users, roles, permissions
+//	_ = access.Sync(ctx, admin, plan)            // users, roles, permissions
 //
 // A rule value is a JSON list of grants, relative to the fact root:
 //

@@ -6,16 +6,18 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ccattler/ccattler/facts"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Enable turns etcd's authentication on, once: it creates the root user
 // (no password: the server authenticates with a certificate whose Common
-// Name is root) and its role, then enables auth. cli must be allowed to do
-// that: any client before auth is on, root after. It reports whether it
+// Name is root) and its role, then enables auth. admin must be allowed to
+// do that: any client before auth is on, root after. It reports whether it
 // enabled auth now.
-func Enable(ctx context.Context, cli *clientv3.Client) (bool, error) {
+func Enable(ctx context.Context, admin *facts.Store) (bool, error) {
+	cli := admin.Client
 	st, err := cli.AuthStatus(ctx)
 	if err != nil {
 		return false, fmt.Errorf("access: auth status: %w", err)
@@ -62,7 +64,9 @@ func (c Changes) String() string {
 // A role's permissions are changed before users get it, and a user gets
 // its new roles before it loses old ones: a principal keeps what both
 // plans grant it throughout.
-func Sync(ctx context.Context, cli *clientv3.Client, plan Plan) (Changes, error) {
+// admin must be etcd's root user: only root manages users and roles.
+func Sync(ctx context.Context, admin *facts.Store, plan Plan) (Changes, error) {
+	cli := admin.Client
 	var ch Changes
 	roles, err := cli.RoleList(ctx)
 	if err != nil {

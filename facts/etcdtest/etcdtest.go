@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
 )
 
 // Etcd is a running embedded member owned by a test.
 type Etcd struct {
-	*facts.Embedded
-	Cfg facts.EmbedConfig
+	*embedded.Etcd
+	Cfg embedded.Config
 	CA  *pki.CA // StartSecure's CA; nil for a plain member
 }
 
@@ -37,13 +38,13 @@ func FreePort(t testing.TB) int {
 // Start starts an embedded etcd that is closed when the test ends.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
-	cfg := facts.NewEmbedConfig()
+	cfg := embedded.NewConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
 	cfg.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
 	e := &Etcd{Cfg: cfg}
 	e.Restart(t)
-	t.Cleanup(func() { e.Embedded.Close() })
+	t.Cleanup(func() { e.Etcd.Close() })
 	return e
 }
 
@@ -52,7 +53,7 @@ func (e *Etcd) Restart(t testing.TB) {
 	t.Helper()
 	var err error
 	for i := 0; i < 50; i++ { // the old listener may take a moment to release its port
-		e.Embedded, err = facts.StartEmbedded(e.Cfg)
+		e.Etcd, err = embedded.Start(e.Cfg)
 		if err == nil {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
 )
 
@@ -27,16 +28,16 @@ func StartSecure(t testing.TB) *Etcd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := facts.NewEmbedConfig()
+	cfg := embedded.NewConfig()
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.ClientURL = fmt.Sprintf("https://127.0.0.1:%d", FreePort(t))
 	cfg.PeerURL = fmt.Sprintf("https://127.0.0.1:%d", FreePort(t))
-	cfg.TLS = &facts.EmbedTLS{CAFile: srv.CA, CertFile: srv.Cert, KeyFile: srv.Key}
+	cfg.TLS = &embedded.TLS{CAFile: srv.CA, CertFile: srv.Cert, KeyFile: srv.Key}
 	e := &Etcd{Cfg: cfg, CA: ca}
 	e.Restart(t)
-	t.Cleanup(func() { e.Embedded.Close() })
+	t.Cleanup(func() { e.Etcd.Close() })
 	root := e.StoreAs(t, access.Root)
-	if _, err := access.Enable(context.Background(), root.Client); err != nil {
+	if _, err := access.Enable(context.Background(), root); err != nil {
 		t.Fatalf("enable etcd auth: %v", err)
 	}
 	return e

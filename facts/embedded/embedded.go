@@ -1,4 +1,4 @@
-package facts
+package embedded
 
 import (
 	"errors"
@@ -14,12 +14,10 @@ import (
 	"go.uber.org/zap"
 )
 
-func quietLogger() *zap.Logger { return zap.NewNop() }
-
-// EmbedConfig configures the etcd member that `ccattler server` runs
+// Config configures the etcd member that `ccattler server` runs
 // in-process when no --etcd is given: a cluster of its own, or one member
 // of a cluster of servers (InitialCluster).
-type EmbedConfig struct {
+type Config struct {
 	DataDir     string        // where etcd keeps its data; survives restarts
 	ClientURL   string        // e.g. http://127.0.0.1:2379
 	PeerURL     string        // e.g. http://127.0.0.1:2380
@@ -54,18 +52,18 @@ type EmbedConfig struct {
 	// URLs (https) and require every client and peer to present a
 	// certificate signed by the CA; etcd then takes a client certificate's
 	// Common Name as its user (--client-cert-auth). Nil: plain http.
-	TLS *EmbedTLS
+	TLS *TLS
 }
 
-// EmbedTLS names the files of a member's TLS: its serving certificate and
+// TLS names the files of a member's TLS: its serving certificate and
 // key, and the CA its clients' and peers' certificates must be signed by.
-type EmbedTLS struct {
+type TLS struct {
 	CAFile, CertFile, KeyFile string
 }
 
-// NewEmbedConfig returns the defaults of `ccattler server`.
-func NewEmbedConfig() EmbedConfig {
-	return EmbedConfig{
+// NewConfig returns the defaults of `ccattler server`.
+func NewConfig() Config {
+	return Config{
 		DataDir:     "ccattler-data",
 		ClientURL:   "http://127.0.0.1:2379",
 		PeerURL:     "http://127.0.0.1:2380",
@@ -81,7 +79,7 @@ func NewEmbedConfig() EmbedConfig {
 }
 
 // Validate names the first bad field.
-func (c EmbedConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("embedded etcd: --data-dir is empty")
 	}
@@ -107,7 +105,7 @@ func (c EmbedConfig) Validate() error {
 }
 
 // validateCluster checks InitialCluster and ClusterState.
-func (c EmbedConfig) validateCluster() error {
+func (c Config) validateCluster() error {
 	switch c.ClusterState {
 	case "", "new", "existing":
 	default:
@@ -163,17 +161,17 @@ func ParseInitialCluster(s string) (map[string][]string, error) {
 	return out, nil
 }
 
-// Embedded is a running in-process etcd member.
-type Embedded struct {
+// Etcd is a running in-process etcd member.
+type Etcd struct {
 	etcd *embed.Etcd
-	cfg  EmbedConfig
+	cfg  Config
 }
 
-// StartEmbedded starts an etcd member and waits until it serves: for a
+// Start starts an etcd member and waits until it serves: for a
 // member of several (InitialCluster), until a quorum of them has formed
 // and this one has joined, so the servers of a new cluster are started
 // together, each within StartWithin of the others.
-func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
+func Start(cfg Config) (*Etcd, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -212,7 +210,7 @@ func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
 		ec.AutoCompactionRetention = cfg.AutoCompactionRetention
 	}
 	if cfg.LogLevel == "" {
-		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger())
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		// etcd renders a slow request in full before it logs a warning
 		// about it, logger or not: for the engine's large transactions
 		// that costs more than applying them. Nobody reads a silent log.
@@ -235,14 +233,14 @@ func StartEmbedded(cfg EmbedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd did not become ready within %s", cfg.StartWithin)
 	}
-	return &Embedded{etcd: e, cfg: cfg}, nil
+	return &Etcd{etcd: e, cfg: cfg}, nil
 }
 
 // Endpoints are the client URLs to dial.
-func (e *Embedded) Endpoints() []string { return []string{e.cfg.ClientURL} }
+func (e *Etcd) Endpoints() []string { return []string{e.cfg.ClientURL} }
 
 // Err reports a fatal error of the running member.
-func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
+func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
 
 // Close stops the member; its data stays in DataDir.
-func (e *Embedded) Close() { e.etcd.Close() }
+func (e *Etcd) Close() { e.etcd.Close() }

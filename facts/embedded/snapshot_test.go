@@ -1,4 +1,4 @@
-package facts_test
+package embedded_test
 
 import (
 	"context"

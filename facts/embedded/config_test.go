@@ -1,20 +1,20 @@
-package facts_test
+package embedded_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/embedded"
 )
 
 // TestInitialClusterValidation: a mistaken --initial-cluster is an error
 // naming the flag and what was expected, before any member starts.
 func TestInitialClusterValidation(t *testing.T) {
-	base := func() facts.EmbedConfig {
-		c := facts.NewEmbedConfig()
+	base := func() embedded.Config {
+		c := embedded.NewConfig()
 		c.Name, c.DataDir = "s1", t.TempDir()
 		c.ClientURL, c.PeerURL = "https://127.0.0.1:2379", "https://127.0.0.1:2380"
-		c.TLS = &facts.EmbedTLS{}
+		c.TLS = &embedded.TLS{}
 		return c
 	}
 	for _, tc := range []struct {

@@ -1,0 +1,135 @@
+package facts
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// First returns the first fact under prefix in key order, without its
+// value, and the revision it read at; ok is false when there is none.
+func (s *Store) First(ctx context.Context, prefix string) (f Fact, ok bool, rev int64, err error) {
+	return s.edge(ctx, prefix, clientv3.SortAscend)
+}
+
+// Last is First for the last fact in key order.
+func (s *Store) Last(ctx context.Context, prefix string) (f Fact, ok bool, rev int64, err error) {
+	return s.edge(ctx, prefix, clientv3.SortDescend)
+}
+
+func (s *Store) edge(ctx context.Context, prefix string, order clientv3.SortOrder) (Fact, bool, int64, error) {
+	resp, err := s.Client.Get(ctx, s.Abs(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, order), clientv3.WithLimit(1))
+	if err != nil {
+		return Fact{}, false, 0, fmt.Errorf("list %s: %w", s.Abs(prefix), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Fact{}, false, resp.Header.Revision, nil
+	}
+	kv := resp.Kvs[0]
+	return Fact{Key: s.Rel(string(kv.Key)), ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease},
+		true, resp.Header.Revision, nil
+}
+
+// Backward visits the facts under prefix in descending key order until fn
+// returns false or they run out. It reads page keys at a time, every page
+// at revision rev (0: the revision of the first page), so the visit is one
+// consistent view and a reader of the last few never loads them all; it
+// returns the revision it read at.
+func (s *Store) Backward(ctx context.Context, prefix string, rev int64, page int, fn func(Fact) bool) (int64, error) {
+	abs := s.Abs(prefix)
+	end := clientv3.GetPrefixRangeEnd(abs)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(page))}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.Client.Get(ctx, abs, opts...)
+		if err != nil {
+			return rev, fmt.Errorf("list %s: %w", abs, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if !fn(Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision,
+				CreateRevision: kv.CreateRevision, Lease: kv.Lease}) {
+				return rev, nil
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		end = string(resp.Kvs[len(resp.Kvs)-1].Key) // the next page ends before the oldest read
+	}
+}
+
+// ModifiedAt returns the facts under prefix whose latest change was made
+// at revision rev, in key order.
+func (s *Store) ModifiedAt(ctx context.Context, prefix string, rev int64) ([]Fact, error) {
+	abs := s.Abs(prefix)
+	resp, err := s.Client.Get(ctx, abs, clientv3.WithPrefix(), clientv3.WithMinModRev(rev), clientv3.WithMaxModRev(rev))
+	if err != nil {
+		return nil, fmt.Errorf("list %s at revision %d: %w", abs, rev, err)
+	}
+	out := make([]Fact, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision,
+			CreateRevision: kv.CreateRevision, Lease: kv.Lease})
+	}
+	return out, nil
+}
+
+// GetAt returns one fact as it was at revision rev; ok is false if the key
+// did not exist then. A compacted rev is an error.
+func (s *Store) GetAt(ctx context.Context, key string, rev int64) (Fact, bool, error) {
+	resp, err := s.Client.Get(ctx, s.Abs(key), clientv3.WithRev(rev))
+	if err != nil {
+		return Fact{}, false, fmt.Errorf("get %s at revision %d: %w", key, rev, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Fact{}, false, nil
+	}
+	kv := resp.Kvs[0]
+	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, true, nil
+}
+
+// GetMany returns the facts at keys, all read at one revision in one
+// request: out[i] is the fact at keys[i], the zero Fact if it does not exist.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Fact, error) {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpGet(s.Abs(k))
+	}
+	resp, err := s.Client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("get %d keys: %w", len(keys), err)
+	}
+	out := make([]Fact, len(keys))
+	for i, k := range keys {
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			kv := kvs[0]
+			out[i] = Fact{Key: k, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}
+		}
+	}
+	return out, nil
+}
+
+// WithRoot returns a store on the same connection under another root, for
+// keys outside the fact root such as a server's control keys. They are no
+// facts: commit them with Txn.Checked set, since the schema knows none.
+// Closing either store closes the connection of both.
+func (s *Store) WithRoot(root string) *Store { return NewStore(s.Client, root, s.Schema) }
+
+// Remove deletes one key and reports whether it existed.
+func (s *Store) Remove(ctx context.Context, key string) (bool, error) {
+	resp, err := s.Client.Delete(ctx, s.Abs(key))
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", key, err)
+	}
+	return resp.Deleted > 0, nil
+}
+
+// Endpoints are the etcd endpoints the store's connection uses.
+func (s *Store) Endpoints() []string { return s.Client.Endpoints() }
