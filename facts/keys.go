@@ -25,6 +25,7 @@ var (
 	vEndpnt  = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"ip": KindIP, "port": KindInt}}
 	vDisrupt = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"leaseless": KindInt, "nodes": KindInt}}
 	vRollout = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"image": KindString, "updated": KindInt, "total": KindInt, "state": KindString}}
+	vSummary = ValueType{Kind: KindObject, Fields: map[string]ValueKind{"running": KindInt, "healthy": KindInt, "updated": KindInt}}
 	vRetire  = ValueType{Kind: KindEnum, Enum: []string{"unhealthy"}}
 	vChecks  = ValueType{Kind: KindInt, Min: f(1)}
 	vMetric  = ValueType{Kind: KindNumber, Min: f(0)}
@@ -150,6 +151,7 @@ var builtins = []builtin{
 	{"observed.service.restart.reason", "observed/service/{name}/restart/reason", vReason, "The last failure's reason, from the agent's report: what `ccattler get services` shows while the service fails."},
 	{"observed.service.restart.image", "observed/service/{name}/restart/image", vImage, "The image the service's last counted failure ran or tried to start: applying another one ends the backoff."},
 	{"observed.service.restart.hold", "observed/service/{name}/restart/hold", vTime, "No instance of the service is created before this time: the backoff after its last failure."},
+	{"observed.service.summary", "observed/service/{name}/summary", vSummary, "What `ccattler get services` counts of a service's instances, derived by a summary (docs/rules.md) after every rule of a round: running (state running), healthy (health healthy), updated (both, on the service's desired image) and target (effective, else desired instances). For people: no rule reads it."},
 	{"observed.disruption.cluster", "observed/disruption/cluster", vDisrupt, "More nodes than the failure policy's share lost their leases together: no node is marked unreachable while it holds."},
 	{"observed.disruption.zone", "observed/disruption/zone/{name}", vDisrupt, "More of a zone's nodes than the failure policy's share lost their leases together: none of them is marked unreachable while it holds."},
 	{"observed.instance.stopped_at", "observed/instance/{instance-id}/stopped_at", vTime, "When the instance was first seen stopped or failed without a placement (the clock then); garbage collection counts from it."},
@@ -247,6 +249,7 @@ func AutoscaleSeen(name string, count int) string {
 }
 func InstanceFailedAt(id string) string     { return InstanceAttr(id, "failed_at") }
 func ServiceRollout(name string) string     { return "observed/service/" + name + "/rollout" }
+func ServiceSummary(name string) string     { return "observed/service/" + name + "/summary" }
 func ClusterDisruption() string             { return "observed/disruption/cluster" }
 func ZoneDisruption(zone string) string     { return "observed/disruption/zone/" + zone }
 func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }

@@ -89,6 +89,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/instance/a8f31/failed_at", "observed.instance.failed_at", []string{"a8f31"}, InstanceFailedAt("a8f31")},
 		{"observed/instance/a8f31/retiring", "observed.instance.retiring", []string{"a8f31"}, InstanceRetiring("a8f31")},
 		{"observed/service/web/rollout", "observed.service.rollout", []string{"web"}, ServiceRollout("web")},
+		{"observed/service/web/summary", "observed.service.summary", []string{"web"}, ServiceSummary("web")},
 		{"observed/disruption/cluster", "observed.disruption.cluster", nil, ClusterDisruption()},
 		{"observed/disruption/zone/eu-1a", "observed.disruption.zone", []string{"eu-1a"}, ZoneDisruption("eu-1a")},
 		{"observed/instance/a8f31/stopped_at", "observed.instance.stopped_at", []string{"a8f31"}, InstanceStoppedAt("a8f31")},

@@ -68,7 +68,9 @@ func check(rs *RuleSet) hcl.Diagnostics {
 				a.Name, ha.Range, b.Name, hb.Template, a.Name, b.Name)
 		}
 	}
+	diags = append(diags, checkSummaries(rs)...)
 	diags = append(diags, g.stratify()...)
+	summariesLast(rs)
 	return diags
 }
 

@@ -16,6 +16,7 @@ import (
 
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "rule", LabelNames: []string{"name"}},
+	{Type: "summary", LabelNames: []string{"name"}}, // a rule for people (summary.go)
 	// Shared definitions (shared.go).
 	{Type: "aggregate", LabelNames: []string{"name"}},
 	{Type: "relation", LabelNames: []string{"name"}},
@@ -86,7 +87,7 @@ func attrs(body hcl.Body) ([]*hcl.Attribute, hcl.Diagnostics) {
 }
 
 func (c *compiler) rule(block *hcl.Block) *Rule {
-	r := &Rule{Name: block.Labels[0], File: c.file, Range: block.DefRange}
+	r := &Rule{Name: block.Labels[0], File: c.file, Range: block.DefRange, Summary: block.Type == "summary"}
 	if d := checkIdent(r.Name, "Rule name", block.LabelRanges[0]); d != nil {
 		d.Summary = "Invalid rule name"
 		c.diags = append(c.diags, d)
@@ -179,6 +180,9 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 		}
 	}
 	c.checkHeadKinds(r, block, content)
+	if r.Summary {
+		c.summaryHeads(r, content)
+	}
 	return r
 }
 

@@ -20,7 +20,9 @@
 // aggregate is compiled once per set of param types, so every rule reading
 // it holds the same *Aggregate and the evaluator computes its groups once;
 // lets are inlined where they are read. A delete head ending in "/" stands
-// for a delete per key form under it (prefix.go).
+// for a delete per key form under it (prefix.go). A summary block is a rule
+// for people (summary.go): derive heads only, read by no rule, last in the
+// order; RuleSet.WithoutSummaries is the set a rule test runs by default.
 //
 // Compiled CEL programs live in a ristretto cache (DefaultCache) keyed by
 // expression, environment and cost limit, so a reload recompiles only the

@@ -138,7 +138,13 @@ func loadFiles(files map[string][]byte, opts ...Option) (*RuleSet, map[string]*h
 		c.collect(content.Blocks)
 		diags = append(diags, c.diags...)
 		c.diags = nil
-		todo = append(todo, parsed{c, content.Blocks.OfType("rule")})
+		var blocks hcl.Blocks
+		for _, b := range content.Blocks {
+			if isRuleBlock(b) {
+				blocks = append(blocks, b)
+			}
+		}
+		todo = append(todo, parsed{c, blocks})
 	}
 	for _, p := range todo {
 		c := p.c

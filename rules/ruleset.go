@@ -75,6 +75,9 @@ type Rule struct {
 	Fresh   *Fresh
 	Heads   []*Head
 	Stratum int // index of the rule's strongly connected component in dependency order
+	// Summary: declared as a summary block, a rule for people (summary.go):
+	// derive heads only, read by no rule, ordered after every rule.
+	Summary bool
 	Index   int // position in RuleSet.Rules
 
 	afterRanges []hcl.Range // where each After name is written

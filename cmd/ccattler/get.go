@@ -125,6 +125,9 @@ type world struct {
 	raw    map[string]map[string][]byte
 	bad    []string
 	labels map[string]map[string]string
+	// summaries, when set, are the services' instance counts as the engine
+	// keeps them (get_summary.go): the instance facts were not read.
+	summaries map[string]instanceCounts
 }
 
 // getTrees are the key trees the tables read.
@@ -285,19 +288,7 @@ type serviceRow struct {
 }
 
 func (w *world) services() []serviceRow {
-	running, healthy, updated := map[string]int{}, map[string]int{}, map[string]int{}
-	for id, svc := range w.attrs["observed.instance.service"] {
-		if w.get("observed.instance.state", id) == "running" {
-			running[svc]++
-		}
-		if w.get("observed.instance.health", id) == "healthy" {
-			healthy[svc]++
-			if w.get("observed.instance.state", id) == "running" &&
-				w.get("observed.instance.image", id) == w.get("desired.service.image", svc) {
-				updated[svc]++
-			}
-		}
-	}
+	running, healthy, updated := w.counts()
 	rows := []serviceRow{}
 	for _, n := range w.ids["desired.service"] {
 		ports := strings.Split(w.get("desired.service.expose", n), ",")

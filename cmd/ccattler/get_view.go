@@ -286,7 +286,7 @@ func (v *getView) notFound(missing []string) error {
 
 // show loads the world once and prints the view.
 func (v *getView) show(ctx context.Context, s *facts.Store, out io.Writer) error {
-	w, err := loadWorld(ctx, s)
+	w, err := v.load(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ const watchRedrawEvery = time.Second
 // table on a terminal is redrawn in place; any other output gets one
 // snapshot after another (json: one a line; yaml: documents split by ---).
 func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) error {
-	w, err := loadWorld(ctx, s)
+	w, err := v.load(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 			return nil
 		case <-time.After(time.Until(drawn.Add(watchRedrawEvery))):
 		}
-		if w, err = loadWorld(ctx, s); err != nil {
+		if w, err = v.load(ctx, s); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -3,7 +3,9 @@
 // states the expected writes (keys and values, '*' for a fresh id), deletes,
 // firings per rule, problems and choice rejections. Later `then` steps
 // change facts and run incrementally. `ccattler rules test DIR` and the Go
-// tests of the evaluator both run them.
+// tests of the evaluator both run them. The rule set's summaries (rules for
+// people, which no rule reads) run only in a test that says
+// summaries = true.
 //
 //	test "an endpoint for a running, healthy instance" {
 //	  facts = {

@@ -24,7 +24,11 @@ type Test struct {
 	Range hcl.Range
 	Seed  uint64
 	Now   time.Time
-	Steps []*Step // the first step holds the test's own facts and expect
+	// Summaries runs the rule set's summaries too (summaries = true), and
+	// expects their writes and firings with the rules'. Without it they are
+	// left out: nothing reads them, so the rules decide the same.
+	Summaries bool
+	Steps     []*Step // the first step holds the test's own facts and expect
 }
 
 // Step is a set of fact changes followed by a run to a fixpoint and the
@@ -62,7 +66,7 @@ const FixtureLease = 1
 
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "test", LabelNames: []string{"name"}}}}
 var testSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}},
+	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}, {Name: "summaries"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}, {Type: "then", LabelNames: []string{"name"}}},
 }
 var stepSchema = &hcl.BodySchema{
@@ -138,6 +142,19 @@ func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.Fil
 			if !d.HasErrors() && v.Type() == cty.Number {
 				u, _ := v.AsBigFloat().Uint64()
 				t.Seed = u
+			}
+		}
+		if a := c.Attributes["summaries"]; a != nil {
+			v, d := a.Expr.Value(nil)
+			diags = append(diags, d...)
+			if !d.HasErrors() {
+				if v.Type() != cty.Bool || v.IsNull() {
+					rng := a.Expr.Range()
+					diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid summaries",
+						Detail: "summaries is true (run the rule set's summaries too, and expect their writes and firings) or false.", Subject: &rng})
+				} else {
+					t.Summaries = v.True()
+				}
 			}
 		}
 		t.Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

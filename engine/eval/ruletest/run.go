@@ -33,6 +33,9 @@ func (r Result) Passed() bool { return len(r.Failures) == 0 }
 // net change is compared with the step's expect block.
 func Run(rs *rules.RuleSet, t *Test) Result {
 	res := Result{Test: t, Firings: map[string]int{}}
+	if !t.Summaries {
+		rs = rs.WithoutSummaries()
+	}
 	tb := facts.NewTable(rs.Schema)
 	now := t.Now // a step's now holds from that step on
 	ev := eval.New(rs, eval.WithSeed(t.Seed), eval.WithClock(func() time.Time { return now }))

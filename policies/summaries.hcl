@@ -1,0 +1,39 @@
+# Summaries: facts for people, derived after every rule of a round and read
+# by no rule (docs/rules.md, "Summaries"). `ccattler get services` shows a
+# service's running, healthy and updated instances; at 100,000 instances
+# counting them means reading every instance fact, so the engine keeps the
+# counts here, in shared counts it adjusts as instances change, and `get`
+# reads one key per service.
+
+relation "shown" {
+  doc = "An instance of service svc with what its agent reports, as `ccattler get services` counts it: an instance without a state or a health still counts as a member."
+  match { svc = "observed/instance/{i}/service" }
+  optional {
+    sstate  = "observed/instance/{i}/state"
+    shealth = "observed/instance/{i}/health"
+    simage  = "observed/instance/{i}/image"
+    sdimage = "desired/service/{svc}/image"
+  }
+}
+
+counts {
+  doc           = "What `ccattler get services` shows of svc's instances: running (state running), healthy (health healthy) and updated (both, reporting the service's desired image)."
+  params        = ["svc"]
+  over          = "shown"
+  shown_running = "sstate.orValue('') == 'running'"
+  shown_healthy = "shealth.orValue('') == 'healthy'"
+  shown_updated = "sstate.orValue('') == 'running' && shealth.orValue('') == 'healthy' && simage.orValue('') == sdimage.orValue('')"
+}
+
+summary "service_summary" {
+  doc       = "What `ccattler get services` shows of a service's instances, counted by the engine: running, healthy and updated instances, and the target they are counted against (effective, else desired instances)."
+  principal = "instances"
+  match { service = "desired/service/{svc}" }
+  optional {
+    effective = "effective/service/{svc}/instances"
+    desired   = "desired/service/{svc}/instances"
+  }
+  derive "observed/service/{svc}/summary" {
+    value = "{'running': shown_running, 'healthy': shown_healthy, 'updated': shown_updated, ?'target': effective.or(desired)}"
+  }
+}

@@ -1,0 +1,111 @@
+# Summaries (summaries.hcl): observed/service/{svc}/summary counts what
+# `ccattler get services` shows. A test runs summaries only when it says
+# summaries = true; the others assert the rules' writes alone.
+test "a service's summary counts running, healthy and updated instances" {
+  summaries = true
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
+    "observed/node/node-1/capacity/cpu"    = 16
+    "observed/node/node-1/capacity/memory" = "16Gi"
+    "lease/node/node-1"                    = {}
+    "desired/service/web"                  = {}
+    "desired/service/web/image"            = "nginx:2"
+    "desired/service/web/instances"        = 3
+    "intent/user/service/web/instances"    = 3
+    "effective/service/web/instances"      = 3
+    "observed/instance/a0001/service"      = "web"
+    "observed/instance/a0001/state"        = "running"
+    "observed/instance/a0001/health"       = "healthy"
+    "observed/instance/a0001/image"        = "nginx:2"
+    "observed/instance/a0001/node"         = "node-1"
+    "placement/instance/a0001"             = "node-1"
+    "observed/instance/a0002/service"      = "web"
+    "observed/instance/a0002/state"        = "running"
+    "observed/instance/a0002/health"       = "unhealthy"
+    "observed/instance/a0002/image"        = "nginx:2"
+    "observed/instance/a0002/node"         = "node-1"
+    "placement/instance/a0002"             = "node-1"
+    "observed/instance/a0003/service"      = "web"
+    "observed/instance/a0003/state"        = "pending"
+    "placement/instance/a0003"             = "node-1"
+  }
+  expect {
+    writes = {
+      "observed/service/web/summary"            = { running = 2, healthy = 1, updated = 1, target = 3 }
+      "observed/instance/a0002/unhealthy_since" = "2026-11-29T12:00:00Z"
+    }
+    firings = { service_summary = 1, note_unhealthy = 1 }
+  }
+
+  then "a0003 runs, healthy, before it reports an image: running and healthy, not yet updated" {
+    facts = {
+      "observed/instance/a0003/state"  = "running"
+      "observed/instance/a0003/health" = "healthy"
+      "observed/instance/a0003/node"   = "node-1"
+    }
+    expect {
+      writes  = { "observed/service/web/summary" = { running = 3, healthy = 2, updated = 1, target = 3 } }
+      firings = { service_summary = 1 }
+    }
+  }
+
+  then "it reports the desired image: updated" {
+    facts = { "observed/instance/a0003/image" = "nginx:2" }
+    expect {
+      writes  = { "observed/service/web/summary" = { running = 3, healthy = 2, updated = 2, target = 3 } }
+      firings = { service_summary = 1 }
+    }
+  }
+
+  then "a0002 loses its state: still counted healthy, as get services counts it, and replaced" {
+    delete = ["observed/instance/a0002/state"]
+    expect {
+      writes = {
+        "observed/service/web/summary"    = { running = 2, healthy = 2, updated = 2, target = 3 }
+        "observed/instance/*/service"     = "web"
+        "observed/instance/*/state"       = "pending"
+        "placement/instance/*"            = "node-1"
+      }
+      deletes = ["observed/instance/a0002/unhealthy_since"]
+      firings = { service_summary = 1, create_instances = 1, schedule = 1, forget_unhealthy = 1 }
+    }
+  }
+}
+
+test "without summaries = true the same facts run the rules alone" {
+  facts = {
+    "observed/node/node-1/state"           = "alive"
+    "observed/node/node-1/leased"          = true
+    "observed/node/node-1/address"         = "10.1.0.5"
+    "observed/node/node-1/capacity/cpu"    = 16
+    "observed/node/node-1/capacity/memory" = "16Gi"
+    "lease/node/node-1"                    = {}
+    "desired/service/web"                  = {}
+    "desired/service/web/image"            = "nginx:2"
+    "desired/service/web/instances"        = 3
+    "intent/user/service/web/instances"    = 3
+    "effective/service/web/instances"      = 3
+    "observed/instance/a0001/service"      = "web"
+    "observed/instance/a0001/state"        = "running"
+    "observed/instance/a0001/health"       = "healthy"
+    "observed/instance/a0001/image"        = "nginx:2"
+    "observed/instance/a0001/node"         = "node-1"
+    "placement/instance/a0001"             = "node-1"
+    "observed/instance/a0002/service"      = "web"
+    "observed/instance/a0002/state"        = "running"
+    "observed/instance/a0002/health"       = "unhealthy"
+    "observed/instance/a0002/image"        = "nginx:2"
+    "observed/instance/a0002/node"         = "node-1"
+    "placement/instance/a0002"             = "node-1"
+    "observed/instance/a0003/service"      = "web"
+    "observed/instance/a0003/state"        = "pending"
+    "placement/instance/a0003"             = "node-1"
+  }
+  expect {
+    # No summary is written (none runs), and the rules decide as before.
+    writes  = { "observed/instance/a0002/unhealthy_since" = "2026-11-29T12:00:00Z" }
+    firings = { note_unhealthy = 1 }
+  }
+}
