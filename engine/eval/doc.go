@@ -66,7 +66,9 @@
 //     ordering after the whole plan (Firing.AfterAll).
 //   - carry: WithMaxFirings and WithRoundBudget end a round early; its
 //     tasks not yet run are carried to the next call (Plan.More), whose
-//     first pass starts after the rule the round was cut in (eval.go).
+//     first pass starts after the rule the round was cut in (eval.go). A
+//     rule past its own budget waits while the others run, and gets
+//     another once none has work left (refill), up to the round's bound.
 //
 // Subpackage ruletest runs rule tests written as data (policies/testdata,
 // `ccattler rules test`) against an Evaluator.
