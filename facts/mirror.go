@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -45,6 +46,9 @@ type Mirror struct {
 	store  *Store
 	schema *Schema
 	log    *slog.Logger
+	// waiting counts batches from the watch waiting for mu to be applied
+	// (Pending): a reader holding a View learns that the world moved on.
+	waiting atomic.Int32
 
 	mu     sync.RWMutex // guards everything below
 	t      *Table
@@ -182,7 +186,9 @@ func (m *Mirror) watch(ctx context.Context) error {
 
 // applyEvents applies watch events in order.
 func (m *Mirror) applyEvents(changes []Change, rev int64) {
+	m.waiting.Add(1)
 	m.mu.Lock()
+	m.waiting.Add(-1)
 	out := changes[:0:0]
 	for _, c := range changes {
 		if c.Deleted {
@@ -315,8 +321,14 @@ func (m *Mirror) Invalid() []Fact {
 	return out
 }
 
+// Pending reports whether watch events are waiting to be applied: while
+// a View runs, the mirror applies nothing, and an evaluation that could go
+// on may rather end and take them. It takes no lock, so a View's fn may
+// call it.
+func (m *Mirror) Pending() bool { return m.waiting.Load() > 0 }
+
 // View runs fn with a consistent read-only view of the mirror. fn must not
-// keep the Reader, and must not call back into the mirror.
+// keep the Reader, and must not call back into the mirror (but for Pending).
 func (m *Mirror) View(fn func(r Reader)) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -443,3 +443,40 @@ func TestMirrorMarksInvalidFacts(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Pending tells a View's holder that the watch has a batch waiting for it,
+// without a lock; once the View ends, the batch is applied and Pending is
+// false again.
+func TestMirrorPendingDuringView(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	m, _ := runMirror(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.WaitRev(ctx, put(t, s, "desired/service/web", `{}`)); err != nil {
+		t.Fatal(err) // the watch runs
+	}
+	if m.Pending() {
+		t.Fatal("pending with nothing written")
+	}
+	var rev int64
+	m.View(func(r facts.Reader) {
+		rev = put(t, s, "observed/instance/a8f31/service", `"web"`)
+		deadline := time.Now().Add(10 * time.Second)
+		for !m.Pending() {
+			if time.Now().After(deadline) {
+				t.Fatalf("a write at revision %d never showed as pending during the view", rev)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, ok := r.Get("observed/instance/a8f31/service"); ok {
+			t.Error("the view changed while it was held")
+		}
+	})
+	if err := m.WaitRev(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if m.Pending() {
+		t.Error("still pending after the batch was applied")
+	}
+}

@@ -98,7 +98,8 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, usageError("%v", err)
 	}
 	newEval := func(rs *rules.RuleSet) engine.Evaluator {
-		return engine.NewRuleSetEvaluator(rs, log, eval.WithMaxFirings(ecfg.RoundFirings), eval.WithRoundBudget(ecfg.RoundCost, ecfg.RoundTime))
+		return engine.NewRuleSetEvaluator(rs, log, eval.WithMaxFirings(ecfg.RoundFirings), eval.WithRoundBudget(ecfg.RoundCost, ecfg.RoundTime),
+			eval.WithYield(mirror.Pending))
 	}
 	eng, err := engine.New(store, mirror, newEval(rs), ecfg)
 	if err != nil {

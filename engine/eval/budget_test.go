@@ -214,10 +214,25 @@ func TestRuleBudgetLeavesTheRoundToOthers(t *testing.T) {
 // they leave idle. Alone with work, the costly rule runs until the round's
 // own bound, four rule budgets, rather than one.
 func TestIdleRoundGoesToTheRuleOverBudget(t *testing.T) {
+	spent := idleRoundCost(t, false)
+	if spent < 3*idleBudget {
+		t.Errorf("the round spent %d of CEL cost and stopped, want it to go on to its bound of %d while no other rule has work", spent, 4*idleBudget)
+	}
+	// New facts waiting (WithYield): the round ends at the rule's budget,
+	// so that they wait for no more than that.
+	if spent := idleRoundCost(t, true); spent >= 2*idleBudget {
+		t.Errorf("with facts waiting the round spent %d of CEL cost, want it to end at the rule's budget of %d", spent, idleBudget)
+	}
+}
+
+const idleBudget = 200_000
+
+// idleRoundCost is the CEL cost the first round after 400 costly bindings
+// arrive spends, with new facts waiting all along or never.
+func idleRoundCost(t *testing.T, waiting bool) uint64 {
 	rs := loadSrc(t, costlyRules(120))
 	tb := newTable()
-	const budget = 200_000
-	ev := eval.New(rs, eval.WithRoundBudget(budget, 0))
+	ev := eval.New(rs, eval.WithRoundBudget(idleBudget, 0), eval.WithYield(func() bool { return waiting }))
 	from := tb.Rev()
 	ev.Full(tb)
 	var changes []facts.Change
@@ -229,16 +244,15 @@ func TestIdleRoundGoesToTheRuleOverBudget(t *testing.T) {
 	if !p.More {
 		t.Fatal("the round ran all 400 costly bindings: no budget applied")
 	}
-	if spent := ev.Stats().Cost - was.Cost; spent < 3*budget {
-		t.Errorf("the round spent %d of CEL cost and stopped, want it to go on to its bound of %d while no other rule has work", spent, 4*budget)
-	}
+	spent := ev.Stats().Cost - was.Cost
 	// The rest is carried, and every binding gets its turn.
 	for n := 0; p.More; n++ {
-		if n > 100 {
+		if n > 1000 {
 			t.Fatal("the costly rule never finished")
 		}
 		rev := tb.Rev()
 		p = ev.Continue(from, tb, tb.apply(p), false)
 		from = rev
 	}
+	return spent
 }

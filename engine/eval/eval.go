@@ -86,6 +86,12 @@ func WithRoundBudget(maxCost uint64, maxTime time.Duration) Option {
 	return func(e *Evaluator) { e.maxCost, e.maxTime = maxCost, maxTime }
 }
 
+// WithYield gives the evaluator a way to learn that new facts are waiting
+// (facts.Mirror.Pending): a rule over its budget then gets no other
+// (WithRoundBudget's refill) and the round ends, so that a change waits
+// for at most one rule budget rather than the round's whole bound.
+func WithYield(pending func() bool) Option { return func(e *Evaluator) { e.yield = pending } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -124,6 +130,8 @@ type Evaluator struct {
 	maxTime     time.Duration // WithRoundBudget: wall time per round
 	carry       []task        // tasks a round left at its firing budget (WithMaxFirings)
 	resume      int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
+	yield       func() bool   // WithYield; nil: never
+	wholeAt     map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats        map[*rules.Pattern]*patInfo
 	aggs        map[*rules.Aggregate]*aggInfo
 	aggSites    map[*facts.FactType][]aggSite
@@ -140,7 +148,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, wholeAt: map[int]int{}, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
 		wholeAfter: wholeAuto, pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
 	for _, o := range opts {
 		o(e)
@@ -581,7 +589,7 @@ func (rd *round) ruleOver(r *rules.Rule) bool {
 // rule's budget keeps one costly rule from starving the others, not from
 // using a round they leave idle. It reports whether it had tasks to give.
 func (rd *round) refill() bool {
-	if len(rd.leftover) == 0 || rd.atBudget() {
+	if len(rd.leftover) == 0 || rd.atBudget() || (rd.e.yield != nil && rd.e.yield()) {
 		return false
 	}
 	left := rd.leftover

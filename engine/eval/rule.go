@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +18,19 @@ import (
 func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 	sols := rd.solve(r.Body, b, nil)
 	ver := rd.ov.version
+	whole := b.len() == 0 && !r.Derives()
+	off := 0 // where in the solutions' order sols starts
+	if whole && len(sols) > 0 {
+		// A whole evaluation the round's budget cut goes on where it
+		// stopped: one that started from the first binding every time
+		// (the engine evaluates a rule whole again after a write that did
+		// not commit) would evaluate the same ones over and over, and
+		// never reach the rest of a long list of pending instances.
+		if off = rd.e.wholeAt[r.Index] % len(sols); off > 0 {
+			sols = slices.Concat(sols[off:], sols[:off])
+		}
+		delete(rd.e.wholeAt, r.Index)
+	}
 	for i, s := range sols {
 		if rd.atBudget() && !r.Derives() {
 			// The round is full (WithMaxFirings): each binding left
@@ -24,6 +38,9 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 			// task is not split: it deletes what it no longer derives.
 			for _, rest := range sols[i:] {
 				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return isBodyVar(r, n) })})
+			}
+			if whole {
+				rd.e.wholeAt[r.Index] = off + i
 			}
 			return nil
 		}

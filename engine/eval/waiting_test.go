@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
@@ -239,5 +240,77 @@ func TestReportsDoNotEvaluateWhole(t *testing.T) {
 	}
 	if v := ev.Stats().FactsVisited - was.FactsVisited; v >= 5700 {
 		t.Errorf("300 reports visited %d facts: the rule was evaluated whole over the 5,700 pending instances", v)
+	}
+}
+
+// zoned places an instance only on a node of its zone: an instance of a
+// zone without nodes waits.
+const zoned = `
+rule "place" {
+  doc       = "Every pending instance is placed on a node of its zone."
+  principal = "scheduler"
+  match {
+    st   = "observed/instance/{id}/state"
+    svc  = "observed/instance/{id}/service"
+    zone = "desired/service/{svc}/placement/zone"
+  }
+  absent = ["placement/instance/{id}"]
+  when = "st == 'pending'"
+  choose "node" {
+    match {
+      nzone = "observed/node/{node}/zone"
+    }
+    filters {
+      zone = "nzone == zone"
+    }
+    score = "0.0"
+  }
+  emit "placement/instance/{id}" {
+    value = "node"
+  }
+}
+`
+
+// A whole evaluation cut at the round's budget goes on where it stopped
+// when the rule is evaluated whole again, rather than starting over: with
+// two thousand instances that cannot be placed first in its order, one
+// that started over every time never reached the ones that can.
+func TestWholeEvaluationResumesWhereItWasCut(t *testing.T) {
+	rs := loadSrc(t, zoned)
+	tb := newTable()
+	for i := range 200 { // each instance that cannot be placed looks at every one
+		putKnown(tb, fmt.Sprintf("observed/node/node-%d/zone", i), `"z1"`)
+	}
+	putKnown(tb, "desired/service/far/placement/zone", `"z9"`) // no such node
+	putKnown(tb, "desired/service/near/placement/zone", `"z1"`)
+	for i := range 2000 {
+		id := fmt.Sprintf("a%04x", i)
+		putKnown(tb, "observed/instance/"+id+"/state", `"pending"`)
+		putKnown(tb, "observed/instance/"+id+"/service", `"far"`)
+	}
+	for i := range 50 {
+		id := fmt.Sprintf("b%04x", i)
+		putKnown(tb, "observed/instance/"+id+"/state", `"pending"`)
+		putKnown(tb, "observed/instance/"+id+"/service", `"near"`)
+	}
+	// The round's bound (four rule budgets) is a fifth of what evaluating
+	// every binding takes on this machine, solving them included.
+	start := time.Now()
+	if p := eval.New(rs).Full(tb); placedBy(p) != 50 {
+		t.Fatalf("without a budget %d placed, want 50", placedBy(p))
+	}
+	ev := eval.New(rs, eval.WithRoundBudget(0, time.Since(start)/20))
+	placed, cut := 0, false
+	for round := 0; placed < 50; round++ {
+		if round == 100 {
+			t.Fatalf("%d of 50 placeable instances placed after %d whole evaluations", placed, round)
+		}
+		p := ev.Full(tb) // the rule whole, every round
+		cut = cut || p.More
+		placed += placedBy(p)
+		applyKnown(tb, p)
+	}
+	if !cut {
+		t.Fatal("no round was cut at its budget: the test shows nothing")
 	}
 }
