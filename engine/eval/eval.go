@@ -461,6 +461,9 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	}
 	rd.queued[i][k] = true
 	rd.queue[i] = append(rd.queue[i], task{r: r, b: b, key: k})
+	if rd.e.waits[i] != nil && len(rd.queue[i]) > coalesceAt && len(rd.queue[i]) > rd.wholeCost(r)/wholePerTask {
+		rd.enqueue(r, &binding{}) // waiting.go: one task for a burst
+	}
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the

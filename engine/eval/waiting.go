@@ -63,6 +63,44 @@ func (rd *round) filled(ws *waitSet, b *binding) bool {
 	return ok
 }
 
+// coalesceAt is how many tasks of a hole-filling rule a round queues
+// before it may evaluate the rule whole instead, as one task. A binding
+// evaluated in a task of its own pays the task's setup, and a rule's
+// budget is checked between tasks: 10,000 placements as tasks of their own
+// took 250 rounds at medium, against 18 as one task, every round paying
+// its fixed cost. A burst (instances created, a node's capacity freed) is
+// evaluated whole; a trickle, binding by binding. Evaluating whole costs
+// the facts it visits first (wholeCost), so it is chosen only for more
+// tasks than a wholePerTask'th of those: at 100,000 pending instances,
+// the few hundred reports of a round (each a task that finds its
+// instance placed) are not worth a scan of every pending one.
+const (
+	coalesceAt   = 256
+	wholePerTask = 16
+)
+
+// wholeCost estimates how many facts evaluating r whole visits first: the
+// facts holding a value its guard lets through, of its hinted pattern with
+// the fewest (the scheduler's pending instances); 0 when no pattern is
+// hinted.
+func (rd *round) wholeCost(r *rules.Rule) int {
+	best := 0
+	for _, p := range r.Body.Match {
+		pi := rd.e.pats[p]
+		if pi == nil || pi.hint == nil {
+			continue
+		}
+		n := 0
+		for _, v := range pi.hint {
+			n += rd.ov.count(p.Type, accByValue, 0, 0, v)
+		}
+		if best == 0 || n < best {
+			best = n
+		}
+	}
+	return best
+}
+
 // maxWaiting bounds a wait set: past it, a candidate change evaluates the
 // rule whole again, which costs no more than that many bindings.
 const maxWaiting = 4096

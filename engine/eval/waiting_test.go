@@ -214,6 +214,30 @@ func TestWaitingLeavesNothingPlaceable(t *testing.T) {
 	}
 }
 
+// TestBurstIsEvaluatedWhole: many instances arriving at once are placed by
+// one evaluation of the rule, not by a task each (each task pays its setup
+// and a rule's budget is checked between tasks).
+func TestBurstIsEvaluatedWhole(t *testing.T) {
+	rs := loadSrc(t, holeFilling)
+	tb := newTable()
+	addNode(tb, "node-1", 1000)
+	ev := eval.New(rs)
+	from := tb.Rev()
+	ev.Full(tb)
+	var changes []facts.Change
+	for i := range 600 {
+		changes = append(changes, addInstance(tb, fmt.Sprintf("a%04x", i))...)
+	}
+	was := ev.Stats()
+	p := ev.Continue(from, tb, changes, false)
+	if n := placedBy(p); n != 600 {
+		t.Fatalf("%d placed, want 600", n)
+	}
+	if tasks := ev.Stats().Tasks - was.Tasks; tasks > 300 {
+		t.Errorf("%d tasks for a burst of 600 instances, want it evaluated whole (at most the burst's threshold)", tasks)
+	}
+}
+
 // TestReportsDoNotEvaluateWhole: a few hundred reports of placed instances
 // (each a task that finds its instance placed) do not evaluate the rule
 // whole, which would visit every pending instance.
