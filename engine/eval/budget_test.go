@@ -256,3 +256,37 @@ func idleRoundCost(t *testing.T, waiting bool) uint64 {
 	}
 	return spent
 }
+
+// The bindings a whole evaluation left when the round's bound cut it keep
+// the budget they had as one task: the next round runs them to its own
+// bound, not to the rule's, even with new facts waiting. Else a rule
+// evaluated whole (the scheduler after a burst) would go on at a quarter
+// of its pace once cut.
+func TestCutWholeEvaluationKeepsItsBudget(t *testing.T) {
+	rs := loadSrc(t, costlyRules(120))
+	tb := newTable()
+	for i := 0; i < 400; i++ {
+		tb.put(fmt.Sprintf("observed/service/api/metrics/cpu/a%04x", i), `0.5`)
+	}
+	ev := eval.New(rs, eval.WithRoundBudget(idleBudget, 0), eval.WithYield(func() bool { return true }))
+	from := tb.Rev()
+	p := ev.Full(tb) // one task over every binding, cut at the round's bound
+	if !p.More {
+		t.Fatal("the full round ran all 400 costly bindings: no budget applied")
+	}
+	was := ev.Stats()
+	rev := tb.Rev()
+	p = ev.Continue(from, tb, tb.apply(p), false)
+	if spent := ev.Stats().Cost - was.Cost; spent < 3*idleBudget {
+		t.Errorf("the next round spent %d of CEL cost on the cut evaluation's bindings, want them run to the round's bound of %d", spent, 4*idleBudget)
+	}
+	from = rev
+	for n := 0; p.More; n++ {
+		if n > 100 {
+			t.Fatal("the costly rule never finished")
+		}
+		rev := tb.Rev()
+		p = ev.Continue(from, tb, tb.apply(p), false)
+		from = rev
+	}
+}

@@ -313,9 +313,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		if attempt > 0 {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 		}
-		for _, t := range carried {
-			rd.enqueue(t.r, t.b)
-		}
+		rd.requeue(carried)
 		seed(rd)
 		rd.loop()
 		if !e.noAggCache {
@@ -359,6 +357,10 @@ type task struct {
 	r   *rules.Rule
 	b   *binding
 	key string // b.key(), set when queued: the order a pass runs them in
+	// rest: a binding of a whole evaluation the round's bound cut. It
+	// keeps the budget it had as part of that one task: the rule's own
+	// budget does not stop it, only the round's.
+	rest bool
 }
 
 // round is the state of one evaluation round.
@@ -375,6 +377,8 @@ type round struct {
 	barrier    bool
 	queue      [][]task          // pending tasks by rule index
 	queued     []map[string]bool // binding keys in queue, by rule index
+	fresh      []int             // tasks queued by this round's changes, not carried, by rule index (coalescing)
+	carrying   bool              // enqueue is queuing the tasks a previous round carried
 	stopped    map[string]bool   // rules skipped for the rest of the round
 	history    map[string][]string
 	writers    map[string][]string
@@ -418,6 +422,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		now:     types.Timestamp{Time: e.clock().UTC()},
 		queue:   make([][]task, n),
 		queued:  make([]map[string]bool, n),
+		fresh:   make([]int, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{}, returns: map[string]int{}, oscillated: map[string]bool{},
 		aggCache: e.store.groups, start: time.Now(),
@@ -461,9 +466,29 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 	}
 	rd.queued[i][k] = true
 	rd.queue[i] = append(rd.queue[i], task{r: r, b: b, key: k})
-	if rd.e.waits[i] != nil && len(rd.queue[i]) > coalesceAt && len(rd.queue[i]) > rd.wholeCost(r)/wholePerTask {
-		rd.enqueue(r, &binding{}) // waiting.go: one task for a burst
+	if rd.carrying || rd.e.waits[i] == nil {
+		return
 	}
+	// A burst of this round's changes is evaluated whole (waiting.go);
+	// the bindings a cut round left are not a burst: each is known, and
+	// evaluating the rule whole again would solve every binding it has
+	// to reach them.
+	if rd.fresh[i]++; rd.fresh[i] > coalesceAt && rd.fresh[i] > rd.wholeCost(r)/wholePerTask {
+		rd.enqueue(r, &binding{})
+	}
+}
+
+// requeue queues tasks an earlier round or budget left, as they were.
+func (rd *round) requeue(ts []task) {
+	rd.carrying = true
+	for _, t := range ts {
+		q := len(rd.queue[t.r.Index])
+		rd.enqueue(t.r, t.b)
+		if t.rest && len(rd.queue[t.r.Index]) > q {
+			rd.queue[t.r.Index][q].rest = true
+		}
+	}
+	rd.carrying = false
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the
@@ -534,7 +559,7 @@ func (rd *round) loop() {
 					rd.e.resume = (r.Index + 1) % len(all)
 					return
 				}
-				if rd.ruleOver(r) {
+				if !t.rest && rd.ruleOver(r) {
 					rd.over[r.Index] = true
 					rd.leftover = append(rd.leftover, ts[i+1:]...)
 					break
@@ -600,9 +625,7 @@ func (rd *round) refill() bool {
 	clear(rd.over)
 	clear(rd.ruleTime)
 	clear(rd.ruleCost)
-	for _, t := range left {
-		rd.enqueue(t.r, t.b)
-	}
+	rd.requeue(left)
 	return true
 }
 

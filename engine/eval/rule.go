@@ -37,7 +37,7 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 			// becomes a task of its own for the next call. A view's
 			// task is not split: it deletes what it no longer derives.
 			for _, rest := range sols[i:] {
-				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return isBodyVar(r, n) })})
+				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return isBodyVar(r, n) }), rest: whole})
 			}
 			if whole {
 				rd.e.wholeAt[r.Index] = off + i
