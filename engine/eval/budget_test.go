@@ -166,14 +166,7 @@ func TestRoundBudgetDoesNotStarveOtherRules(t *testing.T) {
 				t.Errorf("the cheap rule fired in round %d after the change, want the first", rounds)
 			}
 			// And the costly rule's bindings all get their turn.
-			for n := 0; p.More; n++ {
-				if n > 1000 {
-					t.Fatal("the costly rule never finished")
-				}
-				rev := tb.Rev()
-				p = ev.Continue(from, tb, tb.apply(p), false)
-				from = rev
-			}
+			finish(t, ev, tb, from, p, 1000)
 		})
 	}
 }
@@ -246,14 +239,7 @@ func idleRoundCost(t *testing.T, waiting bool) uint64 {
 	}
 	spent := ev.Stats().Cost - was.Cost
 	// The rest is carried, and every binding gets its turn.
-	for n := 0; p.More; n++ {
-		if n > 1000 {
-			t.Fatal("the costly rule never finished")
-		}
-		rev := tb.Rev()
-		p = ev.Continue(from, tb, tb.apply(p), false)
-		from = rev
-	}
+	finish(t, ev, tb, from, p, 1000)
 	return spent
 }
 
@@ -280,9 +266,15 @@ func TestCutWholeEvaluationKeepsItsBudget(t *testing.T) {
 	if spent := ev.Stats().Cost - was.Cost; spent < 3*idleBudget {
 		t.Errorf("the next round spent %d of CEL cost on the cut evaluation's bindings, want them run to the round's bound of %d", spent, 4*idleBudget)
 	}
-	from = rev
+	finish(t, ev, tb, rev, p, 100)
+}
+
+// finish runs rounds from p, each applied before the next, until one
+// carries nothing, failing past limit rounds.
+func finish(t *testing.T, ev *eval.Evaluator, tb *table, from int64, p eval.Plan, limit int) {
+	t.Helper()
 	for n := 0; p.More; n++ {
-		if n > 100 {
+		if n > limit {
 			t.Fatal("the costly rule never finished")
 		}
 		rev := tb.Rev()

@@ -378,7 +378,6 @@ type round struct {
 	queue      [][]task          // pending tasks by rule index
 	queued     []map[string]bool // binding keys in queue, by rule index
 	fresh      []int             // tasks queued by this round's changes, not carried, by rule index (coalescing)
-	carrying   bool              // enqueue is queuing the tasks a previous round carried
 	stopped    map[string]bool   // rules skipped for the rest of the round
 	history    map[string][]string
 	writers    map[string][]string
@@ -442,10 +441,16 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 }
 
 // enqueue adds a task; an empty binding (everything) subsumes the others.
-func (rd *round) enqueue(r *rules.Rule, b *binding) {
+func (rd *round) enqueue(r *rules.Rule, b *binding) { rd.push(task{r: r, b: b}, true) }
+
+// push queues t; fresh says it comes from this round's changes, so that
+// it counts towards a burst (coalescing), rather than being a task an
+// earlier round or budget left, queued again as it was.
+func (rd *round) push(t task, fresh bool) {
+	r, b := t.r, t.b
 	if rd.stopped[r.Name] {
 		if rd.oscillated[r.Name] {
-			rd.parked = append(rd.parked, task{r: r, b: b}) // tried again next call
+			rd.parked = append(rd.parked, t) // tried again next call
 		}
 		return
 	}
@@ -465,8 +470,9 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 		return
 	}
 	rd.queued[i][k] = true
-	rd.queue[i] = append(rd.queue[i], task{r: r, b: b, key: k})
-	if rd.carrying || rd.e.waits[i] == nil {
+	t.key = k
+	rd.queue[i] = append(rd.queue[i], t)
+	if !fresh || rd.e.waits[i] == nil {
 		return
 	}
 	// A burst of this round's changes is evaluated whole (waiting.go);
@@ -480,15 +486,9 @@ func (rd *round) enqueue(r *rules.Rule, b *binding) {
 
 // requeue queues tasks an earlier round or budget left, as they were.
 func (rd *round) requeue(ts []task) {
-	rd.carrying = true
 	for _, t := range ts {
-		q := len(rd.queue[t.r.Index])
-		rd.enqueue(t.r, t.b)
-		if t.rest && len(rd.queue[t.r.Index]) > q {
-			rd.queue[t.r.Index][q].rest = true
-		}
+		rd.push(t, false)
 	}
-	rd.carrying = false
 }
 
 // enqueueKept is enqueue(r, b.restrict(keep)), without building the
