@@ -497,30 +497,7 @@ func (rd *round) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *
 // readsNow reports whether time passing can change what the rule does:
 // whether an expression of its conditions, choice or derived values reads now.
 func readsNow(r *rules.Rule) bool {
-	var exprs []*rules.Expr
-	scope := func(sc *rules.Scope) {
-		for _, ag := range sc.Aggregates {
-			exprs = append(exprs, ag.Where, ag.Of)
-		}
-		for _, l := range sc.Lets {
-			exprs = append(exprs, l.Expr)
-		}
-	}
-	scope(r.Body)
-	exprs = append(exprs, r.When)
-	if r.Choose != nil {
-		scope(r.Choose.Body)
-		exprs = append(exprs, r.Choose.Score, r.Choose.Pick)
-		for _, k := range r.Choose.Order {
-			exprs = append(exprs, k.Expr)
-		}
-		for _, f := range r.Choose.Filters {
-			exprs = append(exprs, f.Expr)
-		}
-	}
-	if r.Fresh != nil {
-		exprs = append(exprs, r.Fresh.Count)
-	}
+	exprs := decisionExprs(r)
 	for _, h := range r.Heads {
 		// An emitted value that reads now stamps the time the action
 		// fires; time passing does not make it fire. A derived value that
@@ -535,6 +512,37 @@ func readsNow(r *rules.Rule) bool {
 		}
 	}
 	return false
+}
+
+// decisionExprs lists the expressions that decide whether and how r fires
+// (conditions, lets, aggregates, its choice, its fresh count), not the
+// values its heads write; an absent one is nil.
+func decisionExprs(r *rules.Rule) []*rules.Expr {
+	var exprs []*rules.Expr
+	scope := func(sc *rules.Scope) {
+		for _, ag := range sc.Aggregates {
+			exprs = append(exprs, ag.Where, ag.Of)
+		}
+		for _, l := range sc.Lets {
+			exprs = append(exprs, l.Expr)
+		}
+	}
+	scope(r.Body)
+	exprs = append(exprs, r.When)
+	if ch := r.Choose; ch != nil {
+		scope(ch.Body)
+		exprs = append(exprs, ch.Score, ch.Pick)
+		for _, k := range ch.Order {
+			exprs = append(exprs, k.Expr)
+		}
+		for _, f := range ch.Filters {
+			exprs = append(exprs, f.Expr)
+		}
+	}
+	if r.Fresh != nil {
+		exprs = append(exprs, r.Fresh.Count)
+	}
+	return exprs
 }
 
 // withoutReads returns reads without one listing of each key, as a

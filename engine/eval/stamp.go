@@ -27,32 +27,16 @@ func stampOnly(r *rules.Rule, p *rules.Pattern) bool {
 		return false
 	}
 	a := p.Alias
-	var exprs []*rules.Expr
 	var pats []*rules.Pattern
 	scope := func(sc *rules.Scope) {
 		pats = append(append(append(pats, sc.Match...), sc.Optional...), sc.Absent...)
-		for _, l := range sc.Lets {
-			exprs = append(exprs, l.Expr)
-		}
 		for _, ag := range sc.Aggregates {
-			exprs = append(exprs, ag.Where, ag.Of)
 			pats = append(append(append(pats, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...)
 		}
 	}
 	scope(r.Body)
-	exprs = append(exprs, r.When)
-	if ch := r.Choose; ch != nil {
-		scope(ch.Body)
-		exprs = append(exprs, ch.Score, ch.Pick)
-		for _, k := range ch.Order {
-			exprs = append(exprs, k.Expr)
-		}
-		for _, f := range ch.Filters {
-			exprs = append(exprs, f.Expr)
-		}
-	}
-	if r.Fresh != nil {
-		exprs = append(exprs, r.Fresh.Count)
+	if r.Choose != nil {
+		scope(r.Choose.Body)
 	}
 	for _, q := range pats {
 		if q != p && slices.Contains(q.Vars(), a) {
@@ -64,7 +48,7 @@ func stampOnly(r *rules.Rule, p *rules.Pattern) bool {
 			return false
 		}
 	}
-	for _, x := range exprs {
+	for _, x := range decisionExprs(r) {
 		if x != nil && (x.AST == nil || idents(x.AST.NativeRep().Expr())[a]) {
 			return false
 		}
