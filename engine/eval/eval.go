@@ -141,8 +141,9 @@ type Evaluator struct {
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
-	store       *aggStore  // aggregate results kept across rounds (aggstore.go)
-	waits       []*waitSet // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	store       *aggStore     // aggregate results kept across rounds (aggstore.go)
+	labels      profileLabels // what a CPU profile says the evaluating goroutine is doing (labels.go)
+	waits       []*waitSet    // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
 	stats       Stats
 }
 
@@ -265,6 +266,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	case e.noAggCache || from < 0 || from != e.store.rev:
 		e.store.reset(r.Rev())
 	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
+		e.labels.phase("advance")
 		e.advance(r, changes)
 	default:
 		e.store.dropAdjusted()
@@ -314,9 +316,11 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 		}
 		rd.requeue(carried)
+		e.labels.phase("dispatch")
 		seed(rd)
 		rd.loop()
 		if !e.noAggCache {
+			e.labels.phase("keep")
 			ws := make([]written, 0, len(rd.ov.w))
 			for k, en := range rd.ov.w {
 				vals := append([]string{}, en.vals...) // every value the round gave it
@@ -329,6 +333,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 			}
 			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, ws, rd.pristine)
 		}
+		e.labels.clear()
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
 			rd.plan.Problems = dedupProblems(problems)
@@ -669,6 +674,8 @@ func (rd *round) runTask(t task) (err error) {
 		}
 	}()
 	rd.e.stats.Tasks++
+	rd.e.labels.rule(t.r)
+	defer rd.e.labels.phase("dispatch")
 	if t.b.len() == 0 {
 		rd.wholeTask(t.r, false, nil)
 		defer func() { rd.wholeTask(t.r, true, err) }()
