@@ -53,8 +53,12 @@ type deps struct {
 	// service fact reads nothing): a batch of changes the store drops
 	// results for, rather than adjusting them, drops it whatever it lists.
 	adjusted bool
-	base     int                 // the accesses of the computation itself; adjusting adds to them
-	set      map[depKey]struct{} // the accesses adjusting added (addNew)
+	base     int // the accesses of the computation itself; adjusting adds to them
+	// indexed: the store listed the result under every access (index with
+	// the result's own deps). Once it is, a list forget deletes is the only
+	// way it leaves an index (aggStore.lost).
+	indexed bool
+	set     map[depKey]struct{} // the accesses adjusting added (addNew)
 }
 
 // depKey is one access, as a set member.
@@ -225,6 +229,11 @@ type aggStore struct {
 	partial map[*rules.Aggregate]map[string][]string
 	refs    int // index entries, stale ones included
 	limit   int // refs at which the indexes are rebuilt without stale entries
+	// lost, while keep forgets a round's writes, is the index lists forget
+	// deleted (lostT: the lists by type of valsT): a result restored as it
+	// was before the round is listed again under those alone.
+	lost  map[depKey]struct{}
+	lostT map[*facts.FactType]struct{}
 }
 
 func newAggStore() *aggStore {
@@ -267,6 +276,55 @@ func (s *aggStore) index(r aggRef, d *deps) {
 		s.types[t] = append(s.types[t], r)
 	}
 	s.refs += d.size()
+	if d == r.d {
+		d.indexed = true
+	}
+}
+
+// relist lists an indexed result again under the index lists keep's
+// forgetting deleted: the lists it still holds name it already.
+func (s *aggStore) relist(r aggRef) {
+	d := r.d
+	for _, k := range d.gets {
+		if _, ok := s.lost[depKey{kind: 'g', s: k}]; ok {
+			s.gets[k] = append(s.gets[k], r)
+			s.refs++
+		}
+	}
+	for _, p := range d.prefixes {
+		if _, ok := s.lost[depKey{kind: 'p', s: p}]; ok {
+			s.pres[p] = append(s.pres[p], r)
+			s.refs++
+		}
+	}
+	for _, sg := range d.segs {
+		if _, ok := s.lost[depKey{kind: 's', s: sg.v, t: sg.t, seg: sg.seg}]; ok {
+			s.segs[sg] = append(s.segs[sg], r)
+			s.refs++
+		}
+	}
+	for _, v := range d.vals {
+		if _, ok := s.lost[depKey{kind: 'v', s: v.v, t: v.t}]; ok {
+			s.vals[v] = append(s.vals[v], r)
+			s.refs++
+		}
+		if _, ok := s.lostT[v.t]; ok {
+			s.valsT[v.t] = append(s.valsT[v.t], r)
+		}
+	}
+	for _, t := range d.types {
+		if _, ok := s.lost[depKey{kind: 't', t: t}]; ok {
+			s.types[t] = append(s.types[t], r)
+			s.refs++
+		}
+	}
+}
+
+// lose records, while keep forgets, that an index list was deleted.
+func (s *aggStore) lose(k depKey) {
+	if s.lost != nil {
+		s.lost[k] = struct{}{}
+	}
 }
 
 func (s *aggStore) drop(refs []aggRef) {
@@ -284,6 +342,7 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 	if refs, ok := s.gets[key]; ok {
 		s.drop(refs)
 		delete(s.gets, key)
+		s.lose(depKey{kind: 'g', s: key})
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] != '/' {
@@ -292,6 +351,7 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 		if refs, ok := s.pres[key[:i+1]]; ok {
 			s.drop(refs)
 			delete(s.pres, key[:i+1])
+			s.lose(depKey{kind: 'p', s: key[:i+1]})
 		}
 	}
 	k, err := schema.Parse(key)
@@ -303,6 +363,9 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 		if refs, ok := s.valsT[t]; ok {
 			s.drop(refs)
 			delete(s.valsT, t)
+			if s.lostT != nil {
+				s.lostT[t] = struct{}{}
+			}
 		}
 	}
 	for _, v := range values {
@@ -310,17 +373,20 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 		if refs, ok := s.vals[vd]; ok {
 			s.drop(refs)
 			delete(s.vals, vd)
+			s.lose(depKey{kind: 'v', s: v, t: t})
 		}
 	}
 	if refs, ok := s.types[t]; ok {
 		s.drop(refs)
 		delete(s.types, t)
+		s.lose(depKey{kind: 't', t: t})
 	}
 	for i, part := range strings.Split(key, "/") {
 		sg := segDep{t, i, part}
 		if refs, ok := s.segs[sg]; ok {
 			s.drop(refs)
 			delete(s.segs, sg)
+			s.lose(depKey{kind: 's', s: part, t: t, seg: i})
 		}
 	}
 }
@@ -345,6 +411,7 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 			delete(s.groups[r.ag], r.gk)
 		}
 	}
+	s.lost, s.lostT = map[depKey]struct{}{}, map[*facts.FactType]struct{}{}
 	for _, w := range written {
 		s.forget(schema, w.key, w.values)
 	}
@@ -363,8 +430,13 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 			p.e.deps.base = p.e.deps.size()
 		}
 		gs[p.gk] = p.e
-		s.index(aggRef{p.ag, p.gk, p.e.deps}, p.e.deps)
+		if ref := (aggRef{p.ag, p.gk, p.e.deps}); p.e.deps.indexed {
+			s.relist(ref) // restored, it is valid again wherever it is still listed
+		} else {
+			s.index(ref, p.e.deps) // computed in this round
+		}
 	}
+	s.lost, s.lostT = nil, nil
 	s.rev = rev
 	if s.refs > s.limit {
 		s.compact()

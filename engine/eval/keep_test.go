@@ -118,3 +118,59 @@ func TestOwnWritesKeepCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredCountIsDroppedByItsFacts: a kept count that the round's own
+// writes adjusted is restored, at the round's end, as it was before them —
+// and must still be found by every fact it counted. Forgetting the writes
+// deleted the store's index lists of the written keys; a restored count not
+// listed under them again stays stale when one of those facts later changes
+// in a way the store cannot adjust for (here the plan is not committed, and
+// a placement is then written with its value before unknown).
+func TestRestoredCountIsDroppedByItsFacts(t *testing.T) {
+	rs := loadSrc(t, ownWrites)
+	tb := newTable()
+	for s := range 2 {
+		putKnown(tb, fmt.Sprintf("desired/service/s%d/instances", s), `5`)
+	}
+	ev := eval.New(rs, eval.WithWholeAggregates(-1))
+	from := tb.Rev()
+	changes := applyKnown(tb, ev.Full(tb))
+	// The instances arrive, not yet pending: the round counts none placed
+	// and the store keeps the counts.
+	for s := range 2 {
+		for i := range 5 {
+			id := fmt.Sprintf("%x%04x", s+1, i)
+			changes = append(changes, putKnown(tb, "observed/instance/"+id+"/service", fmt.Sprintf(`"s%d"`, s)),
+				putKnown(tb, "observed/instance/"+id+"/state", `"starting"`))
+		}
+	}
+	rev := tb.Rev()
+	changes = applyKnown(tb, ev.Continue(from, tb, changes, false))
+	from = rev
+	// They turn pending: the round places them, its writes adjust the kept
+	// counts, and its end restores them as they were. The plan is lost.
+	for s := range 2 {
+		for i := range 5 {
+			changes = append(changes, putKnown(tb, fmt.Sprintf("observed/instance/%x%04x/state", s+1, i), `"pending"`))
+		}
+	}
+	rev = tb.Rev()
+	if p := ev.Continue(from, tb, changes, false); len(p.Firings) != 10 {
+		t.Fatalf("%d firings, want the 10 placements", len(p.Firings))
+	}
+	from = rev
+	// Another writer places one instance of s0; its value before is unknown
+	// (as after a relist): the store can only drop what could count it.
+	changes = []facts.Change{tb.put("placement/instance/10000", `"node-2"`),
+		putKnown(tb, "desired/service/s0/instances", `6`), putKnown(tb, "desired/service/s1/instances", `6`)}
+	p := ev.Continue(from, tb, changes, false)
+	placed := map[string]string{}
+	for _, f := range p.Firings {
+		if f.Rule == "count" {
+			placed[f.Bindings["svc"]] = f.Bindings["placed"]
+		}
+	}
+	if placed["s0"] != "1" || placed["s1"] != "0" {
+		t.Fatalf("placed counted %v, want s0 1 (the placement written) and s1 0", placed)
+	}
+}
