@@ -35,12 +35,17 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 	t.Run("whole", func(t *testing.T) {
 		storeChangesNothing(t, rs, seeds, eval.MaxAdjust, eval.WithWholeAggregates(0))
 	})
+	// Batches too large to adjust every kept result for: the whole
+	// aggregates are adjusted still, the rest dropped.
+	t.Run("whole/adjust=0", func(t *testing.T) {
+		storeChangesNothing(t, rs, seeds, 0, eval.WithWholeAggregates(0))
+	})
 }
 
 // storeChangesNothing runs the comparison; adjust 0 drops kept results a
 // change could alter instead of adjusting them.
 func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust int, opts ...eval.Option) {
-	wholes := int64(0)
+	wholes, wholeKept := int64(0), int64(0)
 	kept := int64(0)
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -76,12 +81,13 @@ func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust i
 		}
 		kept += with.Stats().AggregateHits
 		wholes += with.Stats().WholeAggregates
+		wholeKept += with.Stats().WholeKept
 	}
 	if kept == 0 {
 		t.Error("no aggregate result was ever served from the store")
 	}
-	if len(opts) > 0 && wholes == 0 {
-		t.Error("no aggregate was computed whole")
+	if len(opts) > 0 && (wholes == 0 || wholeKept == 0) {
+		t.Errorf("%d aggregates computed whole, %d rounds began with one whole from the last: want both", wholes, wholeKept)
 	}
 }
 

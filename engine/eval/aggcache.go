@@ -39,6 +39,7 @@ type aggInfo struct {
 	// (aggStore.partial).
 	named []int
 	whole bool // a round may compute every group at once (whole.go)
+	seq   int  // the order it was met in the rule set: for deterministic walks
 }
 
 // partialKey renders the values of the group variables members name.
@@ -54,9 +55,10 @@ func partialKey(info *aggInfo, get func(i int) string) string {
 type aggEntry struct {
 	val   ref.Val
 	reads []Read
-	deps  *deps      // what computing it read (aggstore.go); nil once adjusted by the round's writes
+	deps  *deps      // what computing it read (aggstore.go); nil once adjusted by the round's writes, and in a kept whole aggregate
 	exact *big.Rat   // a sum of doubles, exact (computeAggregate); never changed in place
 	outer []outerVal // the group's values, in aggInfo.group order
+	own   bool       // adjusted by the round's own writes (or created by them)
 }
 
 // outerVal is a group variable's value; unbound variables (a comprehension
@@ -139,7 +141,7 @@ func (e *Evaluator) buildAggs(rs *rules.RuleSet) {
 				}
 			}
 		}
-		info := &aggInfo{timed: timed, adjustable: map[*rules.Pattern]bool{}}
+		info := &aggInfo{timed: timed, adjustable: map[*rules.Pattern]bool{}, seq: len(e.aggs)}
 		all := map[*facts.FactType]int{}
 		bound := map[string]bool{}
 		for _, p := range ag.Body.Match {
@@ -254,7 +256,9 @@ func (rd *round) maintain(key string, value []byte, sign int) {
 	parts := strings.Split(key, "/")
 	kb := scratch(&rd.maintainB)
 	for _, s := range rd.e.aggSites[k.Type] {
-		rd.maintainSite(s, key, parts, kb, value, sign)
+		if rd.only == nil || rd.only[s.ag] {
+			rd.maintainSite(s, key, parts, kb, value, sign)
+		}
 	}
 }
 
@@ -363,7 +367,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 		if !held && !whole {
 			continue // nothing to adjust
 		}
-		if held && rd.touched == nil && e.deps != nil && !e.deps.tooMany && !e.deps.impure {
+		if held && rd.touched == nil && !e.own && (e.deps != nil && !e.deps.tooMany && !e.deps.impure || e.deps == nil && rd.keptWhole(s.ag)) {
 			rd.pristine = append(rd.pristine, pristine{s.ag, m.gk, e}) // as the reader has it
 		}
 		if !held {
@@ -409,6 +413,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 		}
 		if rd.touched == nil {
 			e.deps = nil // no longer what its computation read: not kept across rounds
+			e.own = true
 			rd.adjusted = append(rd.adjusted, aggRef{ag: s.ag, gk: m.gk})
 		} else {
 			*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})

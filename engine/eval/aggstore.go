@@ -234,6 +234,11 @@ type aggStore struct {
 	// was before the round is listed again under those alone.
 	lost  map[depKey]struct{}
 	lostT map[*facts.FactType]struct{}
+	// whole is the aggregates whose every group with a member is held,
+	// right for the reader at rev (whole.go): a group not held has none.
+	// Their groups have no deps and are in no index: only adjusting keeps
+	// them, so anything that drops results instead drops these whole.
+	whole map[*rules.Aggregate]bool
 }
 
 func newAggStore() *aggStore {
@@ -253,6 +258,7 @@ func (s *aggStore) reset(rev int64) {
 	s.vals = map[valDep][]aggRef{}
 	s.valsT = map[*facts.FactType][]aggRef{}
 	s.types = map[*facts.FactType][]aggRef{}
+	s.whole = map[*rules.Aggregate]bool{}
 	s.refs, s.limit = 0, 1<<16
 }
 
@@ -426,6 +432,10 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 			gs = map[string]aggEntry{}
 			s.groups[p.ag] = gs
 		}
+		if p.e.deps == nil { // a kept whole aggregate's group: in no index
+			gs[p.gk] = p.e
+			continue
+		}
 		if p.e.deps.base == 0 {
 			p.e.deps.base = p.e.deps.size()
 		}
@@ -443,9 +453,13 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 	}
 }
 
-// dropAdjusted drops every result adjusted since its computation (deps.adjusted).
+// dropAdjusted drops every result adjusted since its computation
+// (deps.adjusted), but those of whole aggregates.
 func (s *aggStore) dropAdjusted() {
-	for _, gs := range s.groups {
+	for ag, gs := range s.groups {
+		if s.whole[ag] {
+			continue
+		}
 		for gk, e := range gs {
 			if e.deps == nil || e.deps.adjusted {
 				delete(gs, gk)
@@ -454,14 +468,40 @@ func (s *aggStore) dropAdjusted() {
 	}
 }
 
+// notWhole drops a whole aggregate's groups: it lost one, so a group not
+// held may have members, and the others are in no index.
+func (s *aggStore) notWhole(ag *rules.Aggregate) {
+	delete(s.whole, ag)
+	delete(s.groups, ag)
+}
+
+// wholeEnd records what a round (or an advance) learnt of the store's whole
+// aggregates: those it found not whole any more are dropped. It returns
+// those the round computed whole, for the store to compute again for the
+// reader alone (Evaluator.keepWhole).
+func (s *aggStore) wholeEnd(whole map[*rules.Aggregate]*wholeState) []*rules.Aggregate {
+	var fresh []*rules.Aggregate
+	for ag, w := range whole {
+		switch {
+		case w.kept && !w.whole:
+			s.notWhole(ag)
+		case !w.kept && w.tried && w.whole:
+			fresh = append(fresh, ag)
+		}
+	}
+	return fresh
+}
+
 // compact rebuilds the indexes from the results kept.
 func (s *aggStore) compact() {
-	groups, partial, rev := s.groups, s.partial, s.rev
+	groups, partial, whole, rev := s.groups, s.partial, s.whole, s.rev
 	s.reset(rev)
-	s.groups, s.partial = groups, partial
+	s.groups, s.partial, s.whole = groups, partial, whole
 	for ag, gs := range groups {
 		for gk, e := range gs {
-			s.index(aggRef{ag, gk, e.deps}, e.deps)
+			if e.deps != nil {
+				s.index(aggRef{ag, gk, e.deps}, e.deps)
+			}
 		}
 	}
 	s.limit = max(1<<16, 2*s.refs)
@@ -509,10 +549,18 @@ func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool
 }
 
 // advance adjusts the kept results for each change in turn, from the
-// store's revision to r's (the round's end records it: aggStore.keep).
-func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
+// store's revision to r's (the round's end records it: aggStore.keep):
+// those of every aggregate, or of the aggregates only holds.
+func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*rules.Aggregate]bool) {
 	rd := e.newRound(r, nil)
+	rd.only = only
 	rd.ov.committed = true
+	if only != nil {
+		// Adjusting an aggregate joins the facts of its own patterns
+		// alone: the changes of other types neither adjust it nor are
+		// read while it is adjusted.
+		changes = e.changesFor(changes, only)
+	}
 	for _, c := range changes {
 		if _, set := rd.ov.w[c.Key]; !set { // a key changed twice held the first change's Prev
 			rd.ov.set(facts.Fact{Key: c.Key, Value: c.Prev})
@@ -546,6 +594,36 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change) {
 			e.store.index(aggRef{t.ag, t.gk, en.deps}, added)
 		}
 	}
+	// An aggregate computed whole while adjusting (one a where reads) holds
+	// groups in no index, right only for that moment: dropped.
+	for _, ag := range e.store.wholeEnd(rd.whole) {
+		e.store.notWhole(ag)
+	}
+}
+
+// changesFor returns the changes of the fact types the aggregates of only
+// have a pattern of.
+func (e *Evaluator) changesFor(changes []facts.Change, only map[*rules.Aggregate]bool) []facts.Change {
+	for ag := range only {
+		if len(ag.Body.Aggregates) > 0 {
+			return changes // adjusting it reads what its own aggregates read
+		}
+	}
+	types := map[*facts.FactType]bool{}
+	for t, sites := range e.aggSites {
+		for _, s := range sites {
+			if only[s.ag] {
+				types[t] = true
+			}
+		}
+	}
+	var out []facts.Change
+	for _, c := range changes {
+		if k, err := e.rs.Schema.Parse(c.Key); err == nil && types[k.Type] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // listPartial lists a cached group under the values its members name.

@@ -111,6 +111,7 @@ type Stats struct {
 	AggregateHits   int64 // aggregate groups served from the round's cache or the store
 	Aggregates      int64 // aggregate groups computed
 	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
+	WholeKept       int64 // rounds that began with an aggregate whole from the last (whole.go), by aggregate
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -267,8 +268,19 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 		e.store.reset(r.Rev())
 	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
 		e.labels.phase("advance")
-		e.advance(r, changes)
+		e.advance(r, changes, nil)
 	default:
+		// Too large a batch to adjust every kept result for: they are
+		// dropped, but the whole aggregates are adjusted still. Dropped,
+		// they were computed a group at a time again, and whole again, in
+		// every round of a large apply (agents report in batches of
+		// thousands).
+		e.labels.phase("advance")
+		if len(e.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
+			e.advance(r, changes, e.store.whole)
+		} else {
+			clear(e.store.whole)
+		}
 		e.store.dropAdjusted()
 		for _, c := range changes {
 			e.store.forget(e.rs.Schema, c.Key, changedValues(c))
@@ -332,6 +344,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 				ws = append(ws, written{k, vals})
 			}
 			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, ws, rd.pristine)
+			e.keepWhole(r, e.store.wholeEnd(rd.whole))
 		}
 		e.labels.clear()
 		problems = append(problems, rd.plan.Problems...)
@@ -393,6 +406,7 @@ type round struct {
 	candMemo   map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
 	computed   []aggRef                                 // aggregate results computed this round, for the store
 	touched    *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
+	only       map[*rules.Aggregate]bool                // when set, maintain adjusts these aggregates alone (aggstore.go)
 	adjusted   []aggRef                                 // results adjusted for the round's writes: not kept
 	pristine   []pristine                               // those of them right for the reader, as they were before (aggstore.go)
 	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
@@ -437,6 +451,13 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 	}
 	for i := range rd.queued {
 		rd.queued[i] = map[string]bool{}
+	}
+	if len(e.store.whole) > 0 && !e.noAggCache {
+		rd.whole = make(map[*rules.Aggregate]*wholeState, len(e.store.whole))
+		for ag := range e.store.whole {
+			rd.whole[ag] = &wholeState{tried: true, whole: true, kept: true}
+		}
+		e.stats.WholeKept += int64(len(e.store.whole))
 	}
 	for name := range stopped {
 		rd.stopped[name] = true // reported when its oscillation was found

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/ccattler/ccattler/facts"
@@ -18,13 +20,24 @@ import (
 // computed one at a time, the round computes the rest at once and answers
 // for the empty ones without a scan.
 //
-// The groups computed at once are the round's alone: what they read is
-// not recorded, so they are dropped at the round's end (rd.adjusted), as
-// the results the round's own writes adjusted are. The round's writes
-// adjust them as they adjust any cached group, and one that joins a group
-// not held creates it. Anything that drops a group instead (a pattern that
-// cannot be adjusted, a min or max losing its member) makes the aggregate
-// no longer whole for the rest of the round.
+// The round's writes adjust the groups computed at once as they adjust any
+// cached group, and one that joins a group not held creates it. Anything
+// that drops a group instead (a pattern that cannot be adjusted, a min or
+// max losing its member) makes the aggregate no longer whole for the rest
+// of the round.
+//
+// What the round computed at once held its own writes too, and what it
+// read is not recorded: it is dropped at the round's end (rd.adjusted).
+// The store then computes the aggregate whole again for the reader alone
+// and keeps it whole (keepWhole, aggStore.whole): its groups are in no
+// index, and only adjusting keeps them, so the next rounds answer every
+// group, the empty ones too, without computing one. A round's own writes
+// adjust them in place, and its end restores them as they were (pristine)
+// and drops the groups the writes created; the writes adjust them again
+// when they come back as changes. A batch the store cannot adjust for, or
+// a group lost, drops the aggregate whole. Without this the scheduler's
+// siblings were computed one (node, service) at a time in every round until
+// it paid to compute them at once, and then computed at once again.
 
 // wholeAuto is WithWholeAggregates' default: the limit is the size of the
 // aggregate's smallest fact type.
@@ -37,6 +50,7 @@ type wholeState struct {
 	limit   int64          // when visited reaches it, the rest are computed at once
 	tried   bool           // computed at once already this round
 	whole   bool           // every group with a member is held
+	kept    bool           // whole in the store when the round began (aggStore.whole)
 }
 
 // wholeEligible reports whether an aggregate can be computed whole: its
@@ -61,6 +75,14 @@ func (rd *round) isWhole(ag *rules.Aggregate) bool {
 	return w != nil && w.whole
 }
 
+// keptWhole reports whether ag was whole in the store when the round began
+// and still is: its held groups have no deps, and what the round's own
+// writes adjust in them is restored at its end.
+func (rd *round) keptWhole(ag *rules.Aggregate) bool {
+	w := rd.whole[ag]
+	return w != nil && w.kept && w.whole
+}
+
 // notWhole records that ag lost a group: a group not held may have members.
 func (rd *round) notWhole(ag *rules.Aggregate) {
 	if w := rd.whole[ag]; w != nil {
@@ -74,28 +96,57 @@ func (rd *round) computedOne(ag *rules.Aggregate, info *aggInfo, visited int64) 
 	if !info.whole || rd.e.wholeAfter == -1 {
 		return
 	}
-	w := rd.whole[ag]
-	if w == nil {
-		if rd.whole == nil {
-			rd.whole = map[*rules.Aggregate]*wholeState{}
-		}
-		w = &wholeState{limit: -1}
-		for _, p := range ag.Body.Match {
-			if n := int64(rd.ov.base.CountOfType(p.Type)); w.first == nil || n < w.limit {
-				w.first, w.limit = p, n
-			}
-		}
-		if rd.e.wholeAfter != wholeAuto {
-			w.limit = rd.e.wholeAfter
-		}
-		rd.whole[ag] = w
-	}
+	w := rd.wholeState(ag)
 	w.visited += visited
 	if w.tried || w.visited < w.limit {
 		return
 	}
 	w.tried = true
 	rd.computeWhole(ag, info, w)
+}
+
+// wholeState returns what the round knows of ag's groups.
+func (rd *round) wholeState(ag *rules.Aggregate) *wholeState {
+	if w := rd.whole[ag]; w != nil {
+		return w
+	}
+	if rd.whole == nil {
+		rd.whole = map[*rules.Aggregate]*wholeState{}
+	}
+	w := &wholeState{limit: -1}
+	for _, p := range ag.Body.Match {
+		if n := int64(rd.ov.base.CountOfType(p.Type)); w.first == nil || n < w.limit {
+			w.first, w.limit = p, n
+		}
+	}
+	if rd.e.wholeAfter != wholeAuto {
+		w.limit = rd.e.wholeAfter
+	}
+	rd.whole[ag] = w
+	return w
+}
+
+// keepWhole computes again, for the reader alone, the aggregates a round
+// computed whole, and keeps them whole in the store: later rounds answer
+// every group of theirs without computing one, and adjusting keeps them
+// (aggStore.whole). What the round computed whole held its own writes too
+// and is dropped (rd.adjusted).
+func (e *Evaluator) keepWhole(r facts.Reader, ags []*rules.Aggregate) {
+	if len(ags) == 0 {
+		return
+	}
+	slices.SortFunc(ags, func(a, b *rules.Aggregate) int { return cmp.Compare(e.aggs[a].seq, e.aggs[b].seq) })
+	rd := e.newRound(r, nil)
+	for _, ag := range ags {
+		delete(e.store.groups, ag) // computed one at a time, in the store's indexes: now in none
+		w := rd.wholeState(ag)
+		rd.computeWhole(ag, e.aggs[ag], w)
+		if !w.whole {
+			delete(e.store.groups, ag)
+			continue
+		}
+		e.store.whole[ag] = true
+	}
 }
 
 // computeWhole computes every group of ag with a member that the cache does
