@@ -19,6 +19,13 @@ import (
 func runMirror(t *testing.T, s *facts.Store) (*facts.Mirror, func()) {
 	t.Helper()
 	m := facts.NewMirror(s, nil)
+	return m, follow(t, m)
+}
+
+// follow syncs m and runs it until the test ends or the returned stop is
+// called (which waits for Run to return).
+func follow(t *testing.T, m *facts.Mirror) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -27,37 +34,13 @@ func runMirror(t *testing.T, s *facts.Store) (*facts.Mirror, func()) {
 	go func() { m.Run(ctx); close(done) }()
 	stop := func() { cancel(); <-done }
 	t.Cleanup(stop)
-	return m, sync.OnceFunc(stop)
+	return sync.OnceFunc(stop)
 }
 
 // assertEqualsStore checks that the mirror holds exactly a fresh list of the store.
 func assertEqualsStore(t *testing.T, m *facts.Mirror, s *facts.Store) {
 	t.Helper()
-	ctx := context.Background()
-	want, rev, err := s.List(ctx, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := m.WaitRev(wctx, rev); err != nil {
-		t.Fatalf("mirror stuck at rev %d, store at %d", m.Rev(), rev)
-	}
-	m.View(func(r facts.Reader) {
-		if r.Len() != len(want) {
-			t.Errorf("mirror has %d facts, store %d", r.Len(), len(want))
-		}
-		for _, f := range want {
-			got, ok := r.Get(f.Key)
-			if !ok {
-				t.Errorf("mirror lacks %s", f.Key)
-				continue
-			}
-			if string(got.Value) != string(f.Value) || got.ModRevision != f.ModRevision || got.CreateRevision != f.CreateRevision {
-				t.Errorf("%s: mirror %s@%d/%d, store %s@%d/%d", f.Key, got.Value, got.ModRevision, got.CreateRevision, f.Value, f.ModRevision, f.CreateRevision)
-			}
-		}
-	})
+	assertMirrorsPrefixes(t, m, s, "")
 }
 
 func put(t *testing.T, s *facts.Store, kv ...string) int64 {
@@ -241,18 +224,7 @@ func TestMirrorRelistsAfterCompaction(t *testing.T) {
 	go m.Run(ctx)
 	assertEqualsStore(t, m, s)
 
-	got := map[string]string{}
-	relisted := false
-	for _, b := range sub.Take() {
-		relisted = relisted || b.Relist
-		for _, c := range b.Changes {
-			if c.Deleted {
-				got[c.Key] = "deleted"
-			} else {
-				got[c.Key] = string(c.Value)
-			}
-		}
-	}
+	got, relisted := batchKeys(sub.Take())
 	want := map[string]string{
 		facts.InstanceState("aaaaa"): "deleted",
 		facts.InstanceState("bbbbb"): `"failed"`,
