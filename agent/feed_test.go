@@ -136,7 +136,7 @@ func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 	}
 	rev := writeRaw(t, root, facts.Placement("c913d"), `"node-1"`)
 	// ...and the history it would need is compacted away.
-	if _, err := root.Client.Compact(context.Background(), rev); err != nil {
+	if err := etcdtest.Compact(context.Background(), root, rev); err != nil {
 		t.Fatal(err)
 	}
 	for len(notify) > 0 {

@@ -153,7 +153,7 @@ func TestPrefixMirrorRelistsAfterCompaction(t *testing.T) {
 	put(t, root, facts.Placement("c913d"), `"node-3"`)
 	rev := put(t, root, facts.ServiceCPU("web"), `0.5`, "effective/service/web/instances", `1`)
 	// ...and the history it would need is compacted away.
-	if _, err := root.Client.Compact(context.Background(), rev, clientRequireSync()...); err != nil {
+	if err := etcdtest.Compact(context.Background(), root, rev); err != nil {
 		t.Fatal(err)
 	}
 

@@ -215,7 +215,7 @@ func TestMirrorRelistsAfterCompaction(t *testing.T) {
 	put(t, s, facts.InstanceState("ccccc"), `"pending"`)
 	rev := put(t, s, facts.InstanceState("ccccc"), `"running"`)
 	// ...and the history it would need is compacted away.
-	if _, err := s.Client.Compact(context.Background(), rev, clientRequireSync()...); err != nil {
+	if err := etcdtest.Compact(context.Background(), s, rev); err != nil {
 		t.Fatal(err)
 	}
 
@@ -269,7 +269,7 @@ func TestMirrorTypesPluginFacts(t *testing.T) {
 	s := e.Store(t)
 	m, _ := runMirror(t, s)
 	// A fact of an unregistered type is kept, untyped...
-	if _, err := s.Client.Put(context.Background(), s.Abs("observed/node/n1/capacity/gpu"), "2"); err != nil {
+	if _, err := etcdtest.PutRaw(context.Background(), s, "observed/node/n1/capacity/gpu", "2"); err != nil {
 		t.Fatal(err)
 	}
 	reg := facts.EncodeRegistration(facts.Registration{Key: "observed/node/{node-id}/capacity/gpu", Type: "int"})
@@ -350,7 +350,7 @@ func TestMirrorMarksInvalidFacts(t *testing.T) {
 	ctx := context.Background()
 	raw := func(k, v string) {
 		t.Helper()
-		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil {
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
