@@ -7,9 +7,9 @@
 //   - agent.go   Config and NodeConfig (NewConfig defaults, Validate naming
 //     the flag), Agent: one process, one or many nodes (simulated nodes share
 //     everything below but their runtime).
-//   - feed.go    the one watch of the process on placement/instance/ and
-//     desired/service/, fanned out to nodes by node id; it reads
-//     observed/instance/{id}/service once per placed instance.
+//   - feed.go    the one mirror of the process (facts.NewMirrorOf) of
+//     placement/instance/ and desired/service/, fanned out to nodes by node
+//     id; it reads observed/instance/{id}/service once per placed instance.
 //   - node.go    the reconcile loop of one node: start what is placed on it,
 //     stop what is not, never restart what exited (that is reported failed).
 //   - report.go  observed/ facts (a failure's reason and exit status too),

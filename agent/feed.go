@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,39 +10,45 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-// Feed is the one watch an agent process keeps on etcd: placement/instance/
-// and desired/service/. Every node of the process (one real node, or
-// thousands of simulated ones) subscribes to it by node id, so N simulated
-// nodes cost one watch, not N (DESIGN §5, watch fan-out).
+// feedPrefixes are what the feed mirrors: what a node principal may read
+// of what decides what it runs (facts/access.Default).
+var feedPrefixes = []string{"placement/instance/", "desired/service/"}
+
+// Feed is the one watch an agent process keeps on etcd: a mirror
+// (facts.NewMirrorOf) of placement/instance/ and desired/service/. Every
+// node of the process (one real node, or thousands of simulated ones)
+// subscribes to it by node id, so N simulated nodes cost one watch, not N
+// (DESIGN §5, watch fan-out). The mirror lists, watches and relists after
+// a compaction or a lost watch; the feed tells each node when something it
+// depends on changed, and reads the facts from the mirror when the node asks.
 //
 // The feed also reads observed/instance/{id}/service once for each instance
 // placed on a subscribed node: an instance never changes service.
 type Feed struct {
-	store *facts.Store
-	log   *slog.Logger
+	store     *facts.Store
+	mirror    *facts.Mirror
+	log       *slog.Logger
+	placement *facts.FactType // placement/instance/{instance-id}, for the mirror's index by node
 
-	resync chan struct{} // a request to relist (after a reconnect); buffered 1
-
-	mu          sync.Mutex                   // guards everything below
-	synced      bool                         // a list has succeeded at least once
-	rev         int64                        // revision of the last list or event
-	placements  map[string]string            // instance -> node
-	byNode      map[string]map[string]bool   // node -> its instances
-	services    map[string]map[string][]byte // service -> attribute path (e.g. "resources/cpu") -> raw value
-	instService map[string]string            // instance -> service, for placed instances of subscribed nodes
-	lookedUp    map[string]time.Time         // instance -> last failed service lookup
-	subs        map[string]chan struct{}     // node -> change notification (buffered 1)
-	badKeys     map[string]bool              // placement keys ignored as invalid, logged once each
+	mu          sync.Mutex               // guards everything below; taken inside a mirror View, never around one
+	instService map[string]string        // instance -> service, for placed instances of subscribed nodes
+	lookedUp    map[string]time.Time     // instance -> last failed service lookup
+	subs        map[string]chan struct{} // node -> change notification (buffered 1)
+	badKeys     map[string]bool          // placement keys ignored as invalid, logged once each
 }
 
 // NewFeed returns a feed over store; call Run to fill it.
 func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pt, ok := store.Schema.Type("placement.instance")
+	if !ok {
+		panic("agent: the schema has no placement.instance type") // a built-in of every schema
+	}
 	return &Feed{
-		store: store, log: log,
-		resync:      make(chan struct{}, 1),
-		placements:  map[string]string{},
-		byNode:      map[string]map[string]bool{},
-		services:    map[string]map[string][]byte{},
+		store: store, log: log, placement: pt,
+		mirror:      facts.NewMirrorOf(store, log, feedPrefixes...),
 		instService: map[string]string{},
 		lookedUp:    map[string]time.Time{},
 		subs:        map[string]chan struct{}{},
@@ -70,201 +75,190 @@ type Want struct {
 
 // Desired returns what is placed on node. ok is false until the feed has
 // listed etcd once: a node must not act destructively on an empty feed.
-func (f *Feed) Desired(node string) (map[string]Want, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.synced {
-		return nil, false
-	}
-	out := make(map[string]Want, len(f.byNode[node]))
-	for id := range f.byNode[node] {
-		svc, ok := f.instService[id]
-		if !ok {
-			out[id] = Want{Spec: Spec{ID: id}}
-			continue
+func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
+	f.mirror.View(func(r facts.Reader) {
+		if r.Rev() == 0 {
+			return
 		}
-		out[id] = buildWant(id, svc, f.services[svc], f.store.Schema)
+		ok = true
+		out = map[string]Want{}
+		attrs := map[string]map[string][]byte{} // per service, read once
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, id := range placedOn(r, f.placement, node) {
+			svc, known := f.instService[id]
+			if !known {
+				out[id] = Want{Spec: Spec{ID: id}}
+				continue
+			}
+			a, read := attrs[svc]
+			if !read {
+				a = serviceAttrs(r, svc)
+				attrs[svc] = a
+			}
+			out[id] = buildWant(id, svc, a, f.store.Schema)
+		}
+	})
+	return out, ok
+}
+
+// placedOn returns the instances placed on node, as the mirror's index of
+// placements by value holds them: a key that is no instance id is not
+// typed, so not indexed.
+func placedOn(r facts.Reader, pt *facts.FactType, node string) []string {
+	var ids []string
+	r.ByValue(pt, node, func(p facts.Fact) bool {
+		ids = append(ids, strings.TrimPrefix(p.Key, "placement/instance/"))
+		return true
+	})
+	return ids
+}
+
+// serviceAttrs returns a service's attributes by path (e.g.
+// "resources/cpu"), nil when the service has no fact at all.
+func serviceAttrs(r facts.Reader, svc string) map[string][]byte {
+	var out map[string][]byte
+	if _, ok := r.Get(facts.DesiredService(svc)); ok {
+		out = map[string][]byte{}
 	}
-	return out, true
+	prefix := facts.DesiredService(svc) + "/"
+	r.Prefix(prefix, func(a facts.Fact) bool {
+		if out == nil {
+			out = map[string][]byte{}
+		}
+		out[strings.TrimPrefix(a.Key, prefix)] = a.Value
+		return true
+	})
+	return out
 }
 
 // PlacedOn returns the node instance id is placed on ("" if none) and
 // whether the feed knows (has listed at least once).
-func (f *Feed) PlacedOn(id string) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.placements[id], f.synced
+func (f *Feed) PlacedOn(id string) (node string, known bool) {
+	f.mirror.View(func(r facts.Reader) {
+		known = r.Rev() > 0
+		node = placementNode(r, id)
+	})
+	return node, known
+}
+
+// placementNode is the node of instance id's placement, "" when there is
+// none or it is not one the scheduler makes (not an instance id, not a name).
+func placementNode(r facts.Reader, id string) string {
+	if facts.CheckSegment("instance-id", id) != nil {
+		return ""
+	}
+	p, ok := r.Get(facts.Placement(id))
+	if !ok {
+		return ""
+	}
+	node, _ := facts.StringValue(p.Value)
+	return node
 }
 
 // Resync asks the feed to relist etcd, e.g. after a reconnect.
-func (f *Feed) Resync() {
-	select {
-	case f.resync <- struct{}{}:
-	default:
-	}
-}
+func (f *Feed) Resync() { f.mirror.Resync() }
 
-// Run lists and watches until ctx is done. A broken watch, a compaction or a
-// resync request leads to a relist; the feed keeps its last known state
+// Run follows etcd until ctx is done. The mirror relists after a broken
+// watch, a compaction or a resync request, and keeps its last known state
 // meanwhile, so nodes keep acting on what etcd last said.
 func (f *Feed) Run(ctx context.Context) {
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		rev, err := f.relist(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				f.log.Warn("list placements and services", "err", err, "retry_in", backoff)
-			}
-			facts.Sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 200 * time.Millisecond
-		if err := f.watch(ctx, rev); err != nil && ctx.Err() == nil {
-			f.log.Info("watch ended; relisting", "err", err)
-		}
-	}
-}
-
-func (f *Feed) relist(ctx context.Context) (int64, error) {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	pl, rev, err := f.store.List(lctx, "placement/instance/", 0)
-	if err != nil {
-		return 0, err
-	}
-	sv, _, err := f.store.List(lctx, "desired/service/", rev)
-	if err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	f.placements = map[string]string{}
-	f.byNode = map[string]map[string]bool{}
-	f.services = map[string]map[string][]byte{}
-	for _, p := range pl {
-		f.applyLocked(p.Key, p.Value)
-	}
-	for _, s := range sv {
-		f.applyLocked(s.Key, s.Value)
-	}
-	f.synced, f.rev = true, rev
-	for _, ch := range f.subs {
-		poke(ch)
-	}
-	f.mu.Unlock()
-	f.log.Info("listed placements and services", "rev", rev, "placements", len(pl), "service_facts", len(sv))
-	f.fillServices(ctx)
-	return rev, nil
-}
-
-func (f *Feed) watch(ctx context.Context, rev int64) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wp := f.store.WatchChanges(wctx, "placement/instance/", rev+1)
-	ws := f.store.WatchChanges(wctx, "desired/service/", rev+1)
+	sub := f.mirror.Subscribe()
+	defer sub.Close()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = f.mirror.Run(ctx) })
+	defer wg.Wait()
 	retry := time.NewTicker(5 * time.Second)
 	defer retry.Stop()
 	for {
-		var resp facts.WatchResponse
-		var ok bool
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-f.resync:
-			return nil
+			return
 		case <-retry.C:
-			f.fillServices(ctx)
-			continue
-		case resp, ok = <-wp:
-		case resp, ok = <-ws:
-		}
-		if !ok {
-			return errWatchClosed
-		}
-		if err := resp.Err; err != nil {
-			return err
-		}
-		f.mu.Lock()
-		for _, c := range resp.Changes {
-			if c.Deleted {
-				f.applyLocked(c.Key, nil)
-			} else {
-				f.applyLocked(c.Key, c.Value)
+		case <-sub.Ready():
+			for _, b := range sub.Take() {
+				f.apply(b)
 			}
 		}
-		f.rev = max(f.rev, resp.Rev)
-		f.mu.Unlock()
 		f.fillServices(ctx)
 	}
 }
 
-// applyLocked applies one put (raw != nil) or delete and notifies the nodes it concerns.
-func (f *Feed) applyLocked(key string, raw []byte) {
-	if id, ok := strings.CutPrefix(key, "placement/instance/"); ok {
-		if err := facts.CheckSegment("instance-id", id); err != nil {
-			// Not a placement the scheduler makes: an instance under a key
-			// no report could name. Ignored, and said once per key.
-			if raw != nil && !f.badKeys[key] {
-				if len(f.badKeys) < 10000 {
-					f.badKeys[key] = true
-				}
-				f.log.Warn("ignoring a placement whose key is not a valid instance id", "key", key, "err", err)
+// apply notifies the nodes a batch of the mirror concerns: after a relist
+// every node, else the old and new node of a moved placement and the nodes
+// running instances of a changed service.
+func (f *Feed) apply(b facts.Batch) {
+	var svcs map[string]bool
+	f.mu.Lock()
+	for _, c := range b.Changes {
+		if id, ok := strings.CutPrefix(c.Key, "placement/instance/"); ok {
+			f.placementChangedLocked(id, c, b.Relist)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(c.Key, "desired/service/"); ok && !b.Relist {
+			svc, _, _ := strings.Cut(rest, "/")
+			if svcs == nil {
+				svcs = map[string]bool{}
 			}
-			return
+			svcs[svc] = true
 		}
-		old := f.placements[id]
-		node := ""
-		if raw != nil {
-			node, _ = facts.StringValue(raw)
+	}
+	if b.Relist {
+		for _, ch := range f.subs {
+			poke(ch)
 		}
-		if old == node {
-			return
+	}
+	f.mu.Unlock()
+	if b.Relist {
+		f.log.Info("listed placements and services", "rev", b.Rev, "changes", len(b.Changes))
+	}
+	if len(svcs) == 0 {
+		return
+	}
+	f.mirror.View(func(r facts.Reader) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for id, svc := range f.instService {
+			if svcs[svc] {
+				f.pokeLocked(placementNode(r, id))
+			}
 		}
-		if old != "" {
-			delete(f.byNode[old], id)
+	})
+}
+
+// placementChangedLocked pokes the nodes a placement change concerns and
+// forgets the service of an instance no longer placed.
+func (f *Feed) placementChangedLocked(id string, c facts.Change, relist bool) {
+	if err := facts.CheckSegment("instance-id", id); err != nil {
+		// Not a placement the scheduler makes: an instance under a key
+		// no report could name. Ignored, and said once per key.
+		if !c.Deleted && !f.badKeys[c.Key] {
+			if len(f.badKeys) < 10000 {
+				f.badKeys[c.Key] = true
+			}
+			f.log.Warn("ignoring a placement whose key is not a valid instance id", "key", c.Key, "err", err)
+		}
+		return
+	}
+	node := ""
+	if !c.Deleted {
+		node, _ = facts.StringValue(c.Value)
+	}
+	if node == "" {
+		delete(f.instService, id)
+		delete(f.lookedUp, id)
+	}
+	if relist {
+		return // every node is poked
+	}
+	if c.PrevKnown {
+		if old, _ := facts.StringValue(c.Prev); old != node {
 			f.pokeLocked(old)
-		}
-		if node == "" {
-			delete(f.placements, id)
-			delete(f.instService, id)
-			delete(f.lookedUp, id)
+		} else {
 			return
 		}
-		f.placements[id] = node
-		if f.byNode[node] == nil {
-			f.byNode[node] = map[string]bool{}
-		}
-		f.byNode[node][id] = true
-		f.pokeLocked(node)
-		return
 	}
-	rest, ok := strings.CutPrefix(key, "desired/service/")
-	if !ok {
-		return
-	}
-	svc, attr, _ := strings.Cut(rest, "/")
-	if raw == nil {
-		if attr == "" {
-			delete(f.services, svc)
-		} else if m := f.services[svc]; m != nil {
-			delete(m, attr)
-		}
-	} else {
-		if f.services[svc] == nil {
-			f.services[svc] = map[string][]byte{}
-		}
-		if attr != "" {
-			f.services[svc][attr] = raw
-		}
-	}
-	if !f.synced {
-		return // a relist pokes everyone at its end
-	}
-	for id, node := range f.placements {
-		if f.instService[id] == svc {
-			f.pokeLocked(node)
-		}
-	}
+	f.pokeLocked(node)
 }
 
 func (f *Feed) pokeLocked(node string) {
@@ -289,22 +283,23 @@ const lookupBatch = 100
 // nothing is retried at most every 5 s, so a placement without a service
 // costs one read per 5 s rather than one per event.
 func (f *Feed) fillServices(ctx context.Context) {
-	f.mu.Lock()
 	var ids []string
 	now := time.Now()
-	for id, node := range f.placements {
-		if _, ok := f.subs[node]; !ok {
-			continue
+	f.mirror.View(func(r facts.Reader) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for node := range f.subs {
+			for _, id := range placedOn(r, f.placement, node) {
+				if _, ok := f.instService[id]; ok {
+					continue
+				}
+				if t, ok := f.lookedUp[id]; ok && now.Sub(t) < 5*time.Second {
+					continue
+				}
+				ids = append(ids, id)
+			}
 		}
-		if _, ok := f.instService[id]; ok {
-			continue
-		}
-		if t, ok := f.lookedUp[id]; ok && now.Sub(t) < 5*time.Second {
-			continue
-		}
-		ids = append(ids, id)
-	}
-	f.mu.Unlock()
+	})
 	for len(ids) > 0 && ctx.Err() == nil {
 		n := min(len(ids), lookupBatch)
 		batch := ids[:n]
@@ -316,21 +311,27 @@ func (f *Feed) fillServices(ctx context.Context) {
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		got, err := f.store.GetMany(gctx, keys)
 		cancel()
-		f.mu.Lock()
-		for i, id := range batch {
-			svc := ""
-			if err == nil && got[i].Value != nil {
-				svc, _ = facts.StringValue(got[i].Value)
+		f.mirror.View(func(r facts.Reader) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for i, id := range batch {
+				svc := ""
+				if err == nil && got[i].Value != nil {
+					svc, _ = facts.StringValue(got[i].Value)
+				}
+				if svc == "" {
+					f.lookedUp[id] = now
+					continue
+				}
+				node := placementNode(r, id)
+				if node == "" {
+					continue // unplaced while it was read: nothing to remember
+				}
+				delete(f.lookedUp, id)
+				f.instService[id] = svc
+				f.pokeLocked(node)
 			}
-			if svc == "" {
-				f.lookedUp[id] = now
-				continue
-			}
-			delete(f.lookedUp, id)
-			f.instService[id] = svc
-			f.pokeLocked(f.placements[id])
-		}
-		f.mu.Unlock()
+		})
 		if err != nil {
 			f.log.Warn("read services of placed instances", "err", err)
 			return
@@ -338,11 +339,5 @@ func (f *Feed) fillServices(ctx context.Context) {
 	}
 }
 
-var errWatchClosed = errors.New("agent: watch channel closed")
-
 // revision is the etcd revision the feed's state is as of.
-func (f *Feed) revision() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.rev
-}
+func (f *Feed) revision() int64 { return f.mirror.Rev() }

@@ -87,11 +87,11 @@ func TestFrozenAgentReplacesItsExpiredLease(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait(); logf.Close() })
 	const node = "frozen-0001"
 	leaseOf := func() int64 {
-		resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
-		if err != nil || len(resp.Kvs) == 0 {
+		f, ok, err := s.Get(context.Background(), facts.Lease(node))
+		if err != nil || !ok {
 			return 0
 		}
-		return resp.Kvs[0].Lease
+		return f.Lease
 	}
 	var first int64
 	waitFor(t, 20*time.Second, func() string {
@@ -145,9 +145,9 @@ func reportStats(ctx context.Context, a *agent.Agent) {
 
 func currentRev(t *testing.T, s *facts.Store) int64 {
 	t.Helper()
-	resp, err := s.Client.Get(context.Background(), "health-check")
+	rev, err := s.Revision(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Header.Revision
+	return rev
 }

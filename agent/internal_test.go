@@ -1,9 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 func TestCacheRoundTripAndCorruption(t *testing.T) {
@@ -237,18 +237,30 @@ func FuzzLoadCache(f *testing.F) {
 // own id, and follows the service: a changed image reaches the instances
 // placed before the change.
 func TestDesiredFollowsServiceChanges(t *testing.T) {
-	f := NewFeed(facts.NewStore(nil, facts.DefaultRoot, facts.Default), nil)
-	f.mu.Lock()
-	f.synced = true
-	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx:1.28"`))
+	s := etcdtest.Start(t).Store(t)
+	writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.28"`)
 	for _, id := range []string{"a8f31", "b0c42"} {
-		f.applyLocked(facts.Placement(id), []byte(`"node-1"`))
-		f.instService[id] = "web"
+		writeRaw(t, s, facts.Placement(id), `"node-1"`, facts.InstanceService(id), `"web"`)
 	}
-	f.mu.Unlock()
+	f := NewFeed(s, nil)
+	f.Subscribe("node-1") // the feed reads the services of subscribed nodes' instances
+	runFeed(t, f)
 	check := func(image string) {
 		t.Helper()
-		got, ok := f.Desired("node-1")
+		var got map[string]Want
+		var ok bool
+		eventually(t, func() string { // the feed follows etcd on its own goroutine
+			got, ok = f.Desired("node-1")
+			for _, w := range got {
+				if w.Spec.Image != image {
+					return "image " + w.Spec.Image + ", want " + image
+				}
+			}
+			if len(got) != 2 {
+				return fmt.Sprintf("%d instances, want 2", len(got))
+			}
+			return ""
+		})
 		if !ok || len(got) != 2 {
 			t.Fatalf("Desired = %v, %v; want two instances", got, ok)
 		}
@@ -259,9 +271,7 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 		}
 	}
 	check("nginx:1.28")
-	f.mu.Lock()
-	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx:1.29"`))
-	f.mu.Unlock()
+	writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.29"`)
 	check("nginx:1.29")
 }
 
@@ -269,15 +279,23 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 // scheduler makes: the feed ignores it and logs it once, however often it
 // is seen (relists, rewrites).
 func TestFeedIgnoresInvalidPlacementKeys(t *testing.T) {
-	var logs bytes.Buffer
-	f := NewFeed(facts.NewStore(nil, facts.DefaultRoot, facts.Default), slog.New(slog.NewTextHandler(&logs, nil)))
-	f.mu.Lock()
-	f.synced = true
-	for range 3 {
-		f.applyLocked("placement/instance/hidden", []byte(`"node-1"`))
+	s := etcdtest.Start(t).Store(t)
+	var logs lockedBuffer
+	f := NewFeed(s, slogTo(&logs))
+	f.Subscribe("node-1")
+	writeRaw(t, s, "placement/instance/hidden", `"node-1"`) // seen by the first list...
+	runFeed(t, f)
+	for range 2 {
+		writeRaw(t, s, "placement/instance/hidden", `"node-1"`) // ...by the watch...
 	}
-	f.applyLocked(facts.Placement("a8f31"), []byte(`"node-1"`))
-	f.mu.Unlock()
+	writeRaw(t, s, facts.Placement("a8f31"), `"node-1"`)
+	f.Resync() // ...and by a relist
+	eventually(t, func() string {
+		if n := strings.Count(logs.String(), "listed placements and services"); n < 2 {
+			return "no relist after Resync"
+		}
+		return ""
+	})
 	got, _ := f.Desired("node-1")
 	if _, ok := got["hidden"]; ok || len(got) != 1 {
 		t.Errorf("Desired = %v, want a8f31 alone", got)

@@ -10,7 +10,6 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestMetricsOnTheirOwnLease checks that reported metrics hang on a short
@@ -39,14 +38,14 @@ func TestMetricsOnTheirOwnLease(t *testing.T) {
 	go func() { m.Run(ctx); close(done) }()
 
 	key := facts.ServiceMetric("web", "cpu", "a0001")
-	var lease clientv3.LeaseID
+	var lease facts.LeaseID
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		resp, err := s.Client.Get(ctx, s.Abs(key))
+		f, ok, err := s.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "0.5" {
-			lease = clientv3.LeaseID(resp.Kvs[0].Lease)
+		if ok && string(f.Value) == "0.5" {
+			lease = facts.LeaseID(f.Lease)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -56,12 +55,12 @@ func TestMetricsOnTheirOwnLease(t *testing.T) {
 	if lease == 0 {
 		t.Fatal("the metric is not on a lease")
 	}
-	ttl, err := s.Client.TimeToLive(ctx, lease)
+	_, granted, err := s.LeaseTTL(ctx, lease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl.GrantedTTL < 1 || ttl.GrantedTTL > 5 {
-		t.Errorf("metrics lease TTL %ds, want a few seconds (3 intervals, at least 5s)", ttl.GrantedTTL)
+	if granted < time.Second || granted > 5*time.Second {
+		t.Errorf("metrics lease TTL %s, want a few seconds (3 intervals, at least 5s)", granted)
 	}
 
 	if err := rt.Stop(ctx, "a0002", 0); err != nil {

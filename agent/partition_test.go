@@ -13,7 +13,6 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // An agent started while etcd is down works from its cache, and once etcd
@@ -140,14 +139,14 @@ func TestLostLeaseIsReplaced(t *testing.T) {
 	s := e.Store(t)
 	fleet, _ := sim.NewFleet(sim.NewConfig())
 	startAgent(t, fastConfig(s, t.TempDir()), simNodes(fleet, "sim-", 3))
-	leaseOf := func(node string) clientv3.LeaseID {
-		resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
-		if err != nil || len(resp.Kvs) == 0 {
+	leaseOf := func(node string) facts.LeaseID {
+		f, ok, err := s.Get(context.Background(), facts.Lease(node))
+		if err != nil || !ok {
 			return 0
 		}
-		return clientv3.LeaseID(resp.Kvs[0].Lease)
+		return facts.LeaseID(f.Lease)
 	}
-	var first clientv3.LeaseID
+	var first facts.LeaseID
 	waitFor(t, 20*time.Second, func() string {
 		if first = leaseOf("sim-0002"); first == 0 {
 			return "no lease"

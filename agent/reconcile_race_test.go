@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // raceRuntime lets a test finish a start while the node lists: its second
@@ -101,19 +102,21 @@ func (r *raceRuntime) startsSoFar() int {
 // that list: the node must neither start the instance again (the runtime
 // refuses: "already has a container") nor report it failed.
 func TestStartFinishingDuringListIsNotAFailure(t *testing.T) {
-	store := facts.NewStore(nil, facts.DefaultRoot, facts.Default)
+	store := etcdtest.Start(t).Store(t)
+	writeRaw(t, store, facts.ServiceAttr("web", "image"), `"nginx"`,
+		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`)
 	a := &Agent{cfg: Config{Store: store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second},
 		feed: NewFeed(store, nil)}
 	rt := &raceRuntime{release: make(chan struct{}), ctrs: map[string]Status{}}
 	n := newNode(a, NodeConfig{ID: "node-1", CPU: 1, Memory: 1 << 30, Architecture: "amd64", Zone: "z1", Runtime: rt})
 	rt.node = n
-	f := a.feed
-	f.mu.Lock()
-	f.synced = true
-	f.applyLocked(facts.ServiceAttr("web", "image"), []byte(`"nginx"`))
-	f.applyLocked(facts.Placement("a8f31"), []byte(`"node-1"`))
-	f.instService["a8f31"] = "web"
-	f.mu.Unlock()
+	runFeed(t, a.feed)
+	eventually(t, func() string {
+		if w := a.feed.desiredOne("node-1", "a8f31"); !w.Ready {
+			return "a8f31 is not ready to start on node-1"
+		}
+		return ""
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestSimScale runs simulated nodes in a child process against an embedded
@@ -66,11 +65,11 @@ func TestSimScale(t *testing.T) {
 	stats := func() childStats { mu.Lock(); defer mu.Unlock(); return last }
 	read := func() int { mu.Lock(); defer mu.Unlock(); return lines }
 	count := func(prefix string) int64 {
-		resp, err := s.Client.Get(context.Background(), s.Abs(prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		n, _, err := s.Count(context.Background(), prefix)
 		if err != nil {
 			return -1
 		}
-		return resp.Count
+		return n
 	}
 
 	t0 := time.Now()

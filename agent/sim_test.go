@@ -14,7 +14,6 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // testLog is quiet unless CCATTLER_TEST_LOG is set.
@@ -156,13 +155,13 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 	})
 	registered := time.Now()
 	leaseIDs := func() map[string]int64 {
-		resp, err := s.Client.Get(context.Background(), s.Abs("lease/node/"), clientv3.WithPrefix())
+		fs, _, err := s.List(context.Background(), "lease/node/", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]int64{}
-		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = kv.Lease
+		for _, f := range fs {
+			out[f.Key] = f.Lease
 		}
 		return out
 	}
@@ -260,7 +259,7 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 	})
 	t.Run("a service with an invalid memory quantity fails its instance with the reason", func(t *testing.T) {
 		// Written raw, past validation, as a broken writer might.
-		if _, err := s.Client.Put(context.Background(), s.Abs(facts.ServiceMemory("bad")), `"12XB"`); err != nil {
+		if _, err := etcdtest.PutRaw(context.Background(), s, facts.ServiceMemory("bad"), `"12XB"`); err != nil {
 			t.Fatal(err)
 		}
 		putService(t, s, "bad", "nginx:1.28")

@@ -12,7 +12,6 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/embedded"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // BenchmarkCommit measures committed keys/s of large plans against the
@@ -51,11 +50,11 @@ func BenchmarkCommit(b *testing.B) {
 			// Each phase ends when the mirror has taken in its writes: the
 			// watch and the mirror are part of what every write costs.
 			drain := func() {
-				resp, err := v.store.Client.Get(v.ctx, "bench-drain")
+				rev, err := v.store.Revision(v.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := v.mirror.WaitRev(v.ctx, resp.Header.Revision); err != nil {
+				if err := v.mirror.WaitRev(v.ctx, rev); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -82,20 +81,20 @@ func BenchmarkCommit(b *testing.B) {
 				engineTime += took
 
 				// The same puts as the engine's, raw: writes and records.
-				var same []clientv3.Op
+				var same []facts.Op
 				for f, fr := range p.Firings {
 					for j, wr := range fr.Writes {
-						same = append(same, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("q%d-%d-%d-%d", benchRun, i, f, j))), string(wr.Value)))
+						same = append(same, facts.Put(facts.EffectiveInstances(fmt.Sprintf("q%d-%d-%d-%d", benchRun, i, f, j)), wr.Value))
 					}
 					id, at := e.ids.Next()
 					rec, _ := encodeRecord(&fr, "bench", "engine-a", at, nil)
-					same = append(same, clientv3.OpPut(v.store.Abs(facts.Event(id)), string(rec)))
+					same = append(same, facts.Put(facts.Event(id), rec))
 				}
 				runtime.GC()
 				start, cpu = time.Now(), cpuTime()
 				for len(same) > 0 {
 					n := min(len(same), cfg.MaxTxnOps/(w+1)*(w+1))
-					if _, err := v.store.Client.Txn(v.ctx).Then(same[:n]...).Commit(); err != nil {
+					if _, err := v.store.Commit(v.ctx, facts.Txn{Ops: same[:n], Checked: true}); err != nil {
 						b.Fatal(err)
 					}
 					same = same[n:]
@@ -107,15 +106,15 @@ func BenchmarkCommit(b *testing.B) {
 
 				runtime.GC()
 				start, cpu = time.Now(), cpuTime()
-				var ops []clientv3.Op
+				var ops []facts.Op
 				flush := func() {
-					if _, err := v.store.Client.Txn(v.ctx).Then(ops...).Commit(); err != nil {
+					if _, err := v.store.Commit(v.ctx, facts.Txn{Ops: ops, Checked: true}); err != nil {
 						b.Fatal(err)
 					}
 					ops = ops[:0]
 				}
 				for f := 0; f < keysPerPlan; f++ {
-					ops = append(ops, clientv3.OpPut(v.store.Abs(facts.EffectiveInstances(fmt.Sprintf("r%d-%d-%d", benchRun, i, f))), string(value)))
+					ops = append(ops, facts.Put(facts.EffectiveInstances(fmt.Sprintf("r%d-%d-%d", benchRun, i, f)), value))
 					if len(ops) == cfg.MaxTxnOps {
 						flush()
 					}

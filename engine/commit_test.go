@@ -14,7 +14,6 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // countPlan has n firings of rule "count", each writing w effective counts.
@@ -201,20 +200,22 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 	t.Parallel()
 	v := newEnv(t)
 	e := v.engine(t, &copyEval{}, testConfig())
-	lease, err := v.store.Client.Grant(v.ctx, 60)
+	lease, err := v.store.Grant(v.ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := "/ccattler-leader/test"
-	resp, err := v.store.Client.Put(v.ctx, key, "engine-a", clientv3.WithLease(lease.ID))
+	// The election key lies beside the root: no fact, so no schema check.
+	rev, err := v.store.WithRoot("/ccattler-leader/").Commit(v.ctx,
+		facts.Txn{Ops: []facts.Op{{Key: "test", Value: []byte("engine-a"), Lease: lease}}, Checked: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm := &term{key: key, rev: resp.Header.Revision}
+	tm := &term{key: key, rev: rev}
 	if err := e.apply(v.ctx, tm, &copyEval{}, countPlan(2, 1)); err != nil {
 		t.Fatalf("apply as leader: %v", err)
 	}
-	if _, err := v.store.Client.Revoke(v.ctx, lease.ID); err != nil {
+	if err := v.store.Revoke(v.ctx, lease); err != nil {
 		t.Fatal(err)
 	}
 	err = e.apply(v.ctx, tm, &copyEval{}, countPlan(4, 2))

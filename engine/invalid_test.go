@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 	"github.com/ccattler/ccattler/rules"
 )
 
@@ -38,7 +39,7 @@ func TestInvalidFactIsAbsentAndRecordedOnce(t *testing.T) {
 	}
 	raw := func(k, val string) {
 		t.Helper()
-		if _, err := v.store.Client.Put(v.ctx, v.store.Abs(k), val); err != nil {
+		if _, err := etcdtest.PutRaw(v.ctx, v.store, k, val); err != nil {
 			t.Fatal(err)
 		}
 	}

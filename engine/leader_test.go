@@ -3,13 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) time.Duration {
@@ -25,14 +24,14 @@ func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) ti
 }
 
 // leaderKeys returns the election keys, oldest first.
-func leaderKeys(t *testing.T, v *env) []*mvccpb.KeyValue {
+func leaderKeys(t *testing.T, v *env) []facts.Fact {
 	t.Helper()
-	resp, err := v.store.Client.Get(v.ctx, "/ccattler-leader/", clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	keys, _, err := v.store.WithRoot("/ccattler-leader/").List(v.ctx, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Kvs
+	sort.Slice(keys, func(i, j int) bool { return keys[i].CreateRevision < keys[j].CreateRevision })
+	return keys
 }
 
 // Two engines: one leads, the other waits. When the leader's session is
@@ -67,11 +66,10 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	// engine-b's key exists since it began to campaign; it leads from the
 	// revision that deletes engine-a's key.
-	rv, err := a.store.Client.Revoke(a.ctx, clientv3.LeaseID(keys[0].Lease))
+	bRev, err := a.store.RevokeAt(a.ctx, facts.LeaseID(keys[0].Lease))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bRev := rv.Header.Revision
 	for i := 2; i <= 6; i++ {
 		a.put(t, facts.ServiceInstances("n"+strconv.Itoa(i)), strconv.Itoa(i))
 	}
@@ -197,7 +195,7 @@ func TestWhileLeading(t *testing.T) {
 		t.Fatal("the leader's guard does not hold during its term")
 	}
 	keys := leaderKeys(t, a)
-	if _, err := a.store.Client.Revoke(a.ctx, clientv3.LeaseID(keys[0].Lease)); err != nil {
+	if err := a.store.Revoke(a.ctx, facts.LeaseID(keys[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // nullEval plans nothing: firings dropped as stale stay dropped.
@@ -138,13 +137,12 @@ func TestRandomPlansKeepInvariants(t *testing.T) {
 // getAt returns key as it was at revision rev (nil: absent).
 func getAt(t *testing.T, v *env, key string, rev int64) *facts.Fact {
 	t.Helper()
-	resp, err := v.store.Client.Get(v.ctx, v.store.Abs(key), clientv3.WithRev(rev))
+	f, ok, err := v.store.GetAt(v.ctx, key, rev)
 	if err != nil {
 		t.Fatalf("get %s at %d: %v", key, rev, err)
 	}
-	if len(resp.Kvs) == 0 {
+	if !ok {
 		return nil
 	}
-	kv := resp.Kvs[0]
-	return &facts.Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
+	return &facts.Fact{Key: key, Value: f.Value, ModRevision: f.ModRevision, CreateRevision: f.CreateRevision}
 }

@@ -58,7 +58,8 @@ func TestRuleSetsAgainstEtcd(t *testing.T) {
 				n++
 				root := fmt.Sprintf("/rt%d/", n) // a fresh tree per test on the shared etcd
 				t.Run(tc.Name, func(t *testing.T) {
-					store := facts.NewStore(client.Client, root, schema)
+					store := client.WithRoot(root)
+					store.Schema = schema
 					runRuleTest(t, store, rs, tc)
 				})
 			}
@@ -160,11 +161,10 @@ func settle(t *testing.T, v *env, e *Engine) {
 		if time.Now().After(deadline) {
 			t.Fatalf("engine did not settle: %+v", e.Stats())
 		}
-		resp, err := v.store.Client.Get(v.ctx, "settle-probe")
+		rev, err := v.store.Revision(v.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rev := resp.Header.Revision
 		if err := v.mirror.WaitRev(v.ctx, rev); err != nil {
 			t.Fatal(err)
 		}

@@ -145,7 +145,7 @@ func TestWatchChanges(t *testing.T) {
 		t.Errorf("changes %+v; want c1 created, updated, deleted", got)
 	}
 
-	if _, err := s.Client.Compact(ctx, got[2].ModRevision); err != nil {
+	if err := etcdtest.Compact(ctx, s, got[2].ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	for r := range s.WatchChanges(ctx, "placement/instance/", start) {

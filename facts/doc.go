@@ -16,9 +16,13 @@
 // conditions. A Mirror lists at revision R, watches from R+1 and relists on
 // compaction, keeping an indexed Table (by key order, fact type, path
 // variable and string value) that readers query through View, and publishing
-// ordered change batches to Subscriptions.
+// ordered change batches to Subscriptions. The engine mirrors the whole
+// root; a node's agent, whose principal may read only some trees, mirrors
+// just those prefixes (NewMirrorOf).
 //
 // Package facts/embedded runs an etcd member in-process for `ccattler
-// server` with no --etcd, and package etcdtest one for tests; facts itself
-// is only a client, so that its readers link no etcd server.
+// server` with no --etcd, and package etcdtest one for tests (with the raw
+// writes, compactions and keyspace watches tests need beside Store's
+// methods); facts itself is only a client, so that its readers link no etcd
+// server.
 package facts

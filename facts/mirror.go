@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,25 +37,34 @@ type Batch struct {
 	Relist  bool
 }
 
-// Mirror is an in-memory copy of every fact under the store's root, kept
-// current by a watch. It lists at revision R, watches from R+1 and applies
-// events in revision order; on compaction or a broken watch it relists and
-// emits the difference, so no change is ever silently missed.
+// Mirror is an in-memory copy of every fact under the store's root (or
+// under some prefixes of it, NewMirrorOf), kept current by a watch. It lists
+// at revision R, watches from R+1 and applies events in revision order; on
+// compaction, a broken watch or a Resync it relists and emits the
+// difference, so no change is ever silently missed.
 //
 // Reads take a consistent view with View; writes happen only in Run.
 type Mirror struct {
 	store  *Store
 	schema *Schema
 	log    *slog.Logger
+	// prefixes are what the mirror lists and watches, relative to the
+	// root, none inside another: [""] for the whole root.
+	prefixes []string
 	// waiting counts batches from the watch waiting for mu to be applied
 	// (Pending): a reader holding a View learns that the world moved on.
 	waiting atomic.Int32
+	resync  chan struct{} // a request to relist (Resync); buffered 1
 
 	mu     sync.RWMutex // guards everything below
 	t      *Table
 	synced bool
-	subs   []*Subscription
-	stats  MirrorStats
+	// revs is, for each prefix, the revision its watch has delivered every
+	// change up to. The table's revision is the lowest of them: the mirror
+	// is current as of it under every prefix.
+	revs  []int64
+	subs  []*Subscription
+	stats MirrorStats
 	// progress asks the running watch to confirm the store's revision (nil
 	// while no watch runs): writes outside the root move the revision
 	// without an event the mirror would see.
@@ -70,30 +80,99 @@ type MirrorStats struct {
 }
 
 // NewMirror returns an empty mirror of the store. Call Run to fill and follow it.
-func NewMirror(s *Store, log *slog.Logger) *Mirror {
+func NewMirror(s *Store, log *slog.Logger) *Mirror { return NewMirrorOf(s, log, "") }
+
+// NewMirrorOf returns an empty mirror of the facts under the given prefixes
+// of the store (relative to the root; "", or none, is all of it), for a
+// principal that may read only those: a node's agent follows
+// placement/instance/ and desired/service/. Each prefix is listed and
+// watched on its own, all at one revision; a prefix inside another given
+// one is dropped. Facts of other prefixes are absent from the mirror, not
+// deleted.
+func NewMirrorOf(s *Store, log *slog.Logger, prefixes ...string) *Mirror {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := NewTable(s.Schema)
 	t.log = log
-	return &Mirror{store: s, schema: s.Schema, log: log, t: t}
+	ps := outermost(prefixes)
+	return &Mirror{store: s, schema: s.Schema, log: log, t: t, prefixes: ps,
+		revs: make([]int64, len(ps)), resync: make(chan struct{}, 1)}
 }
+
+// outermost returns the prefixes sorted, without those inside another:
+// overlapping watches would deliver an event twice.
+func outermost(prefixes []string) []string {
+	ps := append([]string(nil), prefixes...)
+	if len(ps) == 0 {
+		ps = []string{""}
+	}
+	sort.Strings(ps)
+	out := ps[:0]
+	for _, p := range ps {
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue // sorted: a prefix of p comes before it
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Prefixes returns what the mirror follows, relative to the root ([""]: all of it).
+func (m *Mirror) Prefixes() []string { return append([]string(nil), m.prefixes...) }
 
 // Sync lists every fact once, so that the mirror is current as of now. Run
 // calls it; call it first when the caller needs the facts before going on.
+// Each prefix is read at the revision of the first, so that the mirror
+// holds one revision of the store.
 func (m *Mirror) Sync(ctx context.Context) error {
-	facts, rev, err := m.store.List(ctx, "", 0)
-	if err != nil {
-		return err
+	var all []Fact
+	var rev int64
+	for _, p := range m.prefixes {
+		fs, r, err := m.store.List(ctx, p, rev)
+		if err != nil {
+			return m.prefixErr("list", p, err)
+		}
+		rev = r
+		all = append(all, fs...)
 	}
-	m.applyRelist(facts, rev)
+	m.applyRelist(all, rev)
 	return nil
+}
+
+// prefixErr says which prefix failed, and, when etcd refused, that the
+// principal may not read it: a mirror of prefixes a principal's grants do
+// not cover can never sync.
+func (m *Mirror) prefixErr(op, prefix string, err error) error {
+	if isDenied(err) {
+		return fmt.Errorf("mirror: may not %s %q: the principal's grants (auth/{principal}/rules) do not cover it: %w", op, prefix, err)
+	}
+	return fmt.Errorf("mirror: %s %q: %w", op, prefix, err)
+}
+
+// isDenied reports whether etcd refused err's request for want of a
+// permission. A refused watch comes back as the text of the server's
+// status (clientv3 makes an error of its cancel reason), not as an
+// EtcdError: that text is matched too.
+func isDenied(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) ||
+		strings.Contains(err.Error(), rpctypes.ErrPermissionDenied.Error())
+}
+
+// Resync asks the running mirror to relist now (e.g. after a reconnect):
+// it emits the difference as after a compaction.
+func (m *Mirror) Resync() {
+	select {
+	case m.resync <- struct{}{}:
+	default:
+	}
 }
 
 // Run keeps the mirror current until ctx is done, and returns ctx.Err().
 // It may be called again after it returns; it resumes from the mirror's revision.
 func (m *Mirror) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
+	const first = 100 * time.Millisecond
+	backoff := first
 	for {
 		if !m.isSynced() {
 			if err := m.Sync(ctx); err != nil {
@@ -108,14 +187,22 @@ func (m *Mirror) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		err := m.watch(ctx)
+		delivered, err := m.watch(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		m.mu.Lock()
 		m.synced = false // the next pass relists and emits the difference
 		m.mu.Unlock()
+		if errors.Is(err, errResync) {
+			continue
+		}
 		m.log.Warn("mirror: watch ended; relisting", "err", err, "rev", m.Rev())
+		if delivered {
+			// A watch that worked for a while broke: a new incident,
+			// not a repeat of the last one.
+			backoff = first
+		}
 		if !Sleep(ctx, backoff) {
 			return ctx.Err()
 		}
@@ -142,13 +229,46 @@ func (m *Mirror) isSynced() bool {
 	return m.synced
 }
 
-var errWatchClosed = errors.New("watch channel closed")
+var (
+	errWatchClosed = errors.New("watch channel closed")
+	errResync      = errors.New("resync requested")
+)
 
-// watch follows the store from the mirror's revision until the watch breaks.
-func (m *Mirror) watch(ctx context.Context) error {
+// prefixResponse is one watch answer of the prefix at index i; closed
+// says its channel closed instead.
+type prefixResponse struct {
+	i      int
+	resp   clientv3.WatchResponse
+	closed bool
+}
+
+// watch follows the store from the mirror's revisions until a watch breaks
+// or a Resync asks for a relist. delivered reports whether any watch
+// answered at all. Every prefix has its own watch, on one stream (one
+// context), so that a progress request reaches them all.
+func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wc := m.store.Watch(wctx, "", m.Rev()+1)
+	in := make(chan prefixResponse)
+	m.mu.RLock()
+	from := append([]int64(nil), m.revs...)
+	m.mu.RUnlock()
+	for i, p := range m.prefixes {
+		wc := m.store.Watch(wctx, p, from[i]+1)
+		go func() {
+			for resp := range wc {
+				select {
+				case in <- prefixResponse{i: i, resp: resp}:
+				case <-wctx.Done():
+					return
+				}
+			}
+			select {
+			case in <- prefixResponse{i: i, closed: true}:
+			case <-wctx.Done():
+			}
+		}()
+	}
 	m.mu.Lock()
 	m.progress = func() { _ = m.store.Client.RequestProgress(clientv3.WithRequireLeader(wctx)) }
 	m.mu.Unlock()
@@ -157,16 +277,29 @@ func (m *Mirror) watch(ctx context.Context) error {
 		m.progress = nil
 		m.mu.Unlock()
 	}()
-	for resp := range wc {
+	for {
+		var pr prefixResponse
+		select {
+		case <-ctx.Done():
+			return delivered, ctx.Err()
+		case <-m.resync:
+			return delivered, errResync
+		case pr = <-in:
+		}
+		p, resp := m.prefixes[pr.i], pr.resp
+		if pr.closed {
+			return delivered, fmt.Errorf("watch %q: %w", p, errWatchClosed)
+		}
 		if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-			return fmt.Errorf("watch from revision %d: compacted at %d", m.Rev()+1, resp.CompactRevision)
+			return delivered, fmt.Errorf("watch %q from revision %d: compacted at %d", p, from[pr.i]+1, resp.CompactRevision)
 		}
 		if err := resp.Err(); err != nil {
-			return err
+			return delivered, m.prefixErr("watch", p, err)
 		}
+		delivered = true
 		if len(resp.Events) == 0 {
 			if resp.IsProgressNotify() {
-				m.advance(resp.Header.Revision)
+				m.advance(pr.i, resp.Header.Revision)
 			}
 			continue
 		}
@@ -179,13 +312,27 @@ func (m *Mirror) watch(ctx context.Context) error {
 			}
 			changes = append(changes, c)
 		}
-		m.applyEvents(changes, resp.Events[len(resp.Events)-1].Kv.ModRevision)
+		m.applyEvents(pr.i, changes, resp.Events[len(resp.Events)-1].Kv.ModRevision)
 	}
-	return errWatchClosed
 }
 
-// applyEvents applies watch events in order.
-func (m *Mirror) applyEvents(changes []Change, rev int64) {
+// setRevLocked records that prefix i's watch has delivered every change up
+// to rev, and moves the table's revision to the lowest of the prefixes'.
+func (m *Mirror) setRevLocked(i int, rev int64) {
+	if rev > m.revs[i] {
+		m.revs[i] = rev
+	}
+	low := m.revs[0]
+	for _, r := range m.revs[1:] {
+		low = min(low, r)
+	}
+	if low > m.t.rev {
+		m.t.rev = low
+	}
+}
+
+// applyEvents applies watch events of prefix i in order.
+func (m *Mirror) applyEvents(i int, changes []Change, rev int64) {
 	m.waiting.Add(1)
 	m.mu.Lock()
 	m.waiting.Add(-1)
@@ -210,9 +357,7 @@ func (m *Mirror) applyEvents(changes []Change, rev int64) {
 		out = append(out, c)
 	}
 	m.stats.Events += int64(len(changes))
-	if rev > m.t.rev {
-		m.t.rev = rev
-	}
+	m.setRevLocked(i, rev)
 	m.publish(Batch{Rev: m.t.rev, Changes: out})
 	m.mu.Unlock()
 }
@@ -246,6 +391,9 @@ func (m *Mirror) applyRelist(facts []Fact, rev int64) {
 		out = append(out, c)
 	}
 	m.t.rev = rev
+	for i := range m.revs {
+		m.revs[i] = rev
+	}
 	m.synced = true
 	m.stats.Relists++
 	m.publish(Batch{Rev: rev, Changes: out, Relist: true})
@@ -261,7 +409,8 @@ func (m *Mirror) publish(b Batch) {
 	}
 }
 
-// Rev is the revision the mirror reflects.
+// Rev is the revision the mirror reflects: it holds every change up to
+// Rev under each prefix it follows (0 until the first list).
 func (m *Mirror) Rev() int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -278,18 +427,16 @@ func (m *Mirror) Stats() (MirrorStats, int) {
 	return st, len(m.t.byKey)
 }
 
-// advance records that the watch has delivered every change up to rev.
-func (m *Mirror) advance(rev int64) {
+// advance records that prefix i's watch has delivered every change up to rev.
+func (m *Mirror) advance(i int, rev int64) {
 	m.mu.Lock()
-	if rev > m.t.rev {
-		m.t.rev = rev
-	}
+	m.setRevLocked(i, rev)
 	m.mu.Unlock()
 }
 
 // WaitRev blocks until the mirror has reached revision rev or ctx is done.
-// When rev was reached by writes outside the root, no event under the root
-// arrives to show it: after a short wait it asks the watch for a progress
+// When rev was reached by writes outside what the mirror follows, no event
+// arrives to show it: after a short wait it asks the watches for a progress
 // notification, which carries the store's revision.
 func (m *Mirror) WaitRev(ctx context.Context, rev int64) error {
 	for i := 1; ; i++ {

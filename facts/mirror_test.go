@@ -19,6 +19,13 @@ import (
 func runMirror(t *testing.T, s *facts.Store) (*facts.Mirror, func()) {
 	t.Helper()
 	m := facts.NewMirror(s, nil)
+	return m, follow(t, m)
+}
+
+// follow syncs m and runs it until the test ends or the returned stop is
+// called (which waits for Run to return).
+func follow(t *testing.T, m *facts.Mirror) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -27,37 +34,13 @@ func runMirror(t *testing.T, s *facts.Store) (*facts.Mirror, func()) {
 	go func() { m.Run(ctx); close(done) }()
 	stop := func() { cancel(); <-done }
 	t.Cleanup(stop)
-	return m, sync.OnceFunc(stop)
+	return sync.OnceFunc(stop)
 }
 
 // assertEqualsStore checks that the mirror holds exactly a fresh list of the store.
 func assertEqualsStore(t *testing.T, m *facts.Mirror, s *facts.Store) {
 	t.Helper()
-	ctx := context.Background()
-	want, rev, err := s.List(ctx, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := m.WaitRev(wctx, rev); err != nil {
-		t.Fatalf("mirror stuck at rev %d, store at %d", m.Rev(), rev)
-	}
-	m.View(func(r facts.Reader) {
-		if r.Len() != len(want) {
-			t.Errorf("mirror has %d facts, store %d", r.Len(), len(want))
-		}
-		for _, f := range want {
-			got, ok := r.Get(f.Key)
-			if !ok {
-				t.Errorf("mirror lacks %s", f.Key)
-				continue
-			}
-			if string(got.Value) != string(f.Value) || got.ModRevision != f.ModRevision || got.CreateRevision != f.CreateRevision {
-				t.Errorf("%s: mirror %s@%d/%d, store %s@%d/%d", f.Key, got.Value, got.ModRevision, got.CreateRevision, f.Value, f.ModRevision, f.CreateRevision)
-			}
-		}
-	})
+	assertMirrorsPrefixes(t, m, s, "")
 }
 
 func put(t *testing.T, s *facts.Store, kv ...string) int64 {
@@ -232,7 +215,7 @@ func TestMirrorRelistsAfterCompaction(t *testing.T) {
 	put(t, s, facts.InstanceState("ccccc"), `"pending"`)
 	rev := put(t, s, facts.InstanceState("ccccc"), `"running"`)
 	// ...and the history it would need is compacted away.
-	if _, err := s.Client.Compact(context.Background(), rev, clientRequireSync()...); err != nil {
+	if err := etcdtest.Compact(context.Background(), s, rev); err != nil {
 		t.Fatal(err)
 	}
 
@@ -241,18 +224,7 @@ func TestMirrorRelistsAfterCompaction(t *testing.T) {
 	go m.Run(ctx)
 	assertEqualsStore(t, m, s)
 
-	got := map[string]string{}
-	relisted := false
-	for _, b := range sub.Take() {
-		relisted = relisted || b.Relist
-		for _, c := range b.Changes {
-			if c.Deleted {
-				got[c.Key] = "deleted"
-			} else {
-				got[c.Key] = string(c.Value)
-			}
-		}
-	}
+	got, relisted := batchKeys(sub.Take())
 	want := map[string]string{
 		facts.InstanceState("aaaaa"): "deleted",
 		facts.InstanceState("bbbbb"): `"failed"`,
@@ -297,7 +269,7 @@ func TestMirrorTypesPluginFacts(t *testing.T) {
 	s := e.Store(t)
 	m, _ := runMirror(t, s)
 	// A fact of an unregistered type is kept, untyped...
-	if _, err := s.Client.Put(context.Background(), s.Abs("observed/node/n1/capacity/gpu"), "2"); err != nil {
+	if _, err := etcdtest.PutRaw(context.Background(), s, "observed/node/n1/capacity/gpu", "2"); err != nil {
 		t.Fatal(err)
 	}
 	reg := facts.EncodeRegistration(facts.Registration{Key: "observed/node/{node-id}/capacity/gpu", Type: "int"})
@@ -378,7 +350,7 @@ func TestMirrorMarksInvalidFacts(t *testing.T) {
 	ctx := context.Background()
 	raw := func(k, v string) {
 		t.Helper()
-		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil {
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,6 +38,10 @@ type Fact struct {
 // Store is a thin layer over an etcd client that keeps every key under Root
 // and validates every value it writes against Schema.
 type Store struct {
+	// Client is the etcd connection, for facts and its packages only
+	// (access manages etcd's users and roles with it, etcdtest writes past
+	// the schema): the rest of the project acts through Store's methods
+	// (TestOnlyFactsImportsTheEtcdClient).
 	Client *clientv3.Client
 	Root   string
 	Schema *Schema

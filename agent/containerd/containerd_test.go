@@ -596,20 +596,20 @@ func TestContainerdAgent(t *testing.T) {
 }
 
 func leaseOf(t *testing.T, s *facts.Store, node string) int64 {
-	resp, err := s.Client.Get(context.Background(), s.Abs(facts.Lease(node)))
-	if err != nil || len(resp.Kvs) == 0 {
+	f, ok, err := s.Get(context.Background(), facts.Lease(node))
+	if err != nil || !ok {
 		return 0
 	}
-	return resp.Kvs[0].Lease
+	return f.Lease
 }
 
 func currentRev(t *testing.T, s *facts.Store) int64 {
 	t.Helper()
-	resp, err := s.Client.Get(context.Background(), "health-check")
+	rev, err := s.Revision(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Header.Revision
+	return rev
 }
 
 // raw returns the stored value of key ("" if absent), as written.

@@ -49,7 +49,7 @@ func TestGetJSONShape(t *testing.T) {
 	// As a rogue writer would, unchecked: the typed output shows null and
 	// names the key, never the bad value as data.
 	for k, v := range map[string]string{facts.NodeCapacityMemory("node-2"): `"plenty"`, facts.VolumeSize("data"): `"big"`} {
-		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil {
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil {
 			t.Fatal(err)
 		}
 	}

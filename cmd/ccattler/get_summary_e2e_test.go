@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // fullServices renders the services as get did before summaries, from every
@@ -149,7 +150,7 @@ service "idle" {
 		break
 	}
 	// The sim agent's knob (agent/sim/knobs.go), a type its plugin registers.
-	if _, err := st.Client.Put(ctx, st.Abs("sim/instance/"+id+"/health"), `"unhealthy"`); err != nil {
+	if _, err := etcdtest.PutRaw(ctx, st, "sim/instance/"+id+"/health", `"unhealthy"`); err != nil {
 		t.Fatal(err)
 	}
 	// The health policy replaces it in time (a new instance first): while
@@ -161,7 +162,7 @@ service "idle" {
 
 	// A careless writer breaks web's summary: get reads everything rather
 	// than show it, and the engine repairs it.
-	if _, err := st.Client.Put(ctx, st.Abs(facts.ServiceSummary("web")), `{"running":"many"}`); err != nil {
+	if _, err := etcdtest.PutRaw(ctx, st, facts.ServiceSummary("web"), `{"running":"many"}`); err != nil {
 		t.Fatal(err)
 	}
 	same("get services with web's summary broken", func(map[string]serviceJSON) bool { return true })

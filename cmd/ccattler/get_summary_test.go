@@ -24,7 +24,7 @@ func TestGetServicesSummaryOrFullRead(t *testing.T) {
 	}
 	raw := func(key, value string) {
 		t.Helper()
-		if _, err := s.Client.Put(ctx, s.Abs(key), value); err != nil { // unchecked, as a careless writer
+		if _, err := etcdtest.PutRaw(ctx, s, key, value); err != nil { // unchecked, as a careless writer
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func TestGetServicesSummaryOrFullRead(t *testing.T) {
 	write := func(bump int) {
 		for _, n := range full.ids["desired.service"] {
 			b, _ := json.Marshal(instanceCounts{Running: running[n] + bump, Healthy: healthy[n], Updated: updated[n]})
-			if _, err := s.Client.Put(ctx, s.Abs(facts.ServiceSummary(n)), string(b)); err != nil {
+			if _, err := etcdtest.PutRaw(ctx, s, facts.ServiceSummary(n), string(b)); err != nil {
 				t.Fatal(err)
 			}
 		}

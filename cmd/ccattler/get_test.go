@@ -115,7 +115,7 @@ func TestGetShowsInvalidValues(t *testing.T) {
 		facts.NodeAvailableCPU("node-1"): `4`, facts.ServiceImage("web"): `12345`,
 		facts.DesiredService("web"): `{}`,
 	} {
-		if _, err := s.Client.Put(ctx, s.Abs(k), v); err != nil { // as a rogue writer would, unchecked
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil { // as a rogue writer would, unchecked
 			t.Fatal(err)
 		}
 	}

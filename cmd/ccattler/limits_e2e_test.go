@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // The inputs that used to crash the control plane, through the real
@@ -112,7 +113,7 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		t.Errorf("status after the rejected file: %v; want version %s, no reload", st, v0)
 	}
 
-	cli := srv.dial(t).Client
+	st := srv.dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// 10 MB where a rogue node may write (an instance's report), where an
@@ -124,7 +125,7 @@ func TestHostileInputKeepsServerRunning(t *testing.T) {
 		{"desired/service/rogue", "{}"}, {"desired/service/rogue/instances", "1"},
 		{"intent/user/service/rogue/instances", "1"}, {"desired/service/rogue/image", huge},
 	} {
-		if _, err := cli.Put(ctx, "/ccattler/"+kv[0], kv[1]); err != nil {
+		if _, err := etcdtest.PutRaw(ctx, st, kv[0], kv[1]); err != nil {
 			t.Fatalf("put %d bytes at %s: %v", len(kv[1]), kv[0], err)
 		}
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/etcdtest"
 	"github.com/ccattler/ccattler/facts/pki"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The end-to-end tests run the real binary, built once here, against a real
@@ -229,7 +228,7 @@ func (s *server) admit(t *testing.T, principal string) {
 		st, err := s.dialAs(principal)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err = st.Client.Get(ctx, st.Abs("schema/"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			_, _, err = st.Count(ctx, "schema/")
 			cancel()
 			st.Close()
 			if err == nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Helpers of the operator and auditor tests: a server running the engine,
@@ -209,39 +208,28 @@ func paused(name, src string) string {
 // from a watch over the whole keyspace.
 func writesDuring(t *testing.T, srv *server, fn func()) []string {
 	t.Helper()
-	cli := srv.dial(t).Client
+	st := srv.dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	before, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
+	before, err := st.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fn()
-	after, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
+	after, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := etcdtest.WritesBetween(ctx, st, before, after)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
-	if after.Header.Revision == before.Header.Revision {
-		return nil
-	}
-	wch := cli.Watch(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(before.Header.Revision+1))
-	for rev := before.Header.Revision; rev < after.Header.Revision; {
-		wr, ok := <-wch
-		if !ok || wr.Err() != nil {
-			t.Fatalf("watch of every write: %v", wr.Err())
-		}
-		for _, ev := range wr.Events {
-			rev = ev.Kv.ModRevision
-			if rev > after.Header.Revision {
-				break
-			}
-			k := string(ev.Kv.Key)
-			periodic := k == "/ccattler/observed/clock" ||
-				(strings.HasPrefix(k, "/ccattler/observed/service/") && strings.Contains(k, "/metrics/"))
-			if !periodic {
-				keys = append(keys, k)
-			}
+	for _, k := range all {
+		periodic := k == "/ccattler/observed/clock" ||
+			(strings.HasPrefix(k, "/ccattler/observed/service/") && strings.Contains(k, "/metrics/"))
+		if !periodic {
+			keys = append(keys, k)
 		}
 	}
 	return keys

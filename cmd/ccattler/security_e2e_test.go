@@ -242,6 +242,6 @@ func mustDial(t *testing.T, srv *server, principal string) *facts.Store {
 func putAs(s *facts.Store, key, value string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := s.Client.Put(ctx, s.Abs(key), value)
+	_, err := etcdtest.PutRaw(ctx, s, key, value)
 	return err
 }

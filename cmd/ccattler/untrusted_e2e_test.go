@@ -18,7 +18,6 @@ import (
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Untrusted and broken input through the real binary: every rogue write is
@@ -39,7 +38,7 @@ func TestUntrustedInputEndToEnd(t *testing.T) {
 	rogue := func(kv ...string) {
 		t.Helper()
 		for i := 0; i < len(kv); i += 2 {
-			if _, err := c.store.Client.Put(ctx, c.store.Abs(kv[i]), kv[i+1]); err != nil {
+			if _, err := etcdtest.PutRaw(ctx, c.store, kv[i], kv[i+1]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -54,7 +53,7 @@ func TestUntrustedInputEndToEnd(t *testing.T) {
 		}
 		defer s.Close()
 		for i := 0; i < len(kv); i += 2 {
-			if _, err := s.Client.Put(ctx, s.Abs(kv[i]), kv[i+1]); err != nil {
+			if _, err := etcdtest.PutRaw(ctx, s, kv[i], kv[i+1]); err != nil {
 				t.Fatalf("%s put %s: %v", principal, kv[i], err)
 			}
 		}
@@ -391,11 +390,11 @@ func TestCostlyRuleDoesNotStarveOthersEndToEnd(t *testing.T) {
 		ops = append(ops, fmt.Sprintf("observed/service/noise/metrics/cpu/%05x", i))
 	}
 	// In one transaction: one round meets all 200 bindings.
-	var puts []clientv3.Op
+	var puts []facts.Op
 	for _, k := range ops {
-		puts = append(puts, clientv3.OpPut(c.store.Abs(k), "0.5"))
+		puts = append(puts, facts.Put(k, []byte("0.5")))
 	}
-	if _, err := c.store.Client.Txn(context.Background()).Then(puts...).Commit(); err != nil {
+	if _, err := c.store.Commit(context.Background(), facts.Txn{Ops: puts, Checked: true}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // the costly rule is at work

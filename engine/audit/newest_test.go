@@ -43,7 +43,7 @@ func TestNewestVisitsBackwardsAtOneRevision(t *testing.T) {
 		}
 	}
 	badID, _ := ids.Next()
-	if _, err := s.Client.Put(ctx, s.Abs(facts.Event(badID)), "not json"); err != nil {
+	if _, err := etcdtest.PutRaw(ctx, s, facts.Event(badID), "not json"); err != nil {
 		t.Fatal(err)
 	}
 	all, _, _, err := audit.List(ctx, s, audit.Filter{})

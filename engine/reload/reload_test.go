@@ -253,13 +253,13 @@ func TestRequestAndStatus(t *testing.T) {
 	if err != nil || len(sts) != 0 {
 		t.Errorf("a stopped server's status is still there: %+v %v", sts, err)
 	}
-	raw, err := s.Client.Get(context.Background(), reload.RequestKey(s.Root))
-	if err != nil || len(raw.Kvs) != 1 {
+	raw, ok, err := s.WithRoot(reload.CtlPrefix(s.Root)).Get(context.Background(), "reload")
+	if err != nil || !ok {
 		t.Fatalf("request key: %v", err)
 	}
 	var req reload.Request
-	if err := json.Unmarshal(raw.Kvs[0].Value, &req); err != nil || req.By != "tester@here" {
-		t.Errorf("request %s: %v", raw.Kvs[0].Value, err)
+	if err := json.Unmarshal(raw.Value, &req); err != nil || req.By != "tester@here" {
+		t.Errorf("request %s: %v", raw.Value, err)
 	}
 	if !strings.HasPrefix(reload.RequestKey(s.Root), "/ccattler-ctl/") {
 		t.Errorf("request key %s lies under the fact root", reload.RequestKey(s.Root))
@@ -365,7 +365,7 @@ func TestRequestWatchBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Client.Close()
+	s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	r.Run(ctx)

@@ -3,6 +3,12 @@
 //
 //	e := etcdtest.Start(t)
 //	store := e.Store(t) // a *facts.Store under a fresh root, closed at cleanup
+//
+// StartSecure runs it as `ccattler server` does (TLS, client certificates,
+// etcd auth); Admit gives principals their default grants and dials as one.
+// PutRaw, Compact and WritesBetween act on etcd where Store's methods do
+// not on purpose: a write past the schema, a compaction, every write of the
+// whole keyspace.
 package etcdtest
 
 import (

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// writeRaw writes raw JSON values in one transaction without the schema's
+// check, as a careless or hostile writer could: a key of no valid form too.
+func writeRaw(t testing.TB, s *facts.Store, kv ...string) int64 {
+	t.Helper()
+	var ops []facts.Op
+	for i := 0; i < len(kv); i += 2 {
+		ops = append(ops, facts.Put(kv[i], []byte(kv[i+1])))
+	}
+	rev, err := s.Commit(context.Background(), facts.Txn{Ops: ops, Checked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// runFeed runs f until the test ends (or the returned stop, which waits
+// for Run to return) and waits until it has listed etcd.
+func runFeed(t testing.TB, f *Feed) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { f.Run(ctx) })
+	stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
+	eventually(t, func() string {
+		if _, ok := f.Desired("no-such-node"); !ok {
+			return "the feed has not listed etcd"
+		}
+		return ""
+	})
+	return stop
+}
+
+// eventually polls cond until it returns "" or 30 s pass; the last answer
+// says what was missing.
+func eventually(t testing.TB, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		last := cond()
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: %s", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a log sink written from the feed's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// desiredOn describes what Desired says of node, for comparing with want
+// (instance -> service:image, ":" when the service is not known yet).
+func desiredOn(f *Feed, node string) map[string]string {
+	got, _ := f.Desired(node)
+	out := map[string]string{}
+	for id, w := range got {
+		out[id] = w.Spec.Service + ":" + w.Spec.Image
+	}
+	return out
+}
+
+func fmtMap(m map[string]string) string { return fmt.Sprint(m) }
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// The feed of a node's agent, connected as the node under the role its
+// default rules give it, delivers what is placed on the node and pokes it;
+// after falling behind a compaction it relists and delivers the moves,
+// removals and new placements it missed; a Resync relists again without
+// losing anything.
+func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
+	e := etcdtest.StartSecure(t)
+	root := e.StoreAs(t, access.Root)
+	node := e.Admit(t, []string{"web"}, "node:node-1")
+	writeRaw(t, root,
+		facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
+		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`,
+		facts.Placement("b72c9"), `"node-1"`, facts.InstanceService("b72c9"), `"web"`,
+		facts.Placement("c913d"), `"node-2"`, facts.InstanceService("c913d"), `"web"`)
+	var logs lockedBuffer
+	f := NewFeed(node, slogTo(&logs))
+	notify := f.Subscribe("node-1")
+	stop := runFeed(t, f)
+	want := map[string]string{"a8f31": "web:nginx:1.29", "b72c9": "web:nginx:1.29"}
+	eventually(t, func() string {
+		if got := desiredOn(f, "node-1"); !maps.Equal(got, want) {
+			return "node-1 desires " + fmtMap(got) + ", want " + fmtMap(want)
+		}
+		return ""
+	})
+	if on, known := f.PlacedOn("c913d"); on != "node-2" || !known {
+		t.Errorf("PlacedOn(c913d) = %q, %v; want node-2, true", on, known)
+	}
+
+	stop() // the feed falls behind...
+	writeRaw(t, root, facts.Placement("a8f31"), `"node-2"`, facts.Placement("d0e1f"), `"node-1"`,
+		facts.InstanceService("d0e1f"), `"web"`, facts.ServiceImage("web"), `"nginx:1.30"`)
+	if _, err := root.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("b72c9"))}}); err != nil {
+		t.Fatal(err)
+	}
+	rev := writeRaw(t, root, facts.Placement("c913d"), `"node-1"`)
+	// ...and the history it would need is compacted away.
+	if err := etcdtest.Compact(context.Background(), root, rev); err != nil {
+		t.Fatal(err)
+	}
+	for len(notify) > 0 {
+		<-notify
+	}
+	runFeed(t, f)
+	want = map[string]string{"c913d": "web:nginx:1.30", "d0e1f": "web:nginx:1.30"}
+	eventually(t, func() string {
+		if got := desiredOn(f, "node-1"); !maps.Equal(got, want) {
+			return "after the compaction node-1 desires " + fmtMap(got) + ", want " + fmtMap(want)
+		}
+		return ""
+	})
+	select {
+	case <-notify:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node-1 was not told after the relist")
+	}
+	if on, _ := f.PlacedOn("a8f31"); on != "node-2" {
+		t.Errorf("PlacedOn(a8f31) = %q after the relist, want node-2", on)
+	}
+	if f.revision() < rev {
+		t.Errorf("revision %d after the relist, want at least %d", f.revision(), rev)
+	}
+
+	f.Resync()
+	eventually(t, func() string {
+		if st, _ := f.mirror.Stats(); st.Relists < 3 {
+			return "no relist after Resync"
+		}
+		return ""
+	})
+	if got := desiredOn(f, "node-1"); !maps.Equal(got, want) {
+		t.Errorf("after a resync node-1 desires %s, want %s", fmtMap(got), fmtMap(want))
+	}
+}
+
+// desiredOne is what Desired says of one instance of node.
+func (f *Feed) desiredOne(node, id string) Want {
+	got, _ := f.Desired(node)
+	return got[id]
+}
