@@ -277,7 +277,7 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 		// thousands).
 		e.labels.phase("advance")
 		if len(e.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
-			e.advance(r, changes, e.store.whole)
+			e.advance(r, changes, e.wholeWorthAdjusting(r, changes))
 		} else {
 			clear(e.store.whole)
 		}
