@@ -323,7 +323,7 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 			if _, held := entries[gk]; !held && !whole {
 				return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
 			}
-			members = append(members, member{gk, kb.cloneRoom(len(s.ag.Body.Optional)), append([]Read(nil), reads...), ""}) // contribute binds the optionals
+			members = append(members, member{gk, rd.borrow(kb), append([]Read(nil), reads...), ""}) // contribute binds the optionals on it
 			return true
 		}
 		// The fact does not name its group (the rule's outer values
@@ -419,6 +419,9 @@ func (rd *round) maintainSite(s aggSite, key string, parts []string, kb *binding
 			*rd.touched = append(*rd.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
 		}
 		entries[m.gk] = e
+	}
+	for _, m := range members { // contribute evaluated on them and kept none
+		rd.giveBack(m.b)
 	}
 }
 
