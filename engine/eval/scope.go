@@ -35,7 +35,7 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 		if rd.optionalAndAbsent(sc, bb, &rs) {
 			// Completing the solution pushes its aggregates and lets (and a
 			// fresh id); an aggregate's members push nothing.
-			s := &sol{b: bb.cloneRoom(len(sc.Aggregates) + len(sc.Lets) + 1), reads: append([]Read(nil), rs...)}
+			s := &sol{b: rd.borrow(bb), reads: append([]Read(nil), rs...)}
 			s.key = s.b.key()
 			out = append(out, s)
 		}
@@ -253,8 +253,19 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 		// binds under the same names.
 		b = b.restrict(func(n string) bool { return slices.Contains(ag.Params, n) })
 	}
-	v, exact, s.reads, err = rd.fold(ag, rd.solve(ag.Body, b, nil), s.reads)
+	members := rd.solve(ag.Body, b, nil)
+	v, exact, s.reads, err = rd.fold(ag, members, s.reads)
+	rd.release(members)
 	return v, exact, err
+}
+
+// release hands the bindings of solutions nothing refers to any more back
+// to the round's spares (fold keeps none of its members').
+func (rd *round) release(sols []*sol) {
+	for _, m := range sols {
+		rd.giveBack(m.b)
+		m.b = nil
+	}
 }
 
 // fold computes an aggregate over its members, in order, and appends the

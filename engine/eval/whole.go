@@ -190,11 +190,13 @@ func (rd *round) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState)
 		ms := groups[gk]
 		v, exact, reads, err := rd.fold(ag, ms, nil)
 		if err != nil {
+			rd.release(members)
 			return // not whole: the group computed on its own reports the error
 		}
 		entries[gk] = aggEntry{val: v, reads: reads, exact: exact, outer: outerOf(info, ms[0].b)}
 		rd.adjusted = append(rd.adjusted, aggRef{ag: ag, gk: gk}) // dropped at the round's end
 	}
+	rd.release(members)
 	w.whole = true
 }
 
