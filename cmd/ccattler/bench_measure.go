@@ -119,6 +119,14 @@ func (h *heapSampler) run(ctx context.Context) {
 	}
 }
 
+// gcSettings are the collector's GOGC percent and soft memory limit in
+// force (math.MaxInt64: no limit).
+func gcSettings() (percent, limit int64) {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64()), int64(s[1].Value.Uint64())
+}
+
 // rawPrefix is where the raw put loop writes: outside the fact root, so
 // neither the mirror nor the engine sees it.
 const rawPrefix = "/ccattler-bench-raw/"

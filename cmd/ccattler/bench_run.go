@@ -56,6 +56,7 @@ type bench struct {
 func (b *bench) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	b.res.GCPercent, b.res.MemoryLimitBytes = gcSettings()
 	b.tr = newTracker(b.mirror)
 	go b.tr.run(ctx)
 	if b.f.memProfile != "" {

@@ -74,6 +74,11 @@ func checkBenchJSON(t *testing.T, out string) {
 		}
 		return v
 	}
+	// The server's GOGC, unless the test's environment sets one.
+	gcLo, gcHi := float64(serverGCPercent), float64(serverGCPercent)
+	if os.Getenv("GOGC") != "" {
+		gcLo, gcHi = -1, 1e9
+	}
 	checks := []struct {
 		field  string
 		lo, hi float64
@@ -102,6 +107,8 @@ func checkBenchJSON(t *testing.T, out string) {
 		{"peak_live_heap_bytes", 1 << 20, 1 << 40},
 		{"converge_peak_live_heap_bytes", 1 << 20, 1 << 40},
 		{"converged_live_heap_bytes", 1 << 20, 1 << 40},
+		{"gc_percent", gcLo, gcHi},
+		{"memory_limit_bytes", 1 << 20, 1 << 63},
 	}
 	for _, c := range checks {
 		if v := num(c.field); v < c.lo || v > c.hi {
