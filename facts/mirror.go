@@ -48,8 +48,8 @@ type Batch struct {
 // and lease only. No rule reads a record, the engine and `ccattler why`
 // read records from etcd, and their values were most of the bytes the
 // mirror held (2.4 KB a record against a few bytes for most facts; at
-// 10,000 instances 77 MB of the 80 MB of values). The changes it publishes
-// carry the value as the watch delivered it.
+// 10,000 instances 76 of the 82 MB of keys and values). The changes it
+// publishes carry the value as the watch delivered it.
 type Mirror struct {
 	store  *Store
 	schema *Schema
