@@ -321,7 +321,15 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			}
 			done, doneRev, err := e.committedBefore(ctx, chunk[0])
 			if err != nil {
-				return err
+				// The same transaction again, its ids unchanged: its
+				// guard conflicts again if the earlier attempt did
+				// commit, and the record is read again then.
+				e.log.Warn("engine: cannot read a firing record after a conflict; retrying", "err", err, "retry_in", backoff)
+				if !facts.Sleep(ctx, backoff) {
+					return ctx.Err()
+				}
+				backoff = min(backoff*2, e.cfg.BackoffMax)
+				continue
 			}
 			var stale []string
 			if !done {
@@ -384,8 +392,6 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 	}
 }
 
-// ours reports whether a record is the one this engine wrote for st (and
-// not another writer's that happens to have the same id).
 // committedBefore reports whether an earlier attempt at the chunk st
 // begins committed after all (its record is there and ours), and at which
 // revision. The mirror keeps a firing record's key, not its value
@@ -407,6 +413,8 @@ func (e *Engine) committedBefore(ctx context.Context, st *staged) (bool, int64, 
 	return false, 0, nil
 }
 
+// ours reports whether a record is the one this engine wrote for st (and
+// not another writer's that happens to have the same id).
 func (e *Engine) ours(f facts.Fact, st *staged) bool {
 	var rec facts.EventRecord
 	if json.Unmarshal(f.Value, &rec) != nil {
