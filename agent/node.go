@@ -256,7 +256,11 @@ func (n *node) reconcile(ctx context.Context) {
 		n.stopProbeLocked(id)
 		// A container being created has no task yet: not an exit.
 		if _, placed := n.wants[id]; placed && n.failed[id] == nil && !n.starting[id] && !busy[id] {
-			n.failLocked(id, st.ExitReason, &st.ExitStatus)
+			// The status copied apart: a pointer into st would move every
+			// iteration's copy of a Status (320 bytes) to the heap, and
+			// keep the failed one's there for as long as the failure.
+			exit := st.ExitStatus
+			n.failLocked(id, st.ExitReason, &exit)
 		}
 	}
 	if !live {

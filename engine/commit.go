@@ -319,21 +319,29 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			if err := e.mirror.WaitRev(ctx, rev); err != nil {
 				return err
 			}
-			var done bool
-			var doneRev int64
+			done, doneRev, err := e.committedBefore(ctx, chunk[0])
+			if err != nil {
+				// The same transaction again, its ids unchanged: its
+				// guard conflicts again if the earlier attempt did
+				// commit, and the record is read again then.
+				e.log.Warn("engine: cannot read a firing record after a conflict; retrying", "err", err, "retry_in", backoff)
+				if !facts.Sleep(ctx, backoff) {
+					return ctx.Err()
+				}
+				backoff = min(backoff*2, e.cfg.BackoffMax)
+				continue
+			}
 			var stale []string
-			e.mirror.View(func(r facts.Reader) {
-				if f, ok := r.Get(facts.Event(chunk[0].id)); ok && e.ours(f, chunk[0]) {
-					done, doneRev = true, f.ModRevision // an earlier attempt committed
-					return
-				}
-				for _, st := range chunk {
-					if _, taken := r.Get(facts.Event(st.id)); taken {
-						st.id, st.at = e.ids.Next()
+			if !done {
+				e.mirror.View(func(r facts.Reader) {
+					for _, st := range chunk {
+						if _, taken := r.Get(facts.Event(st.id)); taken {
+							st.id, st.at = e.ids.Next()
+						}
 					}
-				}
-				pending, stale = dropStale(r, run, pending)
-			})
+					pending, stale = dropStale(r, run, pending)
+				})
+			}
 			check = true
 			if done {
 				e.m.committed(chunk, doneRev, 0)
@@ -382,6 +390,27 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 			backoff = min(backoff*2, e.cfg.BackoffMax)
 		}
 	}
+}
+
+// committedBefore reports whether an earlier attempt at the chunk st
+// begins committed after all (its record is there and ours), and at which
+// revision. The mirror keeps a firing record's key, not its value
+// (facts.Mirror), so the record is read from etcd when the mirror has it.
+func (e *Engine) committedBefore(ctx context.Context, st *staged) (bool, int64, error) {
+	key := facts.Event(st.id)
+	var recorded bool
+	e.mirror.View(func(r facts.Reader) { _, recorded = r.Get(key) })
+	if !recorded {
+		return false, 0, nil
+	}
+	f, ok, err := e.store.Get(ctx, key)
+	if err != nil {
+		return false, 0, fmt.Errorf("read the firing record %s after a conflict: %w", key, err)
+	}
+	if ok && e.ours(f, st) {
+		return true, f.ModRevision, nil
+	}
+	return false, 0, nil
 }
 
 // ours reports whether a record is the one this engine wrote for st (and

@@ -276,25 +276,40 @@ func relisted(batches []facts.Batch) bool {
 
 // merge flattens batches into one change per key, the latest, in the order
 // the keys last changed; its Prev is the fact's value before the first.
+// Batches hold tens of thousands of changes while the agents report, so it
+// keeps one small entry per key rather than a copy of every change.
 func merge(batches []facts.Batch) []facts.Change {
-	last := map[string]int{}
-	first := map[string]int{}
-	var all []facts.Change
+	type span struct {
+		last      int // position of the key's last change, over all batches
+		prev      []byte
+		prevKnown bool
+	}
+	n := 0
+	for _, b := range batches {
+		n += len(b.Changes)
+	}
+	keys := make(map[string]span, n)
+	i := 0
 	for _, b := range batches {
 		for _, c := range b.Changes {
-			if _, seen := first[c.Key]; !seen {
-				first[c.Key] = len(all)
+			sp, seen := keys[c.Key]
+			if !seen {
+				sp.prev, sp.prevKnown = c.Prev, c.PrevKnown
 			}
-			last[c.Key] = len(all)
-			all = append(all, c)
+			sp.last = i
+			keys[c.Key] = sp
+			i++
 		}
 	}
-	out := make([]facts.Change, 0, len(last))
-	for i, c := range all {
-		if last[c.Key] == i {
-			f := all[first[c.Key]]
-			c.Prev, c.PrevKnown = f.Prev, f.PrevKnown
-			out = append(out, c)
+	out := make([]facts.Change, 0, len(keys))
+	i = 0
+	for _, b := range batches {
+		for _, c := range b.Changes {
+			if sp := keys[c.Key]; sp.last == i {
+				c.Prev, c.PrevKnown = sp.prev, sp.prevKnown
+				out = append(out, c)
+			}
+			i++
 		}
 	}
 	return out

@@ -79,8 +79,12 @@ func assertMirrorsPrefixes(t *testing.T, m *facts.Mirror, root *facts.Store, pre
 				t.Errorf("mirror lacks %s", f.Key)
 				continue
 			}
-			if string(got.Value) != string(f.Value) || got.ModRevision != f.ModRevision || got.CreateRevision != f.CreateRevision {
-				t.Errorf("%s: mirror %s@%d/%d, store %s@%d/%d", f.Key, got.Value, got.ModRevision, got.CreateRevision, f.Value, f.ModRevision, f.CreateRevision)
+			value := f.Value
+			if strings.HasPrefix(f.Key, facts.Event("")) {
+				value = nil // a firing record is kept without its value
+			}
+			if string(got.Value) != string(value) || got.ModRevision != f.ModRevision || got.CreateRevision != f.CreateRevision {
+				t.Errorf("%s: mirror %s@%d/%d, store %s@%d/%d", f.Key, got.Value, got.ModRevision, got.CreateRevision, value, f.ModRevision, f.CreateRevision)
 			}
 		}
 	})

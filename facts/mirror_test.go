@@ -200,6 +200,77 @@ func TestMirrorConcurrentWriters(t *testing.T) {
 	})
 }
 
+// TestMirrorKeepsRecordsWithoutValues: a firing record is in the mirror
+// with its key and revisions but not its value, which no rule reads and
+// which was most of the mirror's bytes; every other fact keeps its value,
+// and the changes published, those of a relist too, carry the record's.
+func TestMirrorKeepsRecordsWithoutValues(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	rec := `{"rule":"place","kind":"derive","reads":[{"key":"desired/service/web/instances","rev":7}],"time":"2026-12-01T21:00:00Z"}`
+	early, late := facts.Event("20261201T210000.000000001Z-000001"), facts.Event("20261201T210000.000000002Z-000001")
+	put(t, s, early, rec, facts.InstanceState("aaaaa"), `"running"`)
+	m, _ := runMirror(t, s) // lists early
+	sub := m.Subscribe()
+	defer sub.Close()
+	rev := put(t, s, late, rec, facts.InstanceState("bbbbb"), `"pending"`) // watched
+	assertEqualsStore(t, m, s)
+
+	m.View(func(r facts.Reader) {
+		for _, k := range []string{early, late} {
+			f, ok := r.Get(k)
+			if !ok || f.Value != nil || f.ModRevision == 0 || f.Invalid != "" {
+				t.Errorf("%s in the mirror: %+v (present %v), want its revisions without a value", k, f, ok)
+			}
+		}
+		if f, _ := r.Get(late); f.ModRevision != rev {
+			t.Errorf("%s at revision %d, committed at %d", late, f.ModRevision, rev)
+		}
+		if f, _ := r.Get(facts.InstanceState("bbbbb")); string(f.Value) != `"pending"` {
+			t.Errorf("an instance's state lost its value: %q", f.Value)
+		}
+		et, _ := s.Schema.Type("event")
+		if n := r.CountOfType(et); n != 2 {
+			t.Errorf("%d records of type event, want 2 (retention counts them)", n)
+		}
+	})
+	var published string
+	for _, b := range sub.Take() {
+		for _, c := range b.Changes {
+			if c.Key == late {
+				published = string(c.Value)
+			}
+		}
+	}
+	if published != rec {
+		t.Errorf("the watched record was published with %q, want its value %q", published, rec)
+	}
+
+	// A second mirror lists both: its relist batch carries their values.
+	m2 := facts.NewMirror(s, nil)
+	sub2 := m2.Subscribe()
+	defer sub2.Close()
+	if err := m2.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	listed := 0
+	for _, b := range sub2.Take() {
+		for _, c := range b.Changes {
+			if strings.HasPrefix(c.Key, facts.Event("")) && string(c.Value) == rec {
+				listed++
+			}
+		}
+	}
+	if listed != 2 {
+		t.Errorf("a relist published %d records with their values, want 2", listed)
+	}
+	m2.View(func(r facts.Reader) {
+		if f, ok := r.Get(early); !ok || f.Value != nil {
+			t.Errorf("%s after a relist: %+v (present %v), want it without a value", early, f, ok)
+		}
+	})
+}
+
 func TestMirrorRelistsAfterCompaction(t *testing.T) {
 	e := etcdtest.Start(t)
 	s := e.Store(t)

@@ -149,7 +149,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
 	cmd.AddCommand(newBenchWeighCmd())

@@ -58,11 +58,21 @@ type benchResult struct {
 	AgentTxns         int64   `json:"agent_transactions"`
 	CPUSeconds        float64 `json:"cpu_seconds"`
 	CPUNote           string  `json:"cpu_note"`
-	PeakHeapBytes     int64   `json:"peak_heap_bytes"`
-	PeakRSSBytes      int64   `json:"peak_rss_bytes"`
-	Facts             int     `json:"facts"`
-	BytesPerFact      float64 `json:"bytes_per_fact"`           // mirror table, beyond key and value bytes
-	KVBytesPerFact    float64 `json:"key_value_bytes_per_fact"` // the key and value bytes themselves
+	PeakHeapBytes     int64   `json:"peak_heap_bytes"`      // every object, garbage not yet collected included
+	PeakLiveHeapBytes int64   `json:"peak_live_heap_bytes"` // the most a collection found live
+	PeakRSSBytes      int64   `json:"peak_rss_bytes"`       // the whole run, measuring phases included
+	// The same up to convergence, and what a collection finds live once
+	// converged: the control plane's memory, the measurement's aside.
+	ConvergePeakRSSBytes      int64 `json:"converge_peak_rss_bytes"`
+	ConvergePeakLiveHeapBytes int64 `json:"converge_peak_live_heap_bytes"`
+	ConvergedLiveHeapBytes    int64 `json:"converged_live_heap_bytes"`
+	// The collector's settings in force (GOGC, GOMEMLIMIT; cmd/ccattler/gc.go):
+	// the memory figures above are proportional to the first.
+	GCPercent        int64   `json:"gc_percent"`
+	MemoryLimitBytes int64   `json:"memory_limit_bytes"`
+	Facts            int     `json:"facts"`
+	BytesPerFact     float64 `json:"bytes_per_fact"`           // mirror table, beyond key and value bytes
+	KVBytesPerFact   float64 `json:"key_value_bytes_per_fact"` // the key and value bytes themselves
 
 	// Raw etcd baseline, same etcd, same run.
 	RawEtcdKeysPerSecond float64 `json:"raw_etcd_keys_per_second"`
@@ -127,6 +137,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	}
 	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), cpuNote)
 	row("peak heap / RSS", fmt.Sprintf("%s / %s", mib(r.PeakHeapBytes), mib(r.PeakRSSBytes)), "whole process")
+	row("peak live heap", mib(r.PeakLiveHeapBytes), "the most a collection found live")
+	row("collector", fmt.Sprintf("GOGC=%d", r.GCPercent), fmt.Sprintf("soft memory limit %s (set GOGC, GOMEMLIMIT to change them)", mib(r.MemoryLimitBytes)))
+	row("converging: peak RSS / live heap", fmt.Sprintf("%s / %s", mib(r.ConvergePeakRSSBytes), mib(r.ConvergePeakLiveHeapBytes)), fmt.Sprintf("up to convergence; live once converged %s", mib(r.ConvergedLiveHeapBytes)))
 	row("mirror bytes/fact", fmt.Sprintf("%.0f", r.BytesPerFact), fmt.Sprintf("beyond %.0f bytes of key and value; %d facts", r.KVBytesPerFact, r.Facts))
 	if r.Changes > 0 {
 		row("change p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeP50MS, r.ChangeP99MS), fmt.Sprintf("%d health changes, write to endpoint write (max %.2fms)", r.Changes, r.ChangeMaxMS))

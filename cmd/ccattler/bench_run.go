@@ -56,9 +56,15 @@ type bench struct {
 func (b *bench) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	b.res.GCPercent, b.res.MemoryLimitBytes = gcSettings()
 	b.tr = newTracker(b.mirror)
 	go b.tr.run(ctx)
-	go b.heap.run(ctx)
+	if b.f.memProfile != "" {
+		b.heap.profile = b.f.memProfile + ".peak"
+	}
+	hctx, hstop := context.WithCancel(ctx)
+	hdone := make(chan struct{})
+	go func() { defer close(hdone); b.heap.run(hctx) }()
 	defer func() {
 		for _, stop := range b.stops {
 			stop()
@@ -73,7 +79,12 @@ func (b *bench) run(ctx context.Context) error {
 				b.res.EngineProblems[rule] = n
 			}
 		}
-		b.res.PeakHeapBytes = b.heap.peak.Load()
+		hstop()
+		<-hdone
+		b.res.PeakHeapBytes, b.res.PeakLiveHeapBytes = b.heap.peak.Load(), b.heap.peakLive.Load()
+		if b.heap.err != nil {
+			b.log.Error("bench: the peak heap profile", "err", b.heap.err)
+		}
 		b.res.PeakRSSBytes = procStatus("VmHWM")
 	}()
 	if err := b.startNodes(ctx); err != nil {
@@ -87,6 +98,7 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
+	b.res.ConvergedLiveHeapBytes = liveHeap()
 	b.pr.phase("weighing the mirror")
 	var err error
 	if b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts, err = tableOverhead(ctx, b.mirror, b.dir); err != nil {
@@ -203,6 +215,9 @@ func (b *bench) converge(ctx context.Context) error {
 	res.EngineWatchWaitSeconds = (st1.WatchWaitTime - st0.WatchWaitTime).Seconds()
 	res.EngineIdleSeconds = max(0, time.Since(start).Seconds()-res.EngineEvalSeconds-res.EngineApplySeconds-res.EngineWatchWaitSeconds)
 	res.AgentCommitSeconds = (ag1.CommitTime - ag0.CommitTime).Seconds()
+	// Memory as of convergence, before the measuring phases (weighing the
+	// mirror, the raw put loop) add their own: peak RSS only grows.
+	res.ConvergePeakRSSBytes, res.ConvergePeakLiveHeapBytes = procStatus("VmHWM"), b.heap.peakLive.Load()
 	if err != nil {
 		b.tr.read(func(t *tracker) { res.ReadyAtStop, res.EndpointsAtStop = t.ready, len(t.endpoints) })
 		return err
@@ -467,16 +482,21 @@ func benchServices(services, instances int) ([]*spec.Doc, error) {
 }
 
 func writeHeapProfile(path string) error {
+	goruntime.GC()
+	return writeProfileNow(path)
+}
+
+// writeProfileNow writes the heap profile as of the last collection.
+func writeProfileNow(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--memprofile: %w", err)
 	}
-	defer f.Close()
-	goruntime.GC()
 	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
 		return fmt.Errorf("--memprofile: %w", err)
 	}
-	return nil
+	return f.Close()
 }
 
 // secureStores connects as the principals a secure cluster has: user:admin

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,6 +12,7 @@ import (
 // phase included, and checks that the figures are there and make sense.
 func TestBench(t *testing.T) {
 	tiny := []string{"bench", "--nodes", "10", "--instances", "50", "--services", "5", "--changes", "40", "--raw-for", "300ms"}
+	memProfile := filepath.Join(t.TempDir(), "mem.out")
 	cases := []struct {
 		name   string
 		args   []string
@@ -17,7 +20,7 @@ func TestBench(t *testing.T) {
 		stderr string   // in stderr, for a failure
 		stdout []string // in stdout, for a failure
 	}{
-		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m", "--agent-cache")},
+		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m", "--agent-cache", "--memprofile", memProfile)},
 		{name: "phase timeout exits 1, saying how far it got", args: append(append([]string{}, tiny...), "--timeout", "1ms", "-o", "json"), code: 1,
 			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
@@ -47,6 +50,13 @@ func TestBench(t *testing.T) {
 			if !strings.Contains(r.stdout, `"agent_cache": true`) {
 				t.Errorf("--agent-cache is not in the result:\n%s", r.stdout)
 			}
+			// Both heap profiles, once converged and at the peak, are
+			// gzipped pprof protos.
+			for _, p := range []string{memProfile, memProfile + ".peak"} {
+				if b, err := os.ReadFile(p); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+					t.Errorf("--memprofile: %s is not a heap profile (%d bytes, %v)", p, len(b), err)
+				}
+			}
 		})
 	}
 }
@@ -63,6 +73,11 @@ func checkBenchJSON(t *testing.T, out string) {
 			t.Errorf("%s: missing or not a number: %v", k, m[k])
 		}
 		return v
+	}
+	// The server's GOGC, unless the test's environment sets one.
+	gcLo, gcHi := float64(serverGCPercent), float64(serverGCPercent)
+	if os.Getenv("GOGC") != "" {
+		gcLo, gcHi = -1, 1e9
 	}
 	checks := []struct {
 		field  string
@@ -88,11 +103,24 @@ func checkBenchJSON(t *testing.T, out string) {
 		{"recovery_seconds", 10, 120},
 		{"bytes_per_fact", 100, 600}, // weighed alone in a child process: the table's own, about 270
 		{"peak_rss_bytes", 1 << 20, 1 << 40},
+		{"converge_peak_rss_bytes", 1 << 20, 1 << 40},
+		{"peak_live_heap_bytes", 1 << 20, 1 << 40},
+		{"converge_peak_live_heap_bytes", 1 << 20, 1 << 40},
+		{"converged_live_heap_bytes", 1 << 20, 1 << 40},
+		{"gc_percent", gcLo, gcHi},
+		{"memory_limit_bytes", 1 << 20, 1 << 63},
 	}
 	for _, c := range checks {
 		if v := num(c.field); v < c.lo || v > c.hi {
 			t.Errorf("%s = %v, want %v..%v", c.field, v, c.lo, c.hi)
 		}
+	}
+	// Peaks only grow: up to convergence is at most the whole run's.
+	if c, w := num("converge_peak_rss_bytes"), num("peak_rss_bytes"); c > w {
+		t.Errorf("converge_peak_rss_bytes %v > peak_rss_bytes %v", c, w)
+	}
+	if c, w := num("converge_peak_live_heap_bytes"), num("peak_live_heap_bytes"); c > w {
+		t.Errorf("converge_peak_live_heap_bytes %v > peak_live_heap_bytes %v", c, w)
 	}
 	// The first tenth runs before the last one starts: both paces are
 	// positive; the engine's phases fit in the convergence they divide.

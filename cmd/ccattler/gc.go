@@ -13,7 +13,11 @@ import (
 // evaluates (bindings, candidates, plans) over a large live heap (the
 // mirror, kept aggregates): at 10,000 instances the engine's convergence
 // used 21% less CPU at 200 than at Go's default of 100, for a third more
-// memory (policies' BenchmarkConverge).
+// memory (policies' BenchmarkConverge). The whole process's peak RSS
+// follows: `ccattler bench --size medium` peaked at 1.79 GiB with 200,
+// 1.31-1.35 GiB with GOGC=100 and 1.13 GiB with GOMEMLIMIT=1GiB, for 44,
+// 51-66 and 63 CPU seconds (docs/engine.md, Memory). Throughput is the
+// default here; an operator short of memory sets GOGC or GOMEMLIMIT.
 const serverGCPercent = 200
 
 // tuneGC sets the collector for a long-running server: GOGC=200 unless
