@@ -52,6 +52,8 @@ type benchFlags struct {
 	secure       bool
 	roundCost    uint64
 	roundTime    time.Duration
+	scaleTo      int
+	deleteAll    bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -80,6 +82,12 @@ simulated nodes in-process — and measure it:
              leases; time from the leases' expiry until every replacement
              runs and the endpoints are updated, with and without the
              failure policy's 12s grace before a node is unreachable
+  scale-down with --scale-to N: set every service's count to N as
+             ccattler scale does; time until exactly N of each run and
+             every other is stopped without a placement, its stop noted;
+             the transactions the stops went in, rounds, firings by rule
+  delete     with --delete: delete every service as ccattler delete does;
+             the same figures until none is placed or pending
 
 A progress line goes to stderr while it runs; the figures go to stdout as a
 table, or one JSON object with -o json. CPU is the whole process's (etcd,
@@ -137,6 +145,8 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long each phase may take before the bench fails with exit code 1")
 	fl.IntVar(&f.changes, "changes", 1000, "one-fact changes timed in the change phase (0: skip it)")
 	fl.Float64Var(&f.killShare, "kill-share", 0.01, "share of the nodes whose leases are killed in the recovery phase (at least one node)")
+	fl.IntVar(&f.scaleTo, "scale-to", -1, "after the other phases, scale every service to this many instances and time the stops (-1: skip)")
+	fl.BoolVar(&f.deleteAll, "delete", false, "last, delete every service and time until none of their instances is placed or pending")
 	fl.BoolVar(&f.noRecovery, "no-recovery", false, "skip the recovery phase (it waits out the failure policy's 12s grace)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
@@ -213,6 +223,8 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--raw-batch %d: expected 1 to 16000", f.rawBatch)
 	case f.rawFor <= 0:
 		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
+	case f.scaleTo < -1 || f.scaleTo > facts.MaxInstances:
+		return usageError("--scale-to %d: expected -1 (skip) or 0 to %d", f.scaleTo, facts.MaxInstances)
 	}
 	return nil
 }
