@@ -54,6 +54,7 @@ type benchFlags struct {
 	roundTime    time.Duration
 	scaleTo      int
 	deleteAll    bool
+	profilePhase string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -107,7 +108,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 				return usageError("--log-level %q: expected debug, info, warn or error", f.logLevel)
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			if f.cpuProfile != "" {
+			if f.cpuProfile != "" && f.profilePhase == "" {
 				pf, err := os.Create(f.cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
@@ -159,6 +160,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
@@ -223,6 +225,8 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--raw-batch %d: expected 1 to 16000", f.rawBatch)
 	case f.rawFor <= 0:
 		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
+	case f.profilePhase != "" && (f.cpuProfile == "" || (f.profilePhase != "scale-down" && f.profilePhase != "delete")):
+		return usageError("--cpuprofile-phase %q: expected scale-down or delete, with --cpuprofile", f.profilePhase)
 	case f.scaleTo < -1 || f.scaleTo > facts.MaxInstances:
 		return usageError("--scale-to %d: expected -1 (skip) or 0 to %d", f.scaleTo, facts.MaxInstances)
 	}

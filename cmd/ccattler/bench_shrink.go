@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -31,6 +33,10 @@ type shrinkResult struct {
 	EngineFirings    int64            `json:"engine_firings"`
 	FiringsByRule    map[string]int64 `json:"firings_by_rule"`
 	CPUSeconds       float64          `json:"cpu_seconds"`
+	// The engine's time, as in the converge phase's figures.
+	EngineEvalSeconds      float64 `json:"engine_evaluate_seconds"`
+	EngineApplySeconds     float64 `json:"engine_apply_seconds"`
+	EngineWatchWaitSeconds float64 `json:"engine_watch_wait_seconds"`
 }
 
 // scaleDown scales every service to --scale-to and waits until exactly
@@ -40,7 +46,7 @@ func (b *bench) scaleDown(ctx context.Context) error {
 	want := n * b.f.services
 	b.pr.phase("scaling down", func() string { return b.shrinkStatus(want) })
 	done := b.tr.when(func(t *tracker) bool { return t.shrunk(b.f.services, n) })
-	r, err := b.shrink(ctx, done, "scaling down", func() error {
+	r, err := b.shrink(ctx, done, "scale-down", func() error {
 		count := []byte(strconv.Itoa(n))
 		for i := range b.f.services {
 			name := benchServiceName(i)
@@ -64,7 +70,7 @@ func (b *bench) scaleDown(ctx context.Context) error {
 func (b *bench) deleteAll(ctx context.Context) error {
 	b.pr.phase("deleting", func() string { return b.shrinkStatus(0) })
 	done := b.tr.when(func(t *tracker) bool { return t.shrunk(0, 0) })
-	r, err := b.shrink(ctx, done, "deleting the services", func() error {
+	r, err := b.shrink(ctx, done, "delete", func() error {
 		for i := range b.f.services {
 			name := benchServiceName(i)
 			if _, err := spec.Delete(ctx, b.store, spec.KindService, name, spec.Options{Actor: "bench"}); err != nil {
@@ -77,8 +83,20 @@ func (b *bench) deleteAll(ctx context.Context) error {
 	return err
 }
 
-// shrink runs change and waits for done, counting what went on meanwhile.
+// shrink runs change and waits for done, counting what went on meanwhile
+// (and profiling it, with --cpuprofile-phase naming the phase).
 func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, change func() error) (*shrinkResult, error) {
+	if b.f.profilePhase == what {
+		pf, err := os.Create(b.f.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var stopped0 int
 	var stopRevs0 int64
 	b.tr.read(func(t *tracker) { stopped0, stopRevs0 = t.states["stopped"], t.unplacedRevs })
@@ -88,9 +106,21 @@ func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, 
 		return nil, err
 	}
 	snap, err := b.wait(ctx, done, what)
-	st1, cpu1 := b.eng.Stats(), cpuTime()
+	cpu1 := cpuTime()
+	// The engine counts a firing once its commit returns, which may be
+	// after the watch delivered its writes: the counters are read once
+	// the engine has evaluated and committed everything the tracker saw.
+	var seen int64
+	b.tr.read(func(t *tracker) { seen = t.lastRev })
+	for deadline := time.Now().Add(10 * time.Second); err == nil && b.eng.Stats().SettledRev < seen && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st1 := b.eng.Stats()
 	r := &shrinkResult{EngineRounds: st1.Rounds - st0.Rounds, EngineFirings: st1.Firings - st0.Firings,
-		FiringsByRule: firingsSince(st0, st1), CPUSeconds: (cpu1 - cpu0).Seconds()}
+		FiringsByRule: firingsSince(st0, st1), CPUSeconds: (cpu1 - cpu0).Seconds(),
+		EngineEvalSeconds:      (st1.EvalTime - st0.EvalTime).Seconds(),
+		EngineApplySeconds:     (st1.ApplyTime - st0.ApplyTime).Seconds(),
+		EngineWatchWaitSeconds: (st1.WatchWaitTime - st0.WatchWaitTime).Seconds()}
 	b.tr.read(func(t *tracker) {
 		r.Stopped = t.states["stopped"] - stopped0
 		r.StopTransactions = t.unplacedRevs - stopRevs0
