@@ -146,7 +146,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		r    *shrinkResult
 	}{{"scale down", r.ScaleDown}, {"delete", r.Delete}} {
 		if sr.r != nil {
-			row(sr.name, fmt.Sprintf("%.2fs", sr.r.Seconds), fmt.Sprintf("%d stopped; stops in %d transactions; engine %d rounds, %d firings, %.1fs evaluate, %.1fs applying, %.1fs waiting; CPU %.1fs",
+			row(sr.name, fmt.Sprintf("%.2fs", sr.r.Seconds), fmt.Sprintf("%d stopped; a service's stops in at most %d transactions; engine %d rounds, %d firings, %.1fs evaluate, %.1fs applying, %.1fs waiting; CPU %.1fs",
 				sr.r.Stopped, sr.r.StopTransactions, sr.r.EngineRounds, sr.r.EngineFirings, sr.r.EngineEvalSeconds, sr.r.EngineApplySeconds, sr.r.EngineWatchWaitSeconds, sr.r.CPUSeconds))
 		}
 	}

@@ -85,7 +85,7 @@ func TestBenchRemovals(t *testing.T) {
 			t.Errorf("%s: %d stopped and %d stops noted, want %d of each", c.name, c.r.Stopped, c.r.FiringsByRule["note_stopped"], c.stops)
 		}
 		if c.r.StopTransactions < 1 || c.r.StopTransactions > 2 {
-			t.Errorf("%s: stops in %d transactions, want 1 (2 if it met a report in flight)", c.name, c.r.StopTransactions)
+			t.Errorf("%s: a service's stops in %d transactions, want 1 (2 if it met a report in flight)", c.name, c.r.StopTransactions)
 		}
 		if c.r.Seconds <= 0 || c.r.EngineRounds < 1 || c.r.EngineEvalSeconds <= 0 {
 			t.Errorf("%s: %+v: want a positive time, rounds and evaluation", c.name, c.r)

@@ -26,13 +26,14 @@ type tracker struct {
 	ready     int            // instances running and healthy
 	placed    int            // instances with a placement
 	stoppedAt int            // instances with their stop noted (observed/instance/{id}/stopped_at)
-	// Distinct revisions that deleted a placement: the transactions
-	// stops went in.
-	unplacedRevs, lastUnplacedRev int64
-	keys                          int64 // changes seen (puts and deletes)
-	revs                          int64 // distinct revisions seen: transactions under the root
-	lastRev                       int64
-	waiters                       []*waiter
+	// The revisions that deleted a placement, by the instance's service:
+	// the transactions a service's stops went in. Nil until a removal
+	// phase starts counting.
+	unplaced map[string]map[int64]bool
+	keys     int64 // changes seen (puts and deletes)
+	revs     int64 // distinct revisions seen: transactions under the root
+	lastRev  int64
+	waiters  []*waiter
 	// watchKey's latest arrival time (the change phase's write).
 	watchKey string
 	watchAt  time.Time
@@ -141,9 +142,11 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 		case in.node != "" && val == "":
 			t.placed--
 		}
-		if c.Deleted && c.ModRevision != t.lastUnplacedRev {
-			t.unplacedRevs++
-			t.lastUnplacedRev = c.ModRevision
+		if c.Deleted && t.unplaced != nil {
+			if t.unplaced[in.service] == nil {
+				t.unplaced[in.service] = map[int64]bool{}
+			}
+			t.unplaced[in.service][c.ModRevision] = true
 		}
 		in.node = val
 	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && p[3] == "service":
