@@ -2,7 +2,7 @@
 # Restart `ccattler server` on a converged world and measure how long its
 # engine takes to lead and go idle again, and what it writes meanwhile.
 #
-#   cmd/ccattler/testdata/bench-restart.sh [BINARY] [SERVICES] [INSTANCES_EACH]
+#   cmd/ccattler/testdata/bench-restart.sh [BINARY] [SERVICES] [INSTANCES_EACH] [NODES]
 #
 # Defaults: ./ccattler, 1 service of 10000 instances, on 3 simulated nodes
 # (one `ccattler agent --runtime sim` process) with room for all of them.
@@ -15,6 +15,7 @@ set -euo pipefail
 bin=${1:-./ccattler}
 services=${2:-1}
 each=${3:-10000}
+nodes=${4:-3}
 dir=$(mktemp -d /tmp/ccattler-restart-XXXXXX)
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 client=$(port) peer=$(port) admin=$(port)
@@ -42,7 +43,7 @@ cli() { "$bin" --etcd "$etcd" "$@"; }
 
 server
 until cli get nodes >/dev/null 2>&1; do sleep 0.2; done
-"$bin" agent --runtime sim --nodes 3 --node-prefix n- --etcd "$etcd" --state-dir "$dir/sim" \
+"$bin" agent --runtime sim --nodes "$nodes" --node-prefix n- --etcd "$etcd" --state-dir "$dir/sim" \
 	--cpu 100000 --memory 10000Gi --metrics-interval 0 --max-batch 1000 >>"$dir/agent.log" 2>&1 &
 pids+=("$!")
 for i in $(seq 1 "$services"); do
