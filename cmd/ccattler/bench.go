@@ -52,6 +52,9 @@ type benchFlags struct {
 	secure       bool
 	roundCost    uint64
 	roundTime    time.Duration
+	scaleTo      int
+	deleteAll    bool
+	profilePhase string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -80,6 +83,12 @@ simulated nodes in-process — and measure it:
              leases; time from the leases' expiry until every replacement
              runs and the endpoints are updated, with and without the
              failure policy's 12s grace before a node is unreachable
+  scale-down with --scale-to N: set every service's count to N as
+             ccattler scale does; time until exactly N of each run and
+             every other is stopped without a placement, its stop noted;
+             the transactions the stops went in, rounds, firings by rule
+  delete     with --delete: delete every service as ccattler delete does;
+             the same figures until none is placed or pending
 
 A progress line goes to stderr while it runs; the figures go to stdout as a
 table, or one JSON object with -o json. CPU is the whole process's (etcd,
@@ -99,7 +108,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 				return usageError("--log-level %q: expected debug, info, warn or error", f.logLevel)
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			if f.cpuProfile != "" {
+			if f.cpuProfile != "" && f.profilePhase == "" {
 				pf, err := os.Create(f.cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
@@ -137,6 +146,8 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long each phase may take before the bench fails with exit code 1")
 	fl.IntVar(&f.changes, "changes", 1000, "one-fact changes timed in the change phase (0: skip it)")
 	fl.Float64Var(&f.killShare, "kill-share", 0.01, "share of the nodes whose leases are killed in the recovery phase (at least one node)")
+	fl.IntVar(&f.scaleTo, "scale-to", -1, "after the other phases, scale every service to this many instances and time the stops (-1: skip)")
+	fl.BoolVar(&f.deleteAll, "delete", false, "last, delete every service and time until none of their instances is placed or pending")
 	fl.BoolVar(&f.noRecovery, "no-recovery", false, "skip the recovery phase (it waits out the failure policy's 12s grace)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 30*time.Second, "TTL of each simulated node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 100*time.Millisecond, "how long a simulated container takes to start")
@@ -149,6 +160,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
@@ -213,6 +225,10 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--raw-batch %d: expected 1 to 16000", f.rawBatch)
 	case f.rawFor <= 0:
 		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
+	case f.profilePhase != "" && (f.cpuProfile == "" || (f.profilePhase != "scale-down" && f.profilePhase != "delete")):
+		return usageError("--cpuprofile-phase %q: expected scale-down or delete, with --cpuprofile", f.profilePhase)
+	case f.scaleTo < -1 || f.scaleTo > facts.MaxInstances:
+		return usageError("--scale-to %d: expected -1 (skip) or 0 to %d", f.scaleTo, facts.MaxInstances)
 	}
 	return nil
 }

@@ -96,6 +96,10 @@ type benchResult struct {
 	GraceSeconds              float64 `json:"grace_seconds"`
 	RecoveryAfterGraceSeconds float64 `json:"recovery_after_grace_seconds"` // unreachable to replacements running and endpoints updated
 
+	// Removals (--scale-to, --delete); absent when not run.
+	ScaleDown *shrinkResult `json:"scale_down,omitempty"`
+	Delete    *shrinkResult `json:"delete,omitempty"`
+
 	// The engine's own account at the end of the run, for a phase that
 	// did not finish: rule problems by rule, plans abandoned after too many
 	// conflicts, evaluations of everything.
@@ -149,6 +153,15 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		row("recovery", fmt.Sprintf("%.2fs", r.RecoverySeconds), fmt.Sprintf("%d nodes, %d instances lost; from lease expiry, grace included", r.KilledNodes, r.LostInstances))
 		row("  grace", fmt.Sprintf("%.2fs", r.GraceSeconds), "lease expiry to unreachable (failure policy: 12s)")
 		row("  after grace", fmt.Sprintf("%.2fs", r.RecoveryAfterGraceSeconds), "unreachable to replacements running, endpoints updated")
+	}
+	for _, sr := range []struct {
+		name string
+		r    *shrinkResult
+	}{{"scale down", r.ScaleDown}, {"delete", r.Delete}} {
+		if sr.r != nil {
+			row(sr.name, fmt.Sprintf("%.2fs", sr.r.Seconds), fmt.Sprintf("%d stopped; a service's stops in at most %d transactions; engine %d rounds, %d firings, %.1fs evaluate, %.1fs applying, %.1fs waiting; CPU %.1fs",
+				sr.r.Stopped, sr.r.StopTransactions, sr.r.EngineRounds, sr.r.EngineFirings, sr.r.EngineEvalSeconds, sr.r.EngineApplySeconds, sr.r.EngineWatchWaitSeconds, sr.r.CPUSeconds))
+		}
 	}
 	if len(r.EngineProblems) > 0 || r.EngineGaveUp > 0 {
 		row("engine problems", fmt.Sprintf("%v", r.EngineProblems), fmt.Sprintf("%d plans abandoned after conflicts, %d full rounds", r.EngineGaveUp, r.EngineFullRounds))

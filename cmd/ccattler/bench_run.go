@@ -123,6 +123,18 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.f.scaleTo >= 0 {
+		goruntime.GC()
+		if err := b.scaleDown(ctx); err != nil {
+			return err
+		}
+	}
+	if b.f.deleteAll {
+		goruntime.GC()
+		if err := b.deleteAll(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -469,8 +481,8 @@ func benchServices(services, instances int) ([]*spec.Doc, error) {
 			if i < instances%services {
 				n++
 			}
-			fmt.Fprintf(&src, "service \"svc-%05d\" {\n  image = \"nginx:1.28\"\n  instances = %d\n  expose = [8080]\n  resources {\n    cpu = %g\n    memory = \"%dMi\"\n  }\n}\n",
-				i+1, n, benchCPU, benchMemory>>20)
+			fmt.Fprintf(&src, "service \"%s\" {\n  image = \"nginx:1.28\"\n  instances = %d\n  expose = [8080]\n  resources {\n    cpu = %g\n    memory = \"%dMi\"\n  }\n}\n",
+				benchServiceName(i), n, benchCPU, benchMemory>>20)
 		}
 		doc, diags := spec.Decode(spec.Source{Name: fmt.Sprintf("bench-%d.hcl", lo/500+1), Bytes: []byte(src.String())})
 		if diags.HasErrors() {
@@ -480,6 +492,10 @@ func benchServices(services, instances int) ([]*spec.Doc, error) {
 	}
 	return docs, nil
 }
+
+// benchServiceName is the name of the i-th (from 0) service benchServices
+// generates.
+func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i+1) }
 
 func writeHeapProfile(path string) error {
 	goruntime.GC()

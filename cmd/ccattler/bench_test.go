@@ -25,6 +25,8 @@ func TestBench(t *testing.T) {
 			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
+		{name: "scale-to below -1", args: []string{"bench", "--scale-to", "-2"}, code: 2, stderr: "--scale-to -2: expected -1 (skip) or 0 to 10000"},
+		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected scale-down or delete, with --cpuprofile`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +60,49 @@ func TestBench(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchRemovals runs the bench's removal phases at a tiny size: every
+// service scaled from 10 instances to 1, then every service deleted, and
+// checks what they count against what the policies must do: one stop per
+// extra, by stop_placed_extras, then one per remaining instance, by
+// stop_deleted, each stop noted by gc's note_stopped.
+func TestBenchRemovals(t *testing.T) {
+	r := run(t, "bench", "--nodes", "3", "--instances", "50", "--services", "5", "--changes", "0", "--no-recovery",
+		"--raw-for", "300ms", "--scale-to", "1", "--delete", "--timeout", "2m", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, r.stdout)
+	}
+	for _, c := range []struct {
+		name      string
+		r         *shrinkResult
+		rule      string
+		stops     int
+		remaining int
+	}{{"scale_down", res.ScaleDown, "stop_placed_extras", 45, 5}, {"delete", res.Delete, "stop_deleted", 5, 0}} {
+		if c.r == nil {
+			t.Fatalf("%s: missing from the result:\n%s", c.name, r.stdout)
+		}
+		if got := c.r.FiringsByRule[c.rule]; got != int64(c.stops) {
+			t.Errorf("%s: %s fired %d times, want %d (one per stop): %v", c.name, c.rule, got, c.stops, c.r.FiringsByRule)
+		}
+		if c.r.Stopped != c.stops || c.r.FiringsByRule["note_stopped"] != int64(c.stops) {
+			t.Errorf("%s: %d stopped and %d stops noted, want %d of each", c.name, c.r.Stopped, c.r.FiringsByRule["note_stopped"], c.stops)
+		}
+		if c.r.StopTransactions < 1 || c.r.StopTransactions > 2 {
+			t.Errorf("%s: a service's stops in %d transactions, want 1 (2 if it met a report in flight)", c.name, c.r.StopTransactions)
+		}
+		if c.r.Seconds <= 0 || c.r.EngineRounds < 1 || c.r.EngineEvalSeconds <= 0 {
+			t.Errorf("%s: %+v: want a positive time, rounds and evaluation", c.name, c.r)
+		}
+	}
+	if !strings.Contains(r.stderr, "bench: scaling down") || !strings.Contains(r.stderr, "bench: deleting") {
+		t.Errorf("no progress lines for the removal phases:\n%s", r.stderr)
 	}
 }
 

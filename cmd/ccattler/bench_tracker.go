@@ -24,17 +24,24 @@ type tracker struct {
 	nodes     map[string]*benchNode
 	states    map[string]int // instances by state
 	ready     int            // instances running and healthy
-	keys      int64          // changes seen (puts and deletes)
-	revs      int64          // distinct revisions seen: transactions under the root
-	lastRev   int64
-	waiters   []*waiter
+	placed    int            // instances with a placement
+	stoppedAt int            // instances with their stop noted (observed/instance/{id}/stopped_at)
+	// The revisions that deleted a placement, by the instance's service:
+	// the transactions a service's stops went in. Nil until a removal
+	// phase starts counting.
+	unplaced map[string]map[int64]bool
+	keys     int64 // changes seen (puts and deletes)
+	revs     int64 // distinct revisions seen: transactions under the root
+	lastRev  int64
+	waiters  []*waiter
 	// watchKey's latest arrival time (the change phase's write).
 	watchKey string
 	watchAt  time.Time
 }
 
 type benchInst struct {
-	state, health, node string
+	state, health, node, service string
+	stoppedAt                    bool
 }
 
 func (i *benchInst) ready() bool { return i.state == "running" && i.health == "healthy" }
@@ -128,7 +135,32 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 			}
 		}
 	case len(p) == 3 && p[0] == "placement" && p[1] == "instance":
-		t.instance(p[2]).node = val
+		in := t.instance(p[2])
+		switch {
+		case in.node == "" && val != "":
+			t.placed++
+		case in.node != "" && val == "":
+			t.placed--
+		}
+		if c.Deleted && t.unplaced != nil {
+			if t.unplaced[in.service] == nil {
+				t.unplaced[in.service] = map[int64]bool{}
+			}
+			t.unplaced[in.service][c.ModRevision] = true
+		}
+		in.node = val
+	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && p[3] == "service":
+		t.instance(p[2]).service = val
+	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && p[3] == "stopped_at":
+		in := t.instance(p[2])
+		if in.stoppedAt != !c.Deleted {
+			in.stoppedAt = !c.Deleted
+			if in.stoppedAt {
+				t.stoppedAt++
+			} else {
+				t.stoppedAt--
+			}
+		}
 	case len(p) == 4 && p[0] == "endpoint" && p[1] == "service":
 		if c.Deleted {
 			delete(t.endpoints, p[3])
