@@ -47,6 +47,14 @@ func checkSummaries(rs *RuleSet) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, r := range rs.Rules {
 		for _, p := range readPatterns(r) {
+			if p.Type.Name == "event" {
+				rng := p.Range
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Read of a firing record",
+					Detail: fmt.Sprintf("%s %q reads %q: records say why the control plane did what it did, for people (ccattler why, events). No rule may read one: the engine's mirror keeps records without their values, so such a rule would decide otherwise on a server than in its tests. Read the facts the record is about instead.",
+						kindName(r), r.Name, p.Template),
+					Subject: &rng})
+				continue
+			}
 			for _, s := range rs.Rules {
 				if !s.Summary {
 					continue

@@ -62,6 +62,15 @@ func TestSummaryErrors(t *testing.T) {
   }
 }
 `, "Read of a summary", "r.hcl:18:17", "Read the facts it is counted from instead"},
+		{"a rule reads a firing record", `rule "reader" {
+  doc       = "Reads a record."
+  principal = "instances"
+  match { e = "event/{id}" }
+  emit "observed/service/{id}/restart/reason" {
+    value = "'x'"
+  }
+}
+`, "Read of a firing record", "r.hcl:4:15", "the engine's mirror keeps records without their values"},
 		{"a summary reads a summary", countSummary + `summary "second" {
   doc       = "Copies the first."
   principal = "instances"
