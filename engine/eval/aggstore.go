@@ -556,12 +556,6 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*ru
 	rd := e.newRound(r, nil)
 	rd.only = only
 	rd.ov.committed = true
-	if only != nil {
-		// Adjusting an aggregate joins the facts of its own patterns
-		// alone: the changes of other types neither adjust it nor are
-		// read while it is adjusted.
-		changes = e.changesFor(changes, only)
-	}
 	for _, c := range changes {
 		if _, set := rd.ov.w[c.Key]; !set { // a key changed twice held the first change's Prev
 			rd.ov.set(facts.Fact{Key: c.Key, Value: c.Prev})
@@ -606,34 +600,55 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*ru
 // changes costs less to adjust than to compute again, and drops the others:
 // adjusting costs two joins per change of the aggregate's fact types,
 // computing it again one per fact of its smallest type, and as much again
-// in the round that finds it no longer whole (computedOne).
-func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) map[*rules.Aggregate]bool {
+// in the round that finds it no longer whole (computedOne). It returns the
+// changes of the kept aggregates' fact types too: adjusting an aggregate
+// joins the facts of its own patterns alone, so the others neither adjust
+// it nor are read while it is adjusted (unless it has aggregates of its
+// own, which read what they read).
+func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
+	types := make([]*facts.FactType, len(changes))
 	byType := map[*facts.FactType]int{}
-	for _, c := range changes {
+	for i, c := range changes {
 		if k, err := e.rs.Schema.Parse(c.Key); err == nil {
+			types[i] = k.Type
 			byType[k.Type]++
 		}
 	}
 	keep := map[*rules.Aggregate]bool{}
+	read := map[*facts.FactType]bool{}
+	nested := false
 	for ag := range e.store.whole {
 		scan, n := -1, 0
-		seen := map[*facts.FactType]bool{}
+		own := map[*facts.FactType]bool{}
 		for _, p := range ag.Body.Match {
 			if c := r.CountOfType(p.Type); scan < 0 || c < scan {
 				scan = c
 			}
-			if !seen[p.Type] {
-				seen[p.Type] = true
+			if !own[p.Type] {
+				own[p.Type] = true
 				n += byType[p.Type]
 			}
 		}
-		if n <= wholeAdjustFactor*scan {
-			keep[ag] = true
-		} else {
+		if n > wholeAdjustFactor*scan {
 			e.store.notWhole(ag)
+			continue
+		}
+		keep[ag] = true
+		nested = nested || len(ag.Body.Aggregates) > 0
+		for t := range own {
+			read[t] = true
 		}
 	}
-	return keep
+	if nested {
+		return keep, changes
+	}
+	var out []facts.Change
+	for i, c := range changes {
+		if read[types[i]] {
+			out = append(out, c)
+		}
+	}
+	return keep, out
 }
 
 // wholeAdjustFactor: a whole aggregate is adjusted for a batch of up to this
@@ -644,31 +659,6 @@ func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) 
 // aggregate groups, 1 22,910 and unbounded 12,672, against 64,846 with
 // nothing kept whole.
 const wholeAdjustFactor = 2
-
-// changesFor returns the changes of the fact types the aggregates of only
-// have a pattern of.
-func (e *Evaluator) changesFor(changes []facts.Change, only map[*rules.Aggregate]bool) []facts.Change {
-	for ag := range only {
-		if len(ag.Body.Aggregates) > 0 {
-			return changes // adjusting it reads what its own aggregates read
-		}
-	}
-	types := map[*facts.FactType]bool{}
-	for t, sites := range e.aggSites {
-		for _, s := range sites {
-			if only[s.ag] {
-				types[t] = true
-			}
-		}
-	}
-	var out []facts.Change
-	for _, c := range changes {
-		if k, err := e.rs.Schema.Parse(c.Key); err == nil && types[k.Type] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 // listPartial lists a cached group under the values its members name.
 func (s *aggStore) listPartial(ag *rules.Aggregate, info *aggInfo, gk string, outer []outerVal) {

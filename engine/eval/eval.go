@@ -277,7 +277,8 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 		// thousands).
 		e.labels.phase("advance")
 		if len(e.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
-			e.advance(r, changes, e.wholeWorthAdjusting(r, changes))
+			keep, theirs := e.wholeWorthAdjusting(r, changes)
+			e.advance(r, theirs, keep)
 		} else {
 			clear(e.store.whole)
 		}
@@ -324,6 +325,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.carry = nil // an attempt redone for an oscillation carries nothing
 		e.resume = resume
 		rd := e.newRound(r, stopped)
+		e.stats.WholeKept += int64(len(e.store.whole))
 		if attempt > 0 {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 		}
@@ -457,7 +459,6 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		for ag := range e.store.whole {
 			rd.whole[ag] = &wholeState{tried: true, whole: true, kept: true}
 		}
-		e.stats.WholeKept += int64(len(e.store.whole))
 	}
 	for name := range stopped {
 		rd.stopped[name] = true // reported when its oscillation was found
