@@ -8,7 +8,7 @@ import (
 )
 
 // The aggregate store keeps aggregate results across rounds. A round's
-// aggregate cache (aggcache.go) is right for the round's reader and its own
+// aggregate cache (aggadjust.go) is right for the round's reader and its own
 // writes; the store keeps, between rounds, the results that are right for
 // the reader alone, and drops a result as soon as a change could alter it.
 //
@@ -25,7 +25,7 @@ import (
 // When every change says what the fact held before it (Change.PrevKnown,
 // as the mirror's do) and the batch is small (MaxAdjust), kept results are
 // adjusted rather than dropped, as a round adjusts its cache for its own
-// writes (maintain): each change is taken out of the result under the
+// writes (roundAggs.changed): each change is taken out of the result under the
 // state before it and put in under the state after, on an overlay that
 // holds the state before the batch. An adjusted result then depends on
 // what it read and what adjusting it read.
@@ -235,7 +235,7 @@ type aggStore struct {
 	lost  map[depKey]struct{}
 	lostT map[*facts.FactType]struct{}
 	// whole is the aggregates whose every group with a member is held,
-	// right for the reader at rev (whole.go): a group not held has none.
+	// right for the reader at rev (aggwhole.go): a group not held has none.
 	// Their groups have no deps and are in no index: only adjusting keeps
 	// them, so anything that drops results instead drops these whole.
 	whole map[*rules.Aggregate]bool
@@ -479,7 +479,7 @@ func (s *aggStore) notWhole(ag *rules.Aggregate) {
 // wholeEnd records what a round (or an advance) learnt of the store's whole
 // aggregates: those it found not whole any more are dropped. It returns
 // those the round computed whole, for the store to compute again for the
-// reader alone (Evaluator.keepWhole).
+// reader alone (aggregates.keepWhole).
 func (s *aggStore) wholeEnd(whole map[*rules.Aggregate]*wholeState) []*rules.Aggregate {
 	var fresh []*rules.Aggregate
 	for ag, w := range whole {
@@ -513,9 +513,7 @@ func (s *aggStore) compact() {
 // facts (adjustLimit); a larger one drops the results it could
 // alter instead: adjusting costs a join per change and aggregate,
 // recomputing once per group and round, and only for the groups a round
-// asks for. At 10,000 instances a node failure's batch (~400 changes)
-// adjusted takes half the time it takes dropped, and the agents' batches
-// of a few thousand reports cost the same either way.
+// asks for (BENCHMARKS.md, "Evaluator constants").
 const MaxAdjust = 4096
 
 func prevKnown(changes []facts.Change) bool {
@@ -552,9 +550,10 @@ func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool
 // advance adjusts the kept results for each change in turn, from the
 // store's revision to r's (the round's end records it: aggStore.keep):
 // those of every aggregate, or of the aggregates only holds.
-func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*rules.Aggregate]bool) {
-	rd := e.newRound(r, nil)
-	rd.only = only
+func (a *aggregates) advance(r facts.Reader, changes []facts.Change, only map[*rules.Aggregate]bool) {
+	rd := a.e.newRound(r, nil)
+	ra := rd.aggs
+	ra.only = only
 	rd.ov.committed = true
 	for _, c := range changes {
 		if _, set := rd.ov.w[c.Key]; !set { // a key changed twice held the first change's Prev
@@ -562,18 +561,18 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*ru
 		}
 	}
 	var touched []aggRef
-	rd.touched = &touched
+	ra.touched = &touched
 	for _, c := range changes {
 		touched = touched[:0]
-		rd.maintain(c.Key, c.Prev, -1)
+		ra.changed(c.Key, c.Prev, -1)
 		after := c.Fact
 		if c.Deleted {
 			after.Value = nil
 		}
 		rd.ov.set(after)
-		rd.maintain(c.Key, after.Value, +1)
+		ra.changed(c.Key, after.Value, +1)
 		for _, t := range touched { // t.d: what adjusting it read
-			en, ok := e.store.groups[t.ag][t.gk]
+			en, ok := a.store.groups[t.ag][t.gk]
 			if !ok || en.deps == nil || en.deps.tooMany {
 				continue
 			}
@@ -583,16 +582,16 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*ru
 			en.deps.adjusted = true
 			added := en.deps.addNew(t.d)
 			if en.deps.size() > 4*en.deps.base+1024 {
-				delete(e.store.groups[t.ag], t.gk)
+				delete(a.store.groups[t.ag], t.gk)
 				continue
 			}
-			e.store.index(aggRef{t.ag, t.gk, en.deps}, added)
+			a.store.index(aggRef{t.ag, t.gk, en.deps}, added)
 		}
 	}
 	// An aggregate computed whole while adjusting (one a where reads) holds
 	// groups in no index, right only for that moment: dropped.
-	for _, ag := range e.store.wholeEnd(rd.whole) {
-		e.store.notWhole(ag)
+	for _, ag := range a.store.wholeEnd(ra.whole) {
+		a.store.notWhole(ag)
 	}
 }
 
@@ -605,11 +604,11 @@ func (e *Evaluator) advance(r facts.Reader, changes []facts.Change, only map[*ru
 // joins the facts of its own patterns alone, so the others neither adjust
 // it nor are read while it is adjusted (unless it has aggregates of its
 // own, which read what they read).
-func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
+func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
 	types := make([]*facts.FactType, len(changes))
 	byType := map[*facts.FactType]int{}
 	for i, c := range changes {
-		if k, err := e.rs.Schema.Parse(c.Key); err == nil {
+		if k, err := a.e.rs.Schema.Parse(c.Key); err == nil {
 			types[i] = k.Type
 			byType[k.Type]++
 		}
@@ -617,7 +616,7 @@ func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) 
 	keep := map[*rules.Aggregate]bool{}
 	read := map[*facts.FactType]bool{}
 	nested := false
-	for ag := range e.store.whole {
+	for ag := range a.store.whole {
 		scan, n := -1, 0
 		own := map[*facts.FactType]bool{}
 		for _, p := range ag.Body.Match {
@@ -630,7 +629,7 @@ func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) 
 			}
 		}
 		if n > wholeAdjustFactor*scan {
-			e.store.notWhole(ag)
+			a.store.notWhole(ag)
 			continue
 		}
 		keep[ag] = true
@@ -652,12 +651,9 @@ func (e *Evaluator) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) 
 }
 
 // wholeAdjustFactor: a whole aggregate is adjusted for a batch of up to this
-// many changes of its types per fact of its smallest type. Engine alone at
-// 1,000 nodes and 10,000 instances, one round for everything and rounds of
-// 5,000 firings, 1 and 2 allocated 2.66 and 3.20 / 3.15 GB, unbounded 3.23
-// and 3.29 GB; at 3,000 nodes and 30,000 instances, 2 computed 16,617
-// aggregate groups, 1 22,910 and unbounded 12,672, against 64,846 with
-// nothing kept whole.
+// many changes of its types per fact of its smallest type: past it,
+// computing the aggregate again costs less than adjusting it
+// (BENCHMARKS.md, "Evaluator constants").
 const wholeAdjustFactor = 2
 
 // listPartial lists a cached group under the values its members name.

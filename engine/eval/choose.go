@@ -140,12 +140,12 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 // no filter or key computed, and the member reads of those it read.
 func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
 	c := p.c
-	heads := rd.e.headAggs[ch]
+	heads := rd.e.aggs.heads[ch]
 	for i, ag := range ch.Body.Aggregates {
 		if p.reads[i] != nil || !heads[i] {
 			continue
 		}
-		v, rs, err := rd.aggregateOf(ag, c)
+		v, rs, err := rd.aggs.lookup(ag, c)
 		if err != nil {
 			return err
 		}

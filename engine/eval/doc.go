@@ -46,17 +46,22 @@
 //     while it writes no fact of their types; a bounded choice visits a
 //     sample of them, from a start that hashes the binding (sampleStart,
 //     scope.go), so the same binding sees the same sample.
-//   - aggcache.go: aggregates within a round. A group's result is kept
-//     until a write could change it, and the round's own writes adjust
-//     (maintain) the groups their fact joins or leaves instead of dropping
-//     them: placing I instances on N nodes is not I times N.
-//   - aggstore.go: aggregates across rounds, for Continue alone: a result
-//     is kept with every access its computation made to the reader (deps)
-//     and dropped, or for a small batch of changes that say what they
-//     replaced adjusted, when a change falls in one.
-//   - whole.go: an aggregate whose groups are all named by its members is,
-//     after enough groups computed one at a time, computed for every group
-//     in one scan; a group not found then has no member.
+//   - aggregates.go: an aggregate's results, one per group, kept at three
+//     lifetimes behind one narrow interface: a round asks roundAggs.lookup
+//     for a group's result and tells roundAggs.changed of each write;
+//     aggregates.end keeps what the round learnt, aggregates.follow brings
+//     it to the next round's reader with the changes between.
+//     aggadjust.go: within a round, a result is kept until a write could
+//     change it, and the round's own writes adjust the groups their fact
+//     joins or leaves instead of dropping them: placing I instances on N
+//     nodes is not I times N. aggstore.go: across rounds, for Continue
+//     alone, a result is kept with every access its computation made to
+//     the reader (deps) and dropped, or for a small batch of changes that
+//     say what they replaced adjusted, when a change falls in one.
+//     aggwhole.go: an aggregate whose groups are all named by its members
+//     is, after enough groups computed one at a time, computed for every
+//     group in one scan; a group not found then has no member, and it is
+//     kept whole across rounds.
 //   - waiting.go: a rule that fills a hole (schedule writes the placement
 //     its body requires absent) keeps the bindings that found no
 //     candidate, so a change to the candidates evaluates those rather than

@@ -32,7 +32,7 @@ func WithMaxPasses(n int) Option { return func(e *Evaluator) { e.maxPasses = n }
 
 // WithoutAggregateCache recomputes every aggregate every time; tests use it
 // to show that the cache changes nothing but the time.
-func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache = true } }
+func WithoutAggregateCache() Option { return func(e *Evaluator) { e.aggs.off = true } }
 
 // WithMaxAggregateReads sets how many member facts an aggregate lists in a
 // firing's reads (default MaxAggregateReads). Which members are listed when
@@ -41,12 +41,12 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.noAggCache =
 func WithMaxAggregateReads(n int) Option { return func(e *Evaluator) { e.maxAggReads = n } }
 
 // WithWholeAggregates sets when a round computes every group of an
-// aggregate in one scan of its members (whole.go): once the groups it
+// aggregate in one scan of its members (aggwhole.go): once the groups it
 // computed one at a time have visited after facts (0: at the first; < 0:
 // never). By default, once they have visited as many facts as the
 // aggregate's smallest fact type holds.
 func WithWholeAggregates(after int) Option {
-	return func(e *Evaluator) { e.wholeAfter = int64(max(after, -1)) }
+	return func(e *Evaluator) { e.aggs.wholeAfter = int64(max(after, -1)) }
 }
 
 // WithMaxAdjust sets the largest batch of changes Continue adjusts kept
@@ -111,7 +111,7 @@ type Stats struct {
 	AggregateHits   int64 // aggregate groups served from the round's cache or the store
 	Aggregates      int64 // aggregate groups computed
 	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
-	WholeKept       int64 // rounds that began with an aggregate whole from the last (whole.go), by aggregate
+	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -134,15 +134,10 @@ type Evaluator struct {
 	yield       func() bool   // WithYield; nil: never
 	wholeAt     map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats        map[*rules.Pattern]*patInfo
-	aggs        map[*rules.Aggregate]*aggInfo
-	aggSites    map[*facts.FactType][]aggSite
-	headAggs    map[*rules.Choice][]bool // by a choice's aggregate: read by its rule's heads
-	noAggCache  bool
-	wholeAfter  int64         // WithWholeAggregates; wholeAuto by default
+	aggs        *aggregates   // aggregates and the results kept of them (aggregates.go)
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
-	store       *aggStore     // aggregate results kept across rounds (aggstore.go)
 	labels      profileLabels // what a CPU profile says the evaluating goroutine is doing (labels.go)
 	waits       []*waitSet    // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
 	stats       Stats
@@ -151,14 +146,15 @@ type Evaluator struct {
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, wholeAt: map[int]int{}, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
-		wholeAfter: wholeAuto, pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}, store: newAggStore()}
+		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}}
+	e.aggs = newAggregates(e)
 	for _, o := range opts {
 		o(e)
 	}
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
 	e.waits = buildWaits(rs)
-	e.buildAggs(rs)
+	e.aggs.build(rs)
 	for _, r := range rs.Rules {
 		if readsNow(r) {
 			e.timed = append(e.timed, r)
@@ -206,7 +202,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
-	e.store.reset(r.Rev())
+	e.aggs.reset(r.Rev())
 	e.carry, e.resume = nil, 0 // subsumed
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
@@ -221,7 +217,7 @@ func (e *Evaluator) Full(r facts.Reader) Plan {
 // trigger it. The engine calls Tick periodically; rules that do not read
 // now are not evaluated. TimedRules lists them.
 func (e *Evaluator) Tick(r facts.Reader) Plan {
-	e.store.reset(r.Rev()) // not told what changed since the previous call
+	e.aggs.reset(r.Rev()) // not told what changed since the previous call
 	return e.run(r, e.tick)
 }
 
@@ -248,7 +244,7 @@ func (e *Evaluator) TimedRules() []string {
 // (they tell an update from a creation). For a batch that touches most
 // facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
-	e.store.reset(r.Rev()) // not told what changed since the previous call
+	e.aggs.reset(r.Rev()) // not told what changed since the previous call
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
@@ -263,30 +259,7 @@ func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 // (aggstore.go): a change costs what it alters, not what its rules
 // aggregate over.
 func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
-	switch {
-	case e.noAggCache || from < 0 || from != e.store.rev:
-		e.store.reset(r.Rev())
-	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
-		e.labels.phase("advance")
-		e.advance(r, changes, nil)
-	default:
-		// Too large a batch to adjust every kept result for: they are
-		// dropped, but the whole aggregates are adjusted still. Dropped,
-		// they were computed a group at a time again, and whole again, in
-		// every round of a large apply (agents report in batches of
-		// thousands).
-		e.labels.phase("advance")
-		if len(e.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
-			keep, theirs := e.wholeWorthAdjusting(r, changes)
-			e.advance(r, theirs, keep)
-		} else {
-			clear(e.store.whole)
-		}
-		e.store.dropAdjusted()
-		for _, c := range changes {
-			e.store.forget(e.rs.Schema, c.Key, changedValues(c))
-		}
-	}
+	e.aggs.follow(from, r, changes)
 	// The round's end (aggStore.keep) makes the store hold for r.Rev().
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
@@ -301,9 +274,8 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 // adjustLimit is the largest batch Continue adjusts kept results for: the
 // WithMaxAdjust limit, or by default MaxAdjust or an eighth of the facts,
 // whichever is more. Recomputing a dropped result costs its members, and
-// members grow with the cluster while a batch's adjustments do not: at
-// 25,000 instances adjusting the agents' batches of tens of thousands of
-// reports converged 13% faster than dropping, at 10,000 the same.
+// members grow with the cluster while a batch's adjustments do not
+// (BENCHMARKS.md, "Evaluator constants").
 func (e *Evaluator) adjustLimit(r facts.Reader) int {
 	if e.maxAdjust >= 0 {
 		return e.maxAdjust
@@ -325,7 +297,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.carry = nil // an attempt redone for an oscillation carries nothing
 		e.resume = resume
 		rd := e.newRound(r, stopped)
-		e.stats.WholeKept += int64(len(e.store.whole))
+		e.stats.WholeKept += int64(e.aggs.wholeKept())
 		if attempt > 0 {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 		}
@@ -333,21 +305,8 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.labels.phase("dispatch")
 		seed(rd)
 		rd.loop()
-		if !e.noAggCache {
-			e.labels.phase("keep")
-			ws := make([]written, 0, len(rd.ov.w))
-			for k, en := range rd.ov.w {
-				vals := append([]string{}, en.vals...) // every value the round gave it
-				if f, ok := r.Get(k); ok {
-					if v, ok := facts.StringValue(f.Value); ok {
-						vals = append(vals, v) // and the one before
-					}
-				}
-				ws = append(ws, written{k, vals})
-			}
-			e.store.keep(e.rs.Schema, r.Rev(), rd.computed, rd.adjusted, ws, rd.pristine)
-			e.keepWhole(r, e.store.wholeEnd(rd.whole))
-		}
+		e.labels.phase("keep")
+		e.aggs.end(r, rd.aggs)
 		e.labels.clear()
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
@@ -404,22 +363,16 @@ type round struct {
 	drawn      map[string]bool
 	cur        *rules.Rule
 	rejIdx     map[string]int
-	aggCache   map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
-	candMemo   map[*rules.Scope]map[string]candEntry    // choices' candidates (candidates.go)
-	computed   []aggRef                                 // aggregate results computed this round, for the store
-	touched    *[]aggRef                                // when set, maintain lists the results it adjusts here (aggstore.go)
-	only       map[*rules.Aggregate]bool                // when set, maintain adjusts these aggregates alone (aggstore.go)
-	adjusted   []aggRef                                 // results adjusted for the round's writes: not kept
-	pristine   []pristine                               // those of them right for the reader, as they were before (aggstore.go)
-	whole      map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (whole.go)
-	osc        []string                                 // rules found oscillating: the round is redone without them
-	returns    map[string]int                           // by key: how often it came back to an earlier value (commit)
-	oscillated map[string]bool                          // rules stopped for this round as a cycle: their tasks are parked
-	parked     []task                                   // tasks of rules stopped for oscillating: evaluated again next call
-	leftover   []task                                   // bindings of a task cut at the firing budget (body)
-	onSkip     func(s *sol)                             // set by a view's task: a binding its data broke is skipped (body)
-	start      time.Time                                // when the round began (WithRoundBudget)
-	cost       uint64                                   // CEL cost the round has spent (WithRoundBudget)
+	candMemo   map[*rules.Scope]map[string]candEntry // choices' candidates (candidates.go)
+	aggs       *roundAggs                            // the aggregate results the round holds (aggregates.go)
+	osc        []string                              // rules found oscillating: the round is redone without them
+	returns    map[string]int                        // by key: how often it came back to an earlier value (commit)
+	oscillated map[string]bool                       // rules stopped for this round as a cycle: their tasks are parked
+	parked     []task                                // tasks of rules stopped for oscillating: evaluated again next call
+	leftover   []task                                // bindings of a task cut at the firing budget (body)
+	onSkip     func(s *sol)                          // set by a view's task: a binding its data broke is skipped (body)
+	start      time.Time                             // when the round began (WithRoundBudget)
+	cost       uint64                                // CEL cost the round has spent (WithRoundBudget)
 	// What each rule spent of its budget this round, by rule index, the
 	// task running aside (begun at taskStart, with the round at taskCost);
 	// over: spent, its tasks wait for the next call (WithRoundBudget).
@@ -428,11 +381,9 @@ type round struct {
 	over      []bool
 	taskStart time.Time
 	taskCost  uint64
-	// The bindings dispatch and maintain match a changed key into (scratch).
-	dispatchB, maintainB *binding
-	gkBuf                []byte     // the group key aggregateOf looks up
-	keyBuf               []byte     // the task key enqueueKept looks up
-	spares               []*binding // working bindings handed back (borrow)
+	dispatchB *binding   // the binding dispatch matches a changed key into (scratch)
+	keyBuf    []byte     // the task key enqueueKept looks up
+	spares    []*binding // working bindings handed back (borrow)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
@@ -445,20 +396,12 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		fresh:   make([]int, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{}, returns: map[string]int{}, oscillated: map[string]bool{},
-		aggCache: e.store.groups, start: time.Now(),
+		start:    time.Now(),
 		ruleTime: make([]time.Duration, n), ruleCost: make([]uint64, n), over: make([]bool, n)}
 	rd.taskStart = rd.start
-	if e.noAggCache {
-		rd.aggCache = map[*rules.Aggregate]map[string]aggEntry{}
-	}
+	rd.aggs = e.aggs.begin(rd)
 	for i := range rd.queued {
 		rd.queued[i] = map[string]bool{}
-	}
-	if len(e.store.whole) > 0 && !e.noAggCache {
-		rd.whole = make(map[*rules.Aggregate]*wholeState, len(e.store.whole))
-		for ag := range e.store.whole {
-			rd.whole[ag] = &wholeState{tried: true, whole: true, kept: true}
-		}
 	}
 	for name := range stopped {
 		rd.stopped[name] = true // reported when its oscillation was found
@@ -801,12 +744,12 @@ func (rd *round) commit(f Firing) error {
 	}
 	for _, w := range f.Writes {
 		if old, ok, _ := rd.ov.get(w.Key); ok {
-			rd.maintain(w.Key, old.Value, -1)
+			rd.aggs.changed(w.Key, old.Value, -1)
 		} else {
-			rd.maintain(w.Key, nil, -1)
+			rd.aggs.changed(w.Key, nil, -1)
 		}
 		rd.ov.put(w.Key, w.Value)
-		rd.maintain(w.Key, w.Value, +1)
+		rd.aggs.changed(w.Key, w.Value, +1)
 		rd.writers[w.Key] = append(rd.writers[w.Key], f.Rule)
 	}
 	r, _ := rd.e.rs.Rule(f.Rule)

@@ -586,3 +586,54 @@ func (rd *round) joinsWith(r *rules.Rule, kb, b *binding) bool {
 	})
 	return found
 }
+
+// readsNow reports whether time passing can change what the rule does:
+// whether an expression of its conditions, choice or derived values reads now.
+func readsNow(r *rules.Rule) bool {
+	exprs := decisionExprs(r)
+	for _, h := range r.Heads {
+		// An emitted value that reads now stamps the time the action
+		// fires; time passing does not make it fire. A derived value that
+		// reads now is a view of the time and follows it.
+		if h.Kind == rules.Derive {
+			exprs = append(exprs, h.Value)
+		}
+	}
+	for _, x := range exprs {
+		if x != nil && x.AST != nil && idents(x.AST.NativeRep().Expr())[rules.NowVar] {
+			return true
+		}
+	}
+	return false
+}
+
+// decisionExprs lists the expressions that decide whether and how r fires
+// (conditions, lets, aggregates, its choice, its fresh count), not the
+// values its heads write; an absent one is nil.
+func decisionExprs(r *rules.Rule) []*rules.Expr {
+	var exprs []*rules.Expr
+	scope := func(sc *rules.Scope) {
+		for _, ag := range sc.Aggregates {
+			exprs = append(exprs, ag.Where, ag.Of)
+		}
+		for _, l := range sc.Lets {
+			exprs = append(exprs, l.Expr)
+		}
+	}
+	scope(r.Body)
+	exprs = append(exprs, r.When)
+	if ch := r.Choose; ch != nil {
+		scope(ch.Body)
+		exprs = append(exprs, ch.Score, ch.Pick)
+		for _, k := range ch.Order {
+			exprs = append(exprs, k.Expr)
+		}
+		for _, f := range ch.Filters {
+			exprs = append(exprs, f.Expr)
+		}
+	}
+	if r.Fresh != nil {
+		exprs = append(exprs, r.Fresh.Count)
+	}
+	return exprs
+}

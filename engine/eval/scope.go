@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/big"
-	"slices"
 	"sort"
 	"strings"
 
@@ -151,7 +150,7 @@ func (rd *round) complete(sc *rules.Scope, s *sol) error {
 // of what scheduling allocated.
 func (rd *round) completeDeferring(sc *rules.Scope, s *sol, deferred *[][]Read) error {
 	for _, ag := range sc.Aggregates {
-		v, rs, err := rd.aggregateOf(ag, s)
+		v, rs, err := rd.aggs.lookup(ag, s)
 		if err != nil {
 			return err
 		}
@@ -170,93 +169,6 @@ func (rd *round) completeDeferring(sc *rules.Scope, s *sol, deferred *[][]Read) 
 		s.b.push(l.Name, celVal(v))
 	}
 	return nil
-}
-
-// aggregateOf returns the value of an aggregate under s and the member
-// reads it lists, without adding them to s.reads. The reads may be shared
-// with the round's cache: callers copy them, never change them.
-func (rd *round) aggregateOf(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error) {
-	var info *aggInfo
-	var gk string
-	if !rd.e.noAggCache {
-		info = rd.e.aggs[ag]
-		rd.gkBuf = appendGroupKey(rd.gkBuf[:0], info, s.b)
-		if e, ok := rd.aggCache[ag][string(rd.gkBuf)]; ok {
-			rd.e.stats.AggregateHits++
-			if rd.ov.rec != nil {
-				rd.ov.rec.merge(e.deps)
-			}
-			return e.val, e.reads[:min(len(e.reads), rd.e.maxAggReads)], nil
-		}
-		if rd.isWhole(ag) {
-			// A group not held has no member. Its result is the round's
-			// alone, like the held ones computed at once.
-			rd.e.stats.AggregateHits++
-			if rd.ov.rec != nil {
-				rd.ov.rec.merge(nil)
-			}
-			v, _, _, _ := rd.fold(ag, nil, nil) // what a group without members holds
-			return v, nil, nil
-		}
-	}
-	if info != nil {
-		gk = string(rd.gkBuf) // before computing: a nested aggregate reuses the buffer
-	}
-	mark := len(s.reads)
-	parent := rd.ov.rec
-	d := &deps{tooMany: info != nil && info.timed}
-	rd.ov.rec = d
-	rd.e.stats.Aggregates++
-	visited := rd.e.stats.FactsVisited
-	v, exact, err := rd.computeAggregate(ag, s)
-	visited = rd.e.stats.FactsVisited - visited
-	rd.ov.rec = parent
-	if parent != nil {
-		parent.merge(d)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	rs := append([]Read(nil), s.reads[mark:]...)
-	s.reads = s.reads[:mark]
-	if !rd.e.noAggCache {
-		if rd.aggCache[ag] == nil {
-			rd.aggCache[ag] = map[string]aggEntry{}
-		}
-		outer := outerOf(info, s.b)
-		rd.aggCache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outer}
-		if len(info.named) < len(info.group) {
-			rd.e.store.listPartial(ag, info, gk, outer)
-		}
-		rd.computed = append(rd.computed, aggRef{ag, gk, d})
-		rd.computedOne(ag, info, visited)
-	}
-	return v, rs, nil
-}
-
-// MaxAggregateReads bounds, by default (WithMaxAggregateReads), the member
-// facts one aggregate lists in a
-// firing's reads (they are not guarded, only recorded): a count over a
-// thousand instances names 64 of them, not all.
-const MaxAggregateReads = 64
-
-// computeAggregate computes an aggregate under s. A sum of doubles is
-// exact: its members are added as the rationals their binary values are,
-// and the total rounded once (exact, also returned, is how a cached result
-// is adjusted), so that it does not depend on the order of its members,
-// nor on members added and taken out again.
-func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, err error) {
-	var v ref.Val
-	b := s.b
-	if ag.Params != nil {
-		// A shared aggregate's other names are its own, whatever the rule
-		// binds under the same names.
-		b = b.restrict(func(n string) bool { return slices.Contains(ag.Params, n) })
-	}
-	members := rd.solve(ag.Body, b, nil)
-	v, exact, s.reads, err = rd.fold(ag, members, s.reads)
-	rd.release(members)
-	return v, exact, err
 }
 
 // release hands the bindings of solutions nothing refers to any more back
@@ -447,7 +359,7 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 		if ag.Name != name {
 			continue
 		}
-		v, rs, err := l.rd.aggregateOf(ag, l.s)
+		v, rs, err := l.rd.aggs.lookup(ag, l.s)
 		if err != nil {
 			if l.err == nil {
 				l.err = err

@@ -27,7 +27,7 @@ import (
 // of the round.
 //
 // What the round computed at once held its own writes too, and what it
-// read is not recorded: it is dropped at the round's end (rd.adjusted).
+// read is not recorded: it is dropped at the round's end (ra.adjusted).
 // The store then computes the aggregate whole again for the reader alone
 // and keeps it whole (keepWhole, aggStore.whole): its groups are in no
 // index, and only adjusting keeps them, so the next rounds answer every
@@ -70,48 +70,49 @@ func wholeEligible(ag *rules.Aggregate, info *aggInfo) bool {
 }
 
 // isWhole reports whether the round holds every group of ag with a member.
-func (rd *round) isWhole(ag *rules.Aggregate) bool {
-	w := rd.whole[ag]
+func (ra *roundAggs) isWhole(ag *rules.Aggregate) bool {
+	w := ra.whole[ag]
 	return w != nil && w.whole
 }
 
 // keptWhole reports whether ag was whole in the store when the round began
 // and still is: its held groups have no deps, and what the round's own
 // writes adjust in them is restored at its end.
-func (rd *round) keptWhole(ag *rules.Aggregate) bool {
-	w := rd.whole[ag]
+func (ra *roundAggs) keptWhole(ag *rules.Aggregate) bool {
+	w := ra.whole[ag]
 	return w != nil && w.kept && w.whole
 }
 
 // notWhole records that ag lost a group: a group not held may have members.
-func (rd *round) notWhole(ag *rules.Aggregate) {
-	if w := rd.whole[ag]; w != nil {
+func (ra *roundAggs) notWhole(ag *rules.Aggregate) {
+	if w := ra.whole[ag]; w != nil {
 		w.whole = false
 	}
 }
 
 // computedOne counts the facts a group computed on its own visited, and
 // computes ag whole once they reach the limit.
-func (rd *round) computedOne(ag *rules.Aggregate, info *aggInfo, visited int64) {
-	if !info.whole || rd.e.wholeAfter == -1 {
+func (ra *roundAggs) computedOne(ag *rules.Aggregate, info *aggInfo, visited int64) {
+	if !info.whole || ra.a.wholeAfter == -1 {
 		return
 	}
-	w := rd.wholeState(ag)
+	w := ra.wholeState(ag)
 	w.visited += visited
 	if w.tried || w.visited < w.limit {
 		return
 	}
 	w.tried = true
-	rd.computeWhole(ag, info, w)
+	ra.computeWhole(ag, info, w)
 }
 
 // wholeState returns what the round knows of ag's groups.
-func (rd *round) wholeState(ag *rules.Aggregate) *wholeState {
-	if w := rd.whole[ag]; w != nil {
+func (ra *roundAggs) wholeState(ag *rules.Aggregate) *wholeState {
+	rd := ra.rd
+	if w := ra.whole[ag]; w != nil {
 		return w
 	}
-	if rd.whole == nil {
-		rd.whole = map[*rules.Aggregate]*wholeState{}
+	if ra.whole == nil {
+		ra.whole = map[*rules.Aggregate]*wholeState{}
 	}
 	w := &wholeState{limit: -1}
 	for _, p := range ag.Body.Match {
@@ -119,10 +120,10 @@ func (rd *round) wholeState(ag *rules.Aggregate) *wholeState {
 			w.first, w.limit = p, n
 		}
 	}
-	if rd.e.wholeAfter != wholeAuto {
-		w.limit = rd.e.wholeAfter
+	if ra.a.wholeAfter != wholeAuto {
+		w.limit = ra.a.wholeAfter
 	}
-	rd.whole[ag] = w
+	ra.whole[ag] = w
 	return w
 }
 
@@ -130,28 +131,29 @@ func (rd *round) wholeState(ag *rules.Aggregate) *wholeState {
 // computed whole, and keeps them whole in the store: later rounds answer
 // every group of theirs without computing one, and adjusting keeps them
 // (aggStore.whole). What the round computed whole held its own writes too
-// and is dropped (rd.adjusted).
-func (e *Evaluator) keepWhole(r facts.Reader, ags []*rules.Aggregate) {
+// and is dropped (ra.adjusted).
+func (a *aggregates) keepWhole(r facts.Reader, ags []*rules.Aggregate) {
 	if len(ags) == 0 {
 		return
 	}
-	slices.SortFunc(ags, func(a, b *rules.Aggregate) int { return cmp.Compare(e.aggs[a].seq, e.aggs[b].seq) })
-	rd := e.newRound(r, nil)
+	slices.SortFunc(ags, func(x, y *rules.Aggregate) int { return cmp.Compare(a.info[x].seq, a.info[y].seq) })
+	ra := a.e.newRound(r, nil).aggs
 	for _, ag := range ags {
-		delete(e.store.groups, ag) // computed one at a time, in the store's indexes: now in none
-		w := rd.wholeState(ag)
-		rd.computeWhole(ag, e.aggs[ag], w)
+		delete(a.store.groups, ag) // computed one at a time, in the store's indexes: now in none
+		w := ra.wholeState(ag)
+		ra.computeWhole(ag, a.info[ag], w)
 		if !w.whole {
-			delete(e.store.groups, ag)
+			delete(a.store.groups, ag)
 			continue
 		}
-		e.store.whole[ag] = true
+		a.store.whole[ag] = true
 	}
 }
 
 // computeWhole computes every group of ag with a member that the cache does
 // not hold: each fact of the smallest fact type, joined with the rest.
-func (rd *round) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState) {
+func (ra *roundAggs) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState) {
+	rd := ra.rd
 	rd.e.stats.WholeAggregates++
 	parent := rd.ov.rec
 	rd.ov.rec = nil // not kept across rounds: what it reads is not recorded
@@ -178,10 +180,10 @@ func (rd *round) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState)
 		}
 		groups[gk] = append(groups[gk], m)
 	}
-	entries := rd.aggCache[ag]
+	entries := ra.cache[ag]
 	if entries == nil {
 		entries = map[string]aggEntry{}
-		rd.aggCache[ag] = entries
+		ra.cache[ag] = entries
 	}
 	for _, gk := range order {
 		if _, ok := entries[gk]; ok {
@@ -194,7 +196,7 @@ func (rd *round) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState)
 			return // not whole: the group computed on its own reports the error
 		}
 		entries[gk] = aggEntry{val: v, reads: reads, exact: exact, outer: outerOf(info, ms[0].b)}
-		rd.adjusted = append(rd.adjusted, aggRef{ag: ag, gk: gk}) // dropped at the round's end
+		ra.adjusted = append(ra.adjusted, aggRef{ag: ag, gk: gk}) // dropped at the round's end
 	}
 	rd.release(members)
 	w.whole = true
@@ -202,7 +204,8 @@ func (rd *round) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeState)
 
 // emptyGroup is the result of a group without members: what fold gives
 // for none.
-func (rd *round) emptyGroup(ag *rules.Aggregate, info *aggInfo, b *binding) aggEntry {
+func (ra *roundAggs) emptyGroup(ag *rules.Aggregate, info *aggInfo, b *binding) aggEntry {
+	rd := ra.rd
 	v, exact, _, _ := rd.fold(ag, nil, nil)
 	return aggEntry{val: v, exact: exact, outer: outerOf(info, b)}
 }

@@ -1,0 +1,321 @@
+package eval
+
+import (
+	"cmp"
+	"math/big"
+	"slices"
+	"strings"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/traits"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// Adjusting a round's results for its own writes (aggregates.go): a
+// written fact's members are found by joining it with the rest of each
+// aggregate pattern it matches, and taken out of their group's result
+// under the value before the write, put in under the value after.
+
+// changed keeps the cached groups right across a write: it is called
+// with the old value before the write (sign -1) and the new one after it
+// (sign +1). The members the fact adds or removes are found by joining it
+// with the rest of the aggregate's patterns; count and sum are adjusted,
+// min and max take an added member; anything else (a removed min or max, a
+// fact of an optional or absent pattern, a group the fact does not name)
+// drops the cached result, to be recomputed when next needed.
+func (ra *roundAggs) changed(key string, value []byte, sign int) {
+	rd := ra.rd
+	if ra.a.off || (len(ra.cache) == 0 && len(ra.whole) == 0) {
+		return
+	}
+	k, err := rd.e.rs.Schema.Parse(key)
+	if err != nil {
+		return
+	}
+	parts := strings.Split(key, "/")
+	kb := scratch(&ra.factB)
+	for _, s := range ra.a.sites[k.Type] {
+		if ra.only == nil || ra.only[s.ag] {
+			ra.maintainSite(s, key, parts, kb, value, sign)
+		}
+	}
+}
+
+// maintainSite is changed for one aggregate pattern the fact may match.
+func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *binding, value []byte, sign int) {
+	rd := ra.rd
+	entries := ra.cache[s.ag]
+	whole := ra.isWhole(s.ag)
+	if len(entries) == 0 && !whole {
+		return
+	}
+	// Adjusting across rounds records what it reads for the results
+	// it adjusts (aggstore.go).
+	var sd *deps
+	if ra.touched != nil {
+		// The changed fact itself is among what the result now depends
+		// on: a later change of it that the store cannot adjust for
+		// must find the result to drop it.
+		sd = &deps{gets: []string{key}}
+		rd.ov.rec = sd
+		defer func() { rd.ov.rec = nil }()
+	}
+	if value == nil && !s.p.Optional && !s.p.Negated {
+		// An absent fact is in no group of a match pattern (a created
+		// fact's "before", a deleted one's "after").
+		return
+	}
+	if !matchParts(s.p, parts, kb) {
+		return
+	}
+	info := ra.a.info[s.ag]
+	adjust := info.adjustable[s.p]
+	// An optional fact's value is bound by contribute, as the member sees it.
+	if s.p.Alias != "" && value != nil && !s.p.Optional {
+		if dv, err := decode(s.p.Type.Value, value); err == nil {
+			kb.push(s.p.Alias, goVal(dv))
+		}
+	}
+	var rest []*rules.Pattern
+	for _, p := range s.ag.Body.Match {
+		if p != s.p {
+			rest = append(rest, p)
+		}
+	}
+	all := false
+	type member struct {
+		gk    string
+		b     *binding
+		reads []Read
+		key   string // b.key(), for the sort
+	}
+	var members []member
+	var reads []Read
+	rd.join(rest, kb, &reads, func() bool {
+		complete := true
+		for _, v := range info.group {
+			if !kb.has(v) {
+				complete = false
+			}
+		}
+		if complete {
+			gk := groupKey(info, kb)
+			if _, held := entries[gk]; !held && !whole {
+				return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
+			}
+			members = append(members, member{gk, rd.borrow(kb), append([]Read(nil), reads...), ""}) // contribute binds the optionals on it
+			return true
+		}
+		// The fact does not name its group (the rule's outer values
+		// its where reads): it is a member of every cached group that
+		// agrees with what it does name.
+		for _, i := range info.named {
+			if !kb.has(info.group[i]) {
+				all = true // drop them all
+				return false
+			}
+		}
+		pk := partialKey(info, func(i int) string { return kb.str(info.group[i]) })
+		for _, gk := range ra.a.store.partial[s.ag][pk] {
+			e, ok := entries[gk]
+			if !ok {
+				continue
+			}
+			if b, ok := withOuter(info, kb, e.outer); ok {
+				members = append(members, member{gk, b, append([]Read(nil), reads...), ""})
+			}
+		}
+		return true
+	})
+	if all {
+		delete(ra.cache, s.ag)
+		ra.notWhole(s.ag)
+		return
+	}
+	// The join visits in index order; the cached reads end up in plans.
+	if len(members) > 1 {
+		for i := range members {
+			members[i].key = members[i].b.key()
+		}
+		slices.SortFunc(members, func(a, b member) int { return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.gk, b.gk)) })
+	}
+	// A fact of a match pattern is not among the member's reads the join
+	// and contribute list; one of an optional or absent one is.
+	self := !s.p.Optional && !s.p.Negated
+	for _, m := range members {
+		e, held := entries[m.gk]
+		if !held && !whole {
+			continue // nothing to adjust
+		}
+		if held && ra.touched == nil && !e.own && (e.deps != nil && !e.deps.tooMany && !e.deps.impure || e.deps == nil && ra.keptWhole(s.ag)) {
+			ra.pristine = append(ra.pristine, pristine{s.ag, m.gk, e}) // as the reader has it
+		}
+		if !held {
+			e = ra.emptyGroup(s.ag, info, m.b) // whole: a group not held has no member
+		}
+		if !adjust {
+			delete(entries, m.gk)
+			ra.notWhole(s.ag)
+			continue
+		}
+		mreads := m.reads
+		var member, ok bool
+		if e, member, ok = ra.contribute(s.ag, e, m.b, &mreads, sign); !ok {
+			delete(entries, m.gk)
+			ra.notWhole(s.ag)
+			continue
+		}
+		if !held && (!member || sign < 0) {
+			if member { // a member leaving a group not held: it was not whole
+				ra.notWhole(s.ag)
+			}
+			continue
+		}
+		if sign < 0 && member {
+			// The member's facts leave the listed reads, as a
+			// recomputation would not list them.
+			if self {
+				e.reads = withoutReads(e.reads, key)
+			}
+			e.reads = withoutReads(e.reads, readKeys(mreads)...)
+		}
+		if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
+			e.reads = append([]Read(nil), e.reads...)
+			if self {
+				e.reads = append(e.reads, ra.writtenRead(key))
+			}
+			for _, r := range mreads { // the member's other facts, as a recomputation would list them
+				if !r.Prefix {
+					r.NoGuard = true
+					e.reads = append(e.reads, r)
+				}
+			}
+		}
+		if ra.touched == nil {
+			e.deps = nil // no longer what its computation read: not kept across rounds
+			e.own = true
+			ra.adjusted = append(ra.adjusted, aggRef{ag: s.ag, gk: m.gk})
+		} else {
+			*ra.touched = append(*ra.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
+		}
+		entries[m.gk] = e
+	}
+	for _, m := range members { // contribute evaluated on them and kept none
+		rd.giveBack(m.b)
+	}
+}
+
+// contribute adds (sign +1) or removes (sign -1) the member m to or from a
+// cached group result; member is false when m is not one (nothing changes);
+// ok false means the result must be recomputed.
+func (ra *roundAggs) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *[]Read, sign int) (_ aggEntry, member, ok bool) {
+	rd := ra.rd
+	if !rd.optionalAndAbsent(ag.Body, m, reads) {
+		return e, false, true // not a member
+	}
+	if ag.Where != nil {
+		in, err := rd.evalBool(ag.Where, m, what{"aggregate", ag.Name, " where"})
+		if err != nil {
+			return e, false, false
+		}
+		if !in {
+			return e, false, true // not a member
+		}
+	}
+	if ag.Func == "count" {
+		n, ok := e.val.(types.Int)
+		e.val = n + types.Int(sign)
+		return e, true, ok
+	}
+	v, err := rd.eval(ag.Of, m, what{"aggregate", ag.Name, ""})
+	if err != nil {
+		return e, true, false
+	}
+	switch ag.Func {
+	case "sum":
+		if d, isDouble := v.(types.Double); isDouble && e.exact != nil {
+			x := new(big.Rat).Set(e.exact)
+			if !addExact(x, float64(d), sign) {
+				return e, true, false
+			}
+			f, _ := x.Float64()
+			e.exact, e.val = x, types.Double(f)
+			return e, true, true
+		}
+		if sign > 0 {
+			a, ok := e.val.(traits.Adder)
+			if !ok {
+				return e, true, false
+			}
+			e.val = a.Add(v)
+		} else {
+			sub, ok := e.val.(traits.Subtractor)
+			if !ok {
+				return e, true, false
+			}
+			e.val = sub.Subtract(v)
+		}
+		return e, true, !types.IsError(e.val)
+	default: // min, max
+		if sign < 0 {
+			return e, true, false
+		}
+		cur, ok := e.val.(*types.Optional)
+		if !ok {
+			return e, true, false
+		}
+		if !cur.HasValue() {
+			e.val = types.OptionalOf(v)
+			return e, true, true
+		}
+		c, ok := v.(traits.Comparer)
+		if !ok {
+			return e, true, false
+		}
+		cmp, ok := c.Compare(cur.GetValue()).(types.Int)
+		if !ok {
+			return e, true, false
+		}
+		if (ag.Func == "min" && cmp < 0) || (ag.Func == "max" && cmp > 0) {
+			e.val = types.OptionalOf(v)
+		}
+		return e, true, true
+	}
+}
+
+// withoutReads returns reads without one listing of each key, as a
+// recomputation without a member would list them.
+func withoutReads(reads []Read, keys ...string) []Read {
+	out := append([]Read(nil), reads...)
+	for _, k := range keys {
+		for i, r := range out {
+			if r.Key == k {
+				out = append(out[:i], out[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// readKeys returns the keys of the reads a recomputation lists (not prefixes).
+func readKeys(reads []Read) []string {
+	var out []string
+	for _, r := range reads {
+		if !r.Prefix {
+			out = append(out, r.Key)
+		}
+	}
+	return out
+}
+
+// writtenRead is how a cached result lists a fact that joined it through
+// changed: a write of the round (own), or in the store's overlay the
+// committed fact with its revision.
+func (ra *roundAggs) writtenRead(key string) Read {
+	rd := ra.rd
+	if e, ok := rd.ov.w[key]; ok && rd.ov.committed {
+		return Read{Key: key, Rev: e.f.ModRevision, NoGuard: true}
+	}
+	return Read{Key: key, Own: true, NoGuard: true}
+}

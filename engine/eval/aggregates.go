@@ -1,0 +1,465 @@
+package eval
+
+import (
+	"math/big"
+	"slices"
+	"sort"
+	"strings"
+
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types/ref"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// Aggregates. An aggregate (count, sum, min, max over the members of a
+// scope) has one result per group: the values of the variables of the
+// surrounding scopes it depends on (aggInfo.group). A result costs a join
+// over its members, and the scheduler alone asks for the usage of 64
+// candidate nodes for each instance it places, so results are kept, at
+// three lifetimes:
+//
+//   - Within a round (aggadjust.go). The reader is a fixed snapshot and
+//     only the round's own writes change what an aggregate sees, so a
+//     result is kept until a write could change it, and the round's writes
+//     adjust the groups their fact joins or leaves (the member found by
+//     joining the written fact with the rest of the aggregate's patterns,
+//     as Incremental finds the bindings a change affects) instead of
+//     dropping them. Without this, placing I instances on N nodes
+//     recomputes every node's usage for every instance: quadratic in I.
+//   - Across rounds (aggstore.go), for Continue alone: a result is kept with
+//     every access its computation made to the reader and dropped when a
+//     change falls in one, or adjusted for a batch of changes that say what
+//     they replaced.
+//   - Whole (aggwhole.go): an aggregate whose members name every group
+//     variable is computed for every group in one scan once enough groups
+//     were computed one at a time; a group not found then has no member.
+//     Kept whole across rounds, it answers every group, the empty ones too,
+//     without computing one.
+//
+// The rest of the evaluator sees them through a narrow interface: a round
+// asks roundAggs.lookup for a group's result and tells roundAggs.changed of
+// each of its writes; aggregates.end hands what the round learnt to the
+// store, and aggregates.follow brings the store from one round's reader to
+// the next with the changes between them (aggregates.reset when it is not
+// told them).
+
+// aggregates is what an evaluator knows of its rule set's aggregates and
+// the results it keeps of them between rounds.
+type aggregates struct {
+	e     *Evaluator
+	info  map[*rules.Aggregate]*aggInfo
+	sites map[*facts.FactType][]aggSite // by fact type: the aggregate patterns a written fact may match
+	heads map[*rules.Choice][]bool      // by a choice's aggregate: read by its rule's heads
+	store *aggStore                     // results kept across rounds
+	off   bool                          // WithoutAggregateCache: every result computed when asked for
+	// wholeAfter is WithWholeAggregates: wholeAuto by default.
+	wholeAfter int64
+}
+
+func newAggregates(e *Evaluator) *aggregates {
+	return &aggregates{e: e, store: newAggStore(), wholeAfter: wholeAuto}
+}
+
+// roundAggs is one round's view of the aggregates: the results it holds,
+// right for its reader and its own writes so far, and what it must tell
+// the store at its end.
+type roundAggs struct {
+	a        *aggregates
+	rd       *round
+	cache    map[*rules.Aggregate]map[string]aggEntry // group results valid for the rest of the round
+	computed []aggRef                                 // results computed this round, for the store
+	adjusted []aggRef                                 // results adjusted for the round's writes: not kept
+	pristine []pristine                               // those of them right for the reader, as they were before (aggstore.go)
+	whole    map[*rules.Aggregate]*wholeState         // aggregates whose every group the round holds (aggwhole.go)
+	// While the store adjusts its results for changes (aggregates.advance):
+	// touched lists the results changed adjusts, only the aggregates it
+	// adjusts (nil: all).
+	touched *[]aggRef
+	only    map[*rules.Aggregate]bool
+	gkBuf   []byte   // the group key lookup looks up
+	factB   *binding // the binding changed matches a written fact into (scratch)
+}
+
+// begin is a round's view of the results the store holds. A round works
+// on the store's groups in place: what its writes adjust, end drops or
+// restores.
+func (a *aggregates) begin(rd *round) *roundAggs {
+	ra := &roundAggs{a: a, rd: rd, cache: a.store.groups}
+	if a.off {
+		ra.cache = map[*rules.Aggregate]map[string]aggEntry{}
+		return ra
+	}
+	if len(a.store.whole) > 0 {
+		ra.whole = make(map[*rules.Aggregate]*wholeState, len(a.store.whole))
+		for ag := range a.store.whole {
+			ra.whole[ag] = &wholeState{tried: true, whole: true, kept: true}
+		}
+	}
+	return ra
+}
+
+// reset empties the store: the next round's reader is not one it was told
+// the changes to.
+func (a *aggregates) reset(rev int64) { a.store.reset(rev) }
+
+// follow brings the store from the reader of the previous round, at
+// revision from, to r, told every change between them: results are
+// adjusted for the changes when that is cheap and sound, and dropped where
+// a change could alter them otherwise.
+func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) {
+	e := a.e
+	switch {
+	case a.off || from < 0 || from != a.store.rev:
+		a.store.reset(r.Rev())
+	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
+		e.labels.phase("advance")
+		a.advance(r, changes, nil)
+	default:
+		// Too large a batch to adjust every kept result for: they are
+		// dropped, but the whole aggregates are adjusted still. Dropped,
+		// they were computed a group at a time again, and whole again, in
+		// every round of a large apply (agents report in batches of
+		// thousands).
+		e.labels.phase("advance")
+		if len(a.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
+			keep, theirs := a.wholeWorthAdjusting(r, changes)
+			a.advance(r, theirs, keep)
+		} else {
+			clear(a.store.whole)
+		}
+		a.store.dropAdjusted()
+		for _, c := range changes {
+			a.store.forget(e.rs.Schema, c.Key, changedValues(c))
+		}
+	}
+}
+
+// end hands the store what a round over reader r learnt: the results it
+// computed are kept, those its own writes could alter dropped (or restored
+// as they were before them), and the aggregates it computed whole are
+// computed again for the reader alone and kept whole. The store then holds
+// for r.Rev().
+func (a *aggregates) end(r facts.Reader, ra *roundAggs) {
+	if a.off {
+		return
+	}
+	ov := ra.rd.ov
+	ws := make([]written, 0, len(ov.w))
+	for k, en := range ov.w {
+		vals := append([]string{}, en.vals...) // every value the round gave it
+		if f, ok := r.Get(k); ok {
+			if v, ok := facts.StringValue(f.Value); ok {
+				vals = append(vals, v) // and the one before
+			}
+		}
+		ws = append(ws, written{k, vals})
+	}
+	a.store.keep(a.e.rs.Schema, r.Rev(), ra.computed, ra.adjusted, ws, ra.pristine)
+	a.keepWhole(r, a.store.wholeEnd(ra.whole))
+}
+
+// wholeKept is how many aggregates the store keeps whole.
+func (a *aggregates) wholeKept() int { return len(a.store.whole) }
+
+// aggInfo is what the evaluator knows of one aggregate.
+type aggInfo struct {
+	group []string // variables of the surrounding scopes the result depends on, sorted
+	timed bool     // its where or of reads now: never kept across rounds
+	// adjustable holds the patterns through which a changed fact adjusts a
+	// cached result instead of dropping it: the only pattern of its fact
+	// type, and for an absent pattern one whose variables the members bind
+	// (an existential absence is not one member's).
+	adjustable map[*rules.Pattern]bool
+	// named holds the positions in group of the variables a member binds
+	// itself (the service an instance belongs to); when it is not all of
+	// them, a changed member joins the cached groups that agree on these
+	// (aggStore.partial).
+	named []int
+	whole bool // a round may compute every group at once (aggwhole.go)
+	seq   int  // the order it was met in the rule set: for deterministic walks
+}
+
+// partialKey renders the values of the group variables members name.
+func partialKey(info *aggInfo, get func(i int) string) string {
+	var k strings.Builder
+	for _, i := range info.named {
+		k.WriteString(get(i))
+		k.WriteByte(0)
+	}
+	return k.String()
+}
+
+type aggEntry struct {
+	val   ref.Val
+	reads []Read
+	deps  *deps      // what computing it read (aggstore.go); nil once adjusted by the round's writes, and in a kept whole aggregate
+	exact *big.Rat   // a sum of doubles, exact (computeAggregate); never changed in place
+	outer []outerVal // the group's values, in aggInfo.group order
+	own   bool       // adjusted by the round's own writes (or created by them)
+}
+
+// outerVal is a group variable's value; unbound variables (a comprehension
+// variable taken for an outer one) are not bound by withOuter.
+type outerVal struct {
+	v     val
+	bound bool
+}
+
+// outerOf returns the values of the group variables under b.
+func outerOf(info *aggInfo, b *binding) []outerVal {
+	out := make([]outerVal, len(info.group))
+	for i, name := range info.group {
+		out[i].v, out[i].bound = b.get(name)
+	}
+	return out
+}
+
+// withOuter returns a copy of member binding b with the group's values it
+// lacks, or false when it disagrees with one it has.
+func withOuter(info *aggInfo, b *binding, outer []outerVal) (*binding, bool) {
+	var out *binding
+	for i, name := range info.group {
+		o := outer[i]
+		if v, ok := b.get(name); ok {
+			if !o.bound || v.str != o.v.str {
+				return nil, false
+			}
+			continue
+		}
+		if !o.bound {
+			continue
+		}
+		if out == nil {
+			out = b.clone()
+		}
+		out.push(name, o.v)
+	}
+	if out == nil {
+		out = b.clone()
+	}
+	return out, true
+}
+
+// aggSite is an aggregate pattern a written fact may match.
+type aggSite struct {
+	ag *rules.Aggregate
+	p  *rules.Pattern
+}
+
+// build records each aggregate's group variables: the outer variables
+// its patterns join on and those its where and of expressions read.
+func (a *aggregates) build(rs *rules.RuleSet) {
+	a.info = map[*rules.Aggregate]*aggInfo{}
+	a.sites = map[*facts.FactType][]aggSite{}
+	a.heads = map[*rules.Choice][]bool{}
+	add := func(ag *rules.Aggregate) {
+		if a.info[ag] != nil {
+			return // a shared aggregate, met again in another rule: one cache for all
+		}
+		own := map[string]bool{}
+		for _, v := range ag.Body.Binds {
+			own[v] = true
+		}
+		group := map[string]bool{}
+		timed := false
+		for _, v := range ag.Body.Outer {
+			group[v] = true
+		}
+		for _, x := range []*rules.Expr{ag.Where, ag.Of} {
+			if x == nil || x.AST == nil {
+				continue
+			}
+			for id := range idents(x.AST.NativeRep().Expr()) {
+				if !own[id] && id != rules.NowVar {
+					group[id] = true // may be a comprehension variable: a harmless extra
+				}
+				if id == rules.NowVar {
+					timed = true
+				}
+			}
+		}
+		info := &aggInfo{timed: timed, adjustable: map[*rules.Pattern]bool{}, seq: len(a.info)}
+		all := map[*facts.FactType]int{}
+		bound := map[string]bool{}
+		for _, p := range ag.Body.Match {
+			for _, sg := range p.Segs {
+				bound[sg.Var] = true
+			}
+			bound[p.Alias] = true
+		}
+		for v := range group {
+			info.group = append(info.group, v)
+		}
+		sort.Strings(info.group)
+		for i, v := range info.group {
+			if bound[v] {
+				info.named = append(info.named, i) // a member binds it itself
+			}
+			bound[v] = true
+		}
+		for _, ps := range [][]*rules.Pattern{ag.Body.Match, ag.Body.Optional, ag.Body.Absent} {
+			for _, p := range ps {
+				all[p.Type]++
+			}
+		}
+		for _, ps := range [][]*rules.Pattern{ag.Body.Match, ag.Body.Optional, ag.Body.Absent} {
+			for _, p := range ps {
+				ok := all[p.Type] == 1
+				if p.Negated {
+					for _, sg := range p.Segs {
+						if sg.Var != "" && !bound[sg.Var] {
+							ok = false
+						}
+					}
+				}
+				info.adjustable[p] = ok
+			}
+		}
+		info.whole = wholeEligible(ag, info)
+		a.info[ag] = info
+		for _, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
+			a.sites[p.Type] = append(a.sites[p.Type], aggSite{ag: ag, p: p})
+		}
+	}
+	for _, r := range rs.Rules {
+		for _, ag := range r.Body.Aggregates {
+			add(ag)
+		}
+		if r.Choose != nil {
+			for _, ag := range r.Choose.Body.Aggregates {
+				add(ag)
+			}
+			a.heads[r.Choose] = headAggregates(r)
+		}
+	}
+}
+
+// headAggregates reports, for each aggregate of r's choice, whether r's
+// heads read it: those of the chosen candidate are computed even when no
+// filter or score read them (choose).
+func headAggregates(r *rules.Rule) []bool {
+	used := map[string]bool{}
+	for _, h := range r.Heads {
+		for _, v := range h.Vars() {
+			used[v] = true
+		}
+		if h.Value != nil && h.Value.AST != nil {
+			for id := range idents(h.Value.AST.NativeRep().Expr()) {
+				used[id] = true
+			}
+		}
+	}
+	out := make([]bool, len(r.Choose.Body.Aggregates))
+	for i, ag := range r.Choose.Body.Aggregates {
+		out[i] = used[ag.Name]
+	}
+	return out
+}
+
+// idents returns the identifiers an expression reads.
+func idents(x ast.Expr) map[string]bool { return rules.Idents(x) }
+
+// groupKey renders the values of an aggregate's group variables under b.
+func groupKey(info *aggInfo, b *binding) string {
+	return string(appendGroupKey(nil, info, b))
+}
+
+// appendGroupKey appends groupKey(info, b) to dst: a lookup from a buffer
+// allocates nothing.
+func appendGroupKey(dst []byte, info *aggInfo, b *binding) []byte {
+	for _, v := range info.group {
+		x, _ := b.get(v)
+		dst = append(dst, x.str...)
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// lookup returns the value of an aggregate under s and the member
+// reads it lists, without adding them to s.reads. The reads may be shared
+// with the round's cache: callers copy them, never change them.
+func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error) {
+	rd := ra.rd
+	var info *aggInfo
+	var gk string
+	if !ra.a.off {
+		info = ra.a.info[ag]
+		ra.gkBuf = appendGroupKey(ra.gkBuf[:0], info, s.b)
+		if e, ok := ra.cache[ag][string(ra.gkBuf)]; ok {
+			rd.e.stats.AggregateHits++
+			if rd.ov.rec != nil {
+				rd.ov.rec.merge(e.deps)
+			}
+			return e.val, e.reads[:min(len(e.reads), rd.e.maxAggReads)], nil
+		}
+		if ra.isWhole(ag) {
+			// A group not held has no member. Its result is the round's
+			// alone, like the held ones computed at once.
+			rd.e.stats.AggregateHits++
+			if rd.ov.rec != nil {
+				rd.ov.rec.merge(nil)
+			}
+			v, _, _, _ := rd.fold(ag, nil, nil) // what a group without members holds
+			return v, nil, nil
+		}
+	}
+	if info != nil {
+		gk = string(ra.gkBuf) // before computing: a nested aggregate reuses the buffer
+	}
+	mark := len(s.reads)
+	parent := rd.ov.rec
+	d := &deps{tooMany: info != nil && info.timed}
+	rd.ov.rec = d
+	rd.e.stats.Aggregates++
+	visited := rd.e.stats.FactsVisited
+	v, exact, err := rd.computeAggregate(ag, s)
+	visited = rd.e.stats.FactsVisited - visited
+	rd.ov.rec = parent
+	if parent != nil {
+		parent.merge(d)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rs := append([]Read(nil), s.reads[mark:]...)
+	s.reads = s.reads[:mark]
+	if !ra.a.off {
+		if ra.cache[ag] == nil {
+			ra.cache[ag] = map[string]aggEntry{}
+		}
+		outer := outerOf(info, s.b)
+		ra.cache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outer}
+		if len(info.named) < len(info.group) {
+			ra.a.store.listPartial(ag, info, gk, outer)
+		}
+		ra.computed = append(ra.computed, aggRef{ag, gk, d})
+		ra.computedOne(ag, info, visited)
+	}
+	return v, rs, nil
+}
+
+// MaxAggregateReads bounds, by default (WithMaxAggregateReads), the member
+// facts one aggregate lists in a
+// firing's reads (they are not guarded, only recorded): a count over a
+// thousand instances names 64 of them, not all.
+const MaxAggregateReads = 64
+
+// computeAggregate computes an aggregate under s. A sum of doubles is
+// exact: its members are added as the rationals their binary values are,
+// and the total rounded once (exact, also returned, is how a cached result
+// is adjusted), so that it does not depend on the order of its members,
+// nor on members added and taken out again.
+func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact *big.Rat, err error) {
+	var v ref.Val
+	b := s.b
+	if ag.Params != nil {
+		// A shared aggregate's other names are its own, whatever the rule
+		// binds under the same names.
+		b = b.restrict(func(n string) bool { return slices.Contains(ag.Params, n) })
+	}
+	members := rd.solve(ag.Body, b, nil)
+	v, exact, s.reads, err = rd.fold(ag, members, s.reads)
+	rd.release(members)
+	return v, exact, err
+}
