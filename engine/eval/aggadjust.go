@@ -49,10 +49,17 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	if len(entries) == 0 && !whole {
 		return
 	}
-	// Adjusting across rounds records what it reads for the results
-	// it adjusts (aggstore.go).
+	// Adjusting across rounds records what it reads for the results it
+	// adjusts (aggstore.go) when they have aggregates of their own: a
+	// change of a nested aggregate's member alters the result through its
+	// where, and only the store's index finds it then. What an aggregate
+	// without them reads while adjusting is facts of its own patterns,
+	// and a later change of one of those finds the result through them
+	// here, as a kept whole aggregate's are found: adjusted or dropped.
+	// (A batch the store drops results for instead drops every adjusted
+	// one: aggStore.dropAdjusted.)
 	var sd *deps
-	if ra.touched != nil {
+	if ra.touched != nil && len(s.ag.Body.Aggregates) > 0 {
 		// The changed fact itself is among what the result now depends
 		// on: a later change of it that the store cannot adjust for
 		// must find the result to drop it.

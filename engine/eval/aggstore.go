@@ -580,6 +580,9 @@ func (a *aggregates) advance(r facts.Reader, changes []facts.Change, only map[*r
 			// result adjusted for so many different facts that this
 			// outgrows it is dropped: computing it again starts afresh.
 			en.deps.adjusted = true
+			if t.d == nil {
+				continue // nothing recorded: see maintainSite
+			}
 			added := en.deps.addNew(t.d)
 			if en.deps.size() > 4*en.deps.base+1024 {
 				delete(a.store.groups[t.ag], t.gk)
