@@ -79,8 +79,8 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	adjust := info.adjustable[s.p]
 	// An optional fact's value is bound by contribute, as the member sees it.
 	if s.p.Alias != "" && value != nil && !s.p.Optional {
-		if dv, err := decode(s.p.Type.Value, value); err == nil {
-			kb.push(s.p.Alias, goVal(dv))
+		if v, err := rd.e.values.decode(s.p.Type, value); err == nil {
+			kb.push(s.p.Alias, v)
 		}
 	}
 	var rest []*rules.Pattern

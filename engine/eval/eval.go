@@ -135,6 +135,7 @@ type Evaluator struct {
 	wholeAt     map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats        map[*rules.Pattern]*patInfo
 	aggs        *aggregates   // aggregates and the results kept of them (aggregates.go)
+	values      valueCache    // decoded fact values (value.go)
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
@@ -148,6 +149,7 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, wholeAt: map[int]int{}, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
 		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}}
 	e.aggs = newAggregates(e)
+	e.values = valueCache{}
 	for _, o := range opts {
 		o(e)
 	}

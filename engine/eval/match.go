@@ -175,12 +175,11 @@ func (rd *round) bindFact(p *rules.Pattern, f facts.Fact, b *binding) bool {
 	if p.Alias == "" {
 		return true
 	}
-	dv, err := decode(p.Type.Value, f.Value)
+	v, err := rd.e.values.decode(p.Type, f.Value)
 	if err != nil {
 		rd.e.stats.BadValues++
 		return false
 	}
-	v := goVal(dv)
 	if old, ok := b.get(p.Alias); ok {
 		return old.str == v.str
 	}

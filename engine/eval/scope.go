@@ -53,9 +53,7 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 	for _, p := range sc.Optional {
 		key, f, ok, own := rd.ov.getPattern(p, b)
 		if ok && f.Invalid == "" {
-			dv, err := decode(p.Type.Value, f.Value)
-			if err == nil {
-				v := goVal(dv)
+			if v, err := rd.e.values.decode(p.Type, f.Value); err == nil {
 				b.push(p.Alias, val{cel: types.OptionalOf(v.cel), str: v.str})
 				*reads = append(*reads, readOf(f, own))
 				continue

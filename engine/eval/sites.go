@@ -165,8 +165,8 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	// meets (every node's state, for a placement), and keeps the same
 	// body bindings.
 	if withValue && s.p.Alias != "" && c.Value != nil {
-		if dv, err := decode(s.p.Type.Value, c.Value); err == nil {
-			kb.push(s.p.Alias, goVal(dv))
+		if v, err := rd.e.values.decode(s.p.Type, c.Value); err == nil {
+			kb.push(s.p.Alias, v)
 		}
 	}
 	rest := s.with

@@ -30,6 +30,40 @@ func goVal(v any) val {
 	return val{cel: c, str: stringOf(v)}
 }
 
+// valueCache interns decoded fact values by fact type: joins meet the same
+// few states and the same node and service names again and again, and
+// decoding one (JSON to Go to CEL) each time was a tenth of what the
+// engine allocated. A fact type's value schema never changes (a plugin
+// type registered again is a new FactType). CEL values are immutable, so
+// bindings share them.
+type valueCache map[*facts.FactType]map[string]val
+
+// maxCachedValues bounds the values kept of one fact type: past it, those
+// of the type are decoded each time (instance IPs and timestamps are as
+// many as the instances, and meet a join once or twice).
+const maxCachedValues = 4096
+
+// decode is decode(t.Value, raw) as a bound value.
+func (c valueCache) decode(t *facts.FactType, raw []byte) (val, error) {
+	m := c[t]
+	if v, ok := m[string(raw)]; ok {
+		return v, nil
+	}
+	dv, err := decode(t.Value, raw)
+	if err != nil {
+		return val{}, err
+	}
+	v := goVal(dv)
+	if m == nil {
+		m = map[string]val{}
+		c[t] = m
+	}
+	if len(m) < maxCachedValues {
+		m[string(raw)] = v
+	}
+	return v, nil
+}
+
 // celVal wraps a value computed by CEL.
 func celVal(c ref.Val) val {
 	n, err := native(c)
