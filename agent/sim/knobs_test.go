@@ -1,12 +1,10 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,24 +144,6 @@ func TestLoadToMetrics(t *testing.T) {
 	waitFor("the load removed", func() bool { return get(web1) == "0" })
 }
 
-// lockedBuffer is a log sink written from the follower's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // knobState is the fleet's loads and health overrides, printed.
 func knobState(f *Fleet) string {
 	f.mu.Lock()
@@ -247,8 +227,8 @@ func TestBadKnobValueKeepsTheLastGoodOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
-	runKnobs(t, fleet.knobs(s, slog.New(slog.NewTextHandler(&logs, nil))))
+	var logs etcdtest.Logs
+	runKnobs(t, fleet.knobs(s, logs.Logger()))
 	putRaw(t, s, LoadKey("web"), "1.5", HealthKey("a0001"), `"unhealthy"`)
 	const good = "map[web:1.5] map[a0001:unhealthy]"
 	eventually(t, fleet, good)
