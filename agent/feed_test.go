@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"sync"
 	"testing"
@@ -66,24 +63,6 @@ func eventually(t testing.TB, cond func() string) {
 	}
 }
 
-// lockedBuffer is a log sink written from the feed's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // desiredOn describes what Desired says of node, for comparing with want
 // (instance -> service:image, ":" when the service is not known yet).
 func desiredOn(f *Feed, node string) map[string]string {
@@ -96,8 +75,6 @@ func desiredOn(f *Feed, node string) map[string]string {
 }
 
 func fmtMap(m map[string]string) string { return fmt.Sprint(m) }
-
-func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 // The feed of a node's agent, connected as the node under the role its
 // default rules give it, delivers what is placed on the node and pokes it;
@@ -113,8 +90,8 @@ func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`,
 		facts.Placement("b72c9"), `"node-1"`, facts.InstanceService("b72c9"), `"web"`,
 		facts.Placement("c913d"), `"node-2"`, facts.InstanceService("c913d"), `"web"`)
-	var logs lockedBuffer
-	f := NewFeed(node, slogTo(&logs))
+	var logs etcdtest.Logs
+	f := NewFeed(node, logs.Logger())
 	notify := f.Subscribe("node-1")
 	stop := runFeed(t, f)
 	want := map[string]string{"a8f31": "web:nginx:1.29", "b72c9": "web:nginx:1.29"}

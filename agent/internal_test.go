@@ -280,8 +280,8 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 // is seen (relists, rewrites).
 func TestFeedIgnoresInvalidPlacementKeys(t *testing.T) {
 	s := etcdtest.Start(t).Store(t)
-	var logs lockedBuffer
-	f := NewFeed(s, slogTo(&logs))
+	var logs etcdtest.Logs
+	f := NewFeed(s, logs.Logger())
 	f.Subscribe("node-1")
 	writeRaw(t, s, "placement/instance/hidden", `"node-1"`) // seen by the first list...
 	runFeed(t, f)

@@ -50,6 +50,9 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			continue
 		}
 		p, ok := l.evaluate(ev, &w)
+		if ctx.Err() != nil {
+			return ctx.Err() // the round was cut for it (eval.WithStop): not worth a commit
+		}
 		if !ok {
 			continue
 		}
@@ -90,6 +93,12 @@ type work struct {
 // when the loop must start over instead: a swap, a retry (which makes the
 // next round full), a tick with no timed rule, nothing changed.
 func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err error) {
+	// A round the budget cut short starts the next without waiting, and
+	// one that plans nothing commits nothing: the loop must look for its
+	// end here, or a long evaluation would run to its end first.
+	if err := ctx.Err(); err != nil {
+		return w, false, err
+	}
 	if !l.full && !l.more {
 		l.e.settle(l.sub, l.seen)
 		select {

@@ -70,14 +70,8 @@ func (c *Campaign) Close() error { return c.sess.Close() }
 // Leader returns the value of the oldest campaign under prefix (absolute),
 // the one elected, or "" when nobody campaigns.
 func (s *Store) Leader(ctx context.Context, prefix string) (string, error) {
-	resp, err := s.Client.Get(ctx, prefix, clientv3.WithFirstCreate()...)
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
+	id, _, err := s.Elected(ctx, prefix)
+	return id, err
 }
 
 // CreateRevision returns the create revision of the key at absKey, under

@@ -12,11 +12,11 @@ import (
 
 // Only facts and its packages talk to etcd's client: everything else goes
 // through Store, so that what the project does to etcd is in one place.
-// faults is the exception: its cluster harness asks single members about
-// Raft (status, move-leader) and dials a client pinned to some of them.
+// The fault tests too ask single members about Raft through Store
+// (MemberStatus, MoveLeader) and dial stores pinned to some of them.
 func TestOnlyFactsImportsTheEtcdClient(t *testing.T) {
 	const client = "go.etcd.io/etcd/client/v3"
-	allowed := []string{"facts/", "faults/"}
+	allowed := []string{"facts/"}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/etcdtest"
 	"github.com/ccattler/ccattler/facts/pki"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 var (
@@ -496,12 +495,12 @@ func (c *cluster) etcdLeader() (*member, bool) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := c.root.Client.Status(ctx, m.client)
+		st, err := c.root.MemberStatus(ctx, m.client)
 		cancel()
 		if err != nil {
 			continue
 		}
-		ids[st.Header.MemberId] = m
+		ids[st.ID] = m
 		if st.Leader != 0 {
 			leader = st.Leader
 		}
@@ -541,15 +540,7 @@ func (c *cluster) electedEngine() (string, error) {
 func (c *cluster) engineTerm() (string, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := c.root.Client.Get(ctx, "/ccattler-leader/", clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
-	if err != nil {
-		return "", 0, err
-	}
-	if len(resp.Kvs) == 0 {
-		return "", 0, nil
-	}
-	return string(resp.Kvs[0].Value), resp.Kvs[0].CreateRevision, nil
+	return c.root.Elected(ctx, "/ccattler-leader/")
 }
 
 // moveEtcdLeader makes m etcd's leader (etcd's move-leader, asked of the
@@ -566,16 +557,11 @@ func (c *cluster) moveEtcdLeader(m *member) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := c.root.Client.Status(ctx, m.client)
+		st, err := c.root.MemberStatus(ctx, m.client)
 		if err != nil {
 			return false, err.Error()
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cur.client}, TLS: c.tls, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return false, err.Error()
-		}
-		defer cli.Close()
-		if _, err := cli.MoveLeader(ctx, st.Header.MemberId); err != nil {
+		if err := c.root.MoveLeader(ctx, st.ID); err != nil {
 			return false, err.Error()
 		}
 		return false, "moved"

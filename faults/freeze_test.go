@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestFrozenEngineLeader freezes (SIGSTOP) the server whose engine leads,
@@ -40,12 +38,11 @@ func TestFrozenEngineLeader(t *testing.T) {
 	frozenFor := scale(10*time.Second, time.Minute)
 	time.Sleep(time.Until(frozenAt.Add(frozenFor)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	resp, err := c.root.Client.Get(ctx, "health-check")
+	resumedRev, err := c.root.Revision(ctx)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	resumedRev := resp.Header.Revision
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -58,20 +55,23 @@ func TestFrozenEngineLeader(t *testing.T) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	evs, err := c.root.Client.Get(ctx, c.root.Abs("event/"), clientv3.WithPrefix(), clientv3.WithMinModRev(resumedRev+1))
+	evs, _, err := c.root.List(ctx, "event/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	byLeader := map[string]int{}
-	for _, kv := range evs.Kvs {
+	for _, rec := range evs {
+		if rec.ModRevision <= resumedRev {
+			continue // before the resume
+		}
 		var ev struct {
 			Leader string `json:"leader"`
 		}
-		if json.Unmarshal(kv.Value, &ev) == nil {
+		if json.Unmarshal(rec.Value, &ev) == nil {
 			byLeader[ev.Leader]++
 		}
 		if ev.Leader == victim.id {
-			t.Errorf("%s wrote %s after it resumed, deposed", victim.id, kv.Key)
+			t.Errorf("%s wrote %s after it resumed, deposed", victim.id, rec.Key)
 		}
 	}
 	if len(byLeader) == 0 {

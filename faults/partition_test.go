@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // agentOn starts a simulated-agent process of nodes nodes in a namespace of
@@ -267,7 +266,8 @@ func TestServerPartitioned(t *testing.T) {
 	}
 	iso.net.partition(iso.links[vi])
 	cutAt := time.Now()
-	majority, err := clientv3.New(clientv3.Config{Endpoints: rest, TLS: c.tls, DialTimeout: 5 * time.Second})
+	majority, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: rest, TLS: c.tls, Root: c.root.Root,
+		Schema: c.root.Schema, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,22 +276,20 @@ func TestServerPartitioned(t *testing.T) {
 	takeover := c.poll("the other two elect an engine", time.Minute, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		resp, err := majority.Get(ctx, "/ccattler-leader/", clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
-		if err != nil || len(resp.Kvs) == 0 {
+		var err error
+		elected, _, err = majority.Elected(ctx, "/ccattler-leader/")
+		if err != nil || elected == "" {
 			return false, fmt.Sprintf("%v", err)
 		}
-		elected = string(resp.Kvs[0].Value)
 		return elected != victim.id, "elected " + elected
 	})
 	// From here on, nothing the cut-off server does may be committed.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	resp, err := majority.Get(ctx, "health-check")
+	fromRev, err := majority.Revision(ctx)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromRev := resp.Header.Revision
 
 	// A change through the majority is carried out; one through the
 	// cut-off server fails within its deadline.
@@ -313,15 +311,15 @@ func TestServerPartitioned(t *testing.T) {
 	caught := c.poll(victim.id+" catches up", time.Minute, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		mine, err := majority.Get(ctx, "health-check")
+		mine, err := majority.Revision(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		st, err := c.root.Client.Status(ctx, victim.client)
+		st, err := c.root.MemberStatus(ctx, victim.client)
 		if err != nil {
 			return false, err.Error()
 		}
-		return st.Header.Revision >= mine.Header.Revision, fmt.Sprintf("%s at revision %d, the others at %d", victim.id, st.Header.Revision, mine.Header.Revision)
+		return st.Revision >= mine, fmt.Sprintf("%s at revision %d, the others at %d", victim.id, st.Revision, mine)
 	})
 	c.applyServices(names, "sp", 1, scale(10, 50)+4) // a firing after the heal, by whoever leads
 	after, _ := c.waitConverged(names, 2*time.Minute)
@@ -329,20 +327,23 @@ func TestServerPartitioned(t *testing.T) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	evs, err := majority.Get(ctx, c.root.Abs("event/"), clientv3.WithPrefix(), clientv3.WithMinModRev(fromRev+1))
+	evs, _, err := majority.List(ctx, "event/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	byLeader := map[string]int{}
-	for _, kv := range evs.Kvs {
+	for _, rec := range evs {
+		if rec.ModRevision <= fromRev {
+			continue // before the cut-off server was deposed
+		}
 		var ev struct {
 			Leader string `json:"leader"`
 		}
-		if json.Unmarshal(kv.Value, &ev) == nil {
+		if json.Unmarshal(rec.Value, &ev) == nil {
 			byLeader[ev.Leader]++
 		}
 		if ev.Leader == victim.id {
-			t.Errorf("%s, cut off, wrote %s", victim.id, kv.Key)
+			t.Errorf("%s, cut off, wrote %s", victim.id, rec.Key)
 		}
 	}
 	// Who writes may change once more during the partition: the

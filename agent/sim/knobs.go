@@ -2,16 +2,14 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Knobs turn a running simulated fleet from outside, through plugin facts
@@ -137,20 +135,12 @@ func (r *runtime) Usage(context.Context) ([]agent.Usage, error) {
 }
 
 // Follow registers the knobs' fact types under schema/ and keeps the fleet's
-// loads and health overrides equal to the sim/ facts until ctx is done,
-// listing again whenever the watch breaks.
+// loads and health overrides equal to the sim/ facts until ctx is done. It
+// follows them through a mirror of sim/ (facts.NewMirrorOf), which relists
+// after a compaction or a broken watch and keeps the last known knobs
+// meanwhile.
 func (f *Fleet) Follow(ctx context.Context, store *facts.Store, log *slog.Logger) {
-	for ctx.Err() == nil {
-		err := f.follow(ctx, store)
-		if ctx.Err() != nil {
-			return
-		}
-		log.Warn("follow the sim/ knobs; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	f.knobs(store, log).run(ctx)
 }
 
 // RegisterOps registers the knobs' fact types under schema/.
@@ -161,58 +151,110 @@ func RegisterOps() facts.Txn {
 	}}
 }
 
-func (f *Fleet) follow(ctx context.Context, store *facts.Store) error {
-	if _, err := store.Commit(ctx, RegisterOps()); err != nil && !access.IsDenied(err) {
-		// Denied: the fleet's identity may not write schema/; an admin
-		// registers the knobs (ccattler auth add node:{prefix}* does).
-		return err
-	}
-	fs, rev, err := store.List(ctx, "sim/", 0)
+// loadType and healthType are the value types of the knobs, as registered: a value is
+// checked against them on the way in, since a writer past the schema (a
+// store that has not loaded the plugins, etcd itself) could put anything.
+var loadType, healthType = registeredType(LoadRegistration), registeredType(HealthRegistration)
+
+func registeredType(r facts.Registration) facts.ValueType {
+	_, vt, err := facts.ParseRegistration(facts.EncodeRegistration(r))
 	if err != nil {
-		return err
+		panic("sim: " + r.Key + ": " + err.Error()) // a constant of this file
 	}
-	f.mu.Lock()
-	f.loads, f.health = map[string]float64{}, map[string]string{}
-	f.mu.Unlock()
-	for _, fa := range fs {
-		f.apply(fa.Key, fa.Value)
-	}
-	for resp := range store.Watch(ctx, "sim/", rev+1) {
-		if err := resp.Err(); err != nil {
-			return err
-		}
-		for _, ev := range resp.Events {
-			key := store.Rel(string(ev.Kv.Key))
-			if ev.Type == mvccpb.DELETE {
-				f.apply(key, nil)
-				continue
-			}
-			f.apply(key, ev.Kv.Value)
-		}
-	}
-	return errors.New("watch of sim/ ended")
+	return vt
 }
 
-// apply applies one sim/ fact; a nil value removes it. A value of the wrong
-// type is ignored: the registered type rejects it when it is written through
-// a store that knows the type.
-func (f *Fleet) apply(key string, value []byte) {
+// knobFollower applies a mirror of sim/ to a fleet. run may be called again
+// after it returns: the mirror resumes from its revision.
+type knobFollower struct {
+	f      *Fleet
+	store  *facts.Store
+	log    *slog.Logger
+	mirror *facts.Mirror
+}
+
+func (f *Fleet) knobs(store *facts.Store, log *slog.Logger) *knobFollower {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &knobFollower{f: f, store: store, log: log, mirror: facts.NewMirrorOf(store, log, "sim/")}
+}
+
+func (k *knobFollower) run(ctx context.Context) {
+	sub := k.mirror.Subscribe()
+	defer sub.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { _ = k.mirror.Run(ctx) })
+	wg.Go(func() { k.register(ctx) })
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Ready():
+			for _, b := range sub.Take() {
+				for _, c := range b.Changes {
+					if c.Deleted {
+						k.apply(c.Key, nil)
+					} else {
+						k.apply(c.Key, c.Value)
+					}
+				}
+			}
+		}
+	}
+}
+
+// register writes the knobs' registrations, retrying until it succeeds or
+// ctx is done.
+func (k *knobFollower) register(ctx context.Context) {
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		_, err := k.store.Commit(ctx, RegisterOps())
+		if err == nil || access.IsDenied(err) {
+			// Denied: the fleet's identity may not write schema/; an
+			// admin registers the knobs (ccattler auth add node:{prefix}* does).
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		k.log.Warn("register the sim/ knobs' fact types; retrying", "err", err, "retry_in", wait)
+		if !facts.Sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// apply applies one sim/ fact; a nil value removes it. A value its
+// registered type rejects is logged and changes nothing: the knob keeps its
+// last good setting.
+func (k *knobFollower) apply(key string, value []byte) {
 	parts := strings.Split(key, "/")
-	if len(parts) != 4 {
+	if len(parts) != 4 || !(parts[1] == "service" && parts[3] == "load" || parts[1] == "instance" && parts[3] == "health") {
+		if value != nil {
+			k.log.Warn("ignoring a sim/ fact that is no knob", "key", key,
+				"expected", "sim/service/{name}/load or sim/instance/{instance-id}/health")
+		}
 		return
 	}
-	switch {
-	case parts[1] == "service" && parts[3] == "load":
-		var v float64
-		if value != nil && json.Unmarshal(value, &v) != nil {
-			return
-		}
-		f.SetLoad(parts[2], v)
-	case parts[1] == "instance" && parts[3] == "health":
-		var h string
-		if value != nil && json.Unmarshal(value, &h) != nil {
-			return
-		}
-		f.SetHealth(parts[2], h)
+	vt := healthType
+	if parts[1] == "service" {
+		vt = loadType
 	}
+	var v any
+	if value != nil {
+		var err error
+		if v, err = vt.Decode(value); err != nil {
+			k.log.Warn("ignoring a bad sim/ knob value; keeping the last good one", "key", key,
+				"value", facts.Shorten(value, 64), "err", err)
+			return
+		}
+	}
+	if parts[1] == "service" {
+		cores, _ := v.(float64)
+		k.f.SetLoad(parts[2], cores)
+		return
+	}
+	h, _ := v.(string)
+	k.f.SetHealth(parts[2], h)
 }

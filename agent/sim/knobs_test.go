@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +142,132 @@ func TestLoadToMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the load removed", func() bool { return get(web1) == "0" })
+}
+
+// knobState is the fleet's loads and health overrides, printed.
+func knobState(f *Fleet) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprint(f.loads, f.health)
+}
+
+// eventually waits up to 20s for the fleet's knobs to read want.
+func eventually(t *testing.T, f *Fleet, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); knobState(f) != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("knobs %s, want %s", knobState(f), want)
+		}
+	}
+}
+
+// runKnobs runs k until the returned stop is called (or the test ends).
+func runKnobs(t *testing.T, k *knobFollower) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { k.run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+func putRaw(t *testing.T, s *facts.Store, kv ...string) int64 {
+	t.Helper()
+	var rev int64
+	for i := 0; i < len(kv); i += 2 {
+		r, err := etcdtest.PutRaw(context.Background(), s, kv[i], kv[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r
+	}
+	return rev
+}
+
+// A knob set while the follower is behind, with the history it would
+// need compacted away, is still picked up: the follower relists, and a
+// knob deleted meanwhile goes too.
+func TestKnobSetAfterACompactionIsPickedUp(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	fleet, err := NewFleet(NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fleet.knobs(s, nil)
+	stop := runKnobs(t, k)
+	putRaw(t, s, LoadKey("web"), "1", LoadKey("api"), "0.5", HealthKey("a0001"), `"unhealthy"`)
+	eventually(t, fleet, "map[api:0.5 web:1] map[a0001:unhealthy]")
+
+	stop() // the follower falls behind...
+	putRaw(t, s, LoadKey("web"), "2.5", HealthKey("b0002"), `"unknown"`)
+	if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(LoadKey("api"))}}); err != nil {
+		t.Fatal(err)
+	}
+	rev := putRaw(t, s, HealthKey("a0001"), `"healthy"`)
+	// ...and the history it would resume from is compacted away.
+	if err := etcdtest.Compact(context.Background(), s, rev); err != nil {
+		t.Fatal(err)
+	}
+	runKnobs(t, k)
+	eventually(t, fleet, "map[web:2.5] map[a0001:healthy b0002:unknown]")
+	if st, _ := k.mirror.Stats(); st.Relists < 2 {
+		t.Errorf("relists = %d: the knobs were not relisted after the compaction", st.Relists)
+	}
+	// And it follows the watch again after the relist.
+	putRaw(t, s, LoadKey("web"), "4")
+	eventually(t, fleet, "map[web:4] map[a0001:healthy b0002:unknown]")
+}
+
+// A knob value its registered type rejects, written past the schema, is
+// logged naming the key and leaves the last good setting; a good value
+// after it is taken. A sim/ fact that is no knob is logged and ignored.
+func TestBadKnobValueKeepsTheLastGoodOne(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	fleet, err := NewFleet(NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs etcdtest.Logs
+	runKnobs(t, fleet.knobs(s, logs.Logger()))
+	putRaw(t, s, LoadKey("web"), "1.5", HealthKey("a0001"), `"unhealthy"`)
+	const good = "map[web:1.5] map[a0001:unhealthy]"
+	eventually(t, fleet, good)
+
+	waitLog := func(want ...string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			found := false
+			for _, line := range strings.Split(logs.String(), "\n") {
+				all := true
+				for _, w := range want {
+					all = all && strings.Contains(line, w)
+				}
+				found = found || all
+			}
+			if found {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line with %q:\n%s", want, logs.String())
+			}
+		}
+	}
+	for _, bad := range []struct{ key, value, says string }{
+		{LoadKey("web"), `"lots"`, "expected"},
+		{LoadKey("web"), `-1`, "expected"},
+		{LoadKey("web"), `{"cores": 2`, "not JSON"},
+		{HealthKey("a0001"), `"sideways"`, "expected"},
+		{HealthKey("a0001"), `3`, "expected"},
+	} {
+		putRaw(t, s, bad.key, bad.value)
+		waitLog("keeping the last good one", "key="+bad.key, bad.says)
+		if got := knobState(fleet); got != good {
+			t.Errorf("after %s = %s the knobs are %s, want %s", bad.key, bad.value, got, good)
+		}
+	}
+	putRaw(t, s, "sim/service/web/weight", "7")
+	waitLog("no knob", "key=sim/service/web/weight")
+
+	putRaw(t, s, LoadKey("web"), "3", HealthKey("a0001"), `"healthy"`)
+	eventually(t, fleet, "map[web:3] map[a0001:healthy]")
 }

@@ -205,6 +205,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	defer logStopped(ctx, log)()
 	tuneGC(log)
 	endpoints := cfg.Endpoints
 	// The server reaches etcd as two principals where it can: root for
@@ -229,7 +230,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 			return err
 		}
 		defer func() {
-			emb.Close()
+			awaitStop(log, "the embedded etcd", emb.Close)
 			log.Info("embedded etcd stopped", "data", cfg.Embed.DataDir)
 		}()
 		endpoints, etcdErr = emb.Endpoints(), emb.Err()
@@ -302,7 +303,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	go func() { mirrorDone <- mirror.Run(mctx) }()
 	defer func() {
 		cancelMirror()
-		<-mirrorDone
+		awaitStop(log, "the mirror", func() { <-mirrorDone })
 	}()
 
 	if manage {
@@ -310,7 +311,7 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 		kctx, stopKeeper := context.WithCancel(ctx)
 		keeperDone := make(chan struct{})
 		go func() { k.Run(kctx); close(keeperDone) }()
-		defer func() { stopKeeper(); <-keeperDone }()
+		defer func() { stopKeeper(); awaitStop(log, "the access keeper", func() { <-keeperDone }) }()
 		cfg.permit = enginePermit(mirror)
 	}
 

@@ -97,9 +97,18 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 	if err := ecfg.Validate(); err != nil {
 		return nil, nil, usageError("%v", err)
 	}
+	// The engine's context: a round in progress when it ends stops at its
+	// next binding (eval.WithStop), so that a shutdown is not held up.
+	ectx, cancel := context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
+	stopping := func() bool { return ectx.Err() != nil }
 	newEval := func(rs *rules.RuleSet) engine.Evaluator {
 		return engine.NewRuleSetEvaluator(rs, log, eval.WithMaxFirings(ecfg.RoundFirings), eval.WithRoundBudget(ecfg.RoundCost, ecfg.RoundTime),
-			eval.WithYield(mirror.Pending))
+			eval.WithYield(mirror.Pending), eval.WithStop(stopping))
 	}
 	eng, err := engine.New(store, mirror, newEval(rs), ecfg)
 	if err != nil {
@@ -129,7 +138,6 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, err
 	}
 
-	ectx, cancel := context.WithCancel(ctx)
 	ch := make(chan error, 1)
 	go func() { ch <- eng.Run(ectx) }()
 	reloaderDone := make(chan struct{})
@@ -145,7 +153,12 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		}
 		stopped <- err
 	}()
-	return waiter, func() { cancel(); <-stopped; <-reloaderDone; stopAdmin() }, nil
+	return waiter, func() {
+		cancel()
+		awaitStop(log, "the rules engine: its round in progress, its commit, its resignation", func() { <-stopped })
+		awaitStop(log, "the rule reloader", func() { <-reloaderDone })
+		awaitStop(log, "the admin endpoint", stopAdmin)
+	}, nil
 }
 
 // serveAdmin serves /metrics on --admin-addr, and the extra handlers (the

@@ -92,6 +92,13 @@ func WithRoundBudget(maxCost uint64, maxTime time.Duration) Option {
 // for at most one rule budget rather than the round's whole bound.
 func WithYield(pending func() bool) Option { return func(e *Evaluator) { e.yield = pending } }
 
+// WithStop gives the evaluator a way to learn that its caller is going
+// away (a server shutting down): once stopped reports true, the round ends
+// at its next binding as at a budget (WithRoundBudget), its work carried,
+// so that a long round does not hold a shutdown up. A view's task, never
+// cut, and one CEL evaluation still run to their end.
+func WithStop(stopped func() bool) Option { return func(e *Evaluator) { e.stop = stopped } }
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -132,6 +139,7 @@ type Evaluator struct {
 	carry       []task        // tasks a round left at its firing budget (WithMaxFirings)
 	resume      int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
 	yield       func() bool   // WithYield; nil: never
+	stop        func() bool   // WithStop; nil: never
 	wholeAt     map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats        map[*rules.Pattern]*patInfo
 	aggs        *aggregates   // aggregates and the results kept of them (aggregates.go)
@@ -560,7 +568,7 @@ const roundBudgets = 4
 
 // atBudget reports whether the round has spent a budget: its plan holds
 // its firings, or its CEL evaluations roundBudgets times a rule's cost or
-// time.
+// time; or whether its caller stops it (WithStop).
 func (rd *round) atBudget() bool {
 	e := rd.e
 	switch {
@@ -569,6 +577,8 @@ func (rd *round) atBudget() bool {
 	case e.maxCost > 0 && rd.cost >= roundBudgets*e.maxCost:
 		return true
 	case e.maxTime > 0 && time.Since(rd.start) >= roundBudgets*e.maxTime:
+		return true
+	case e.stop != nil && e.stop():
 		return true
 	}
 	return false

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+)
+
+// costlyRule looks at each metric at great cost, just under the
+// per-evaluation CEL limit, and never writes: a round over many metrics
+// evaluates for a long time and commits nothing.
+func costlyRule() string {
+	xs := make([]string, 300)
+	for i := range xs {
+		xs[i] = strconv.Itoa(i)
+	}
+	list := "[" + strings.Join(xs, ",") + "]"
+	return `rule "costly" {
+  doc       = "Looks at every metric at great cost and never writes."
+  principal = "autoscaler"
+  match {
+    m = "observed/service/{name}/metrics/{metric}/{id}"
+  }
+  # m keeps the comprehension from being folded at load time.
+  when = "` + list + `.all(x, ` + list + `.all(y, x + y >= int(m) - 1)) && !name.contains(id) && m < 0.0"
+  emit "observed/service/{name}/autoscale/recommendation" {
+    value = "1"
+  }
+}
+`
+}
+
+// roundPlanned matches the engine's debug line of a planned round.
+var roundPlanned = regexp.MustCompile(`msg="engine: round planned".* rev=(\d+)`)
+
+// SIGINT while the engine evaluates a long round ends the server promptly,
+// with exit code 0 and a clean "server stopped": the evaluation notices the
+// cancellation at its next binding, and the round loop does not go on with
+// the work it carried. With the default round budgets the work is cut into
+// rounds that commit nothing (the round loop must check for the end between
+// them); with no budget it is one round (the evaluation must check).
+// Before, the server went on until the whole work was evaluated.
+func TestInterruptDuringALongEvaluationExitsPromptly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		budget bool
+	}{
+		{"default budgets", nil, true},
+		{"no budget", []string{"--round-time", "0", "--round-cost", "0"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := t.TempDir()
+			if err := os.WriteFile(filepath.Join(pol, "costly.hcl"), []byte(costlyRule()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv, admin := newEngineServer(t, append([]string{"--policies", pol, "--log-level", "debug"}, tc.args...)...)
+			store := srv.dial(t)
+			waitUntil(t, 30*time.Second, "the engine leads", func() bool { return scrape(t, admin)["ccattler_engine_leading"] == 1 })
+			before := scrape(t, admin)["ccattler_engine_rounds_total"]
+
+			// 2,000 bindings in one transaction: minutes of evaluation.
+			var puts []facts.Op
+			for i := range 2000 {
+				puts = append(puts, facts.Put(fmt.Sprintf("observed/service/noise/metrics/cpu/%05x", i), []byte("0.5")))
+			}
+			rev, err := store.Commit(context.Background(), facts.Txn{Ops: puts, Checked: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.budget {
+				// Rounds cut by the budget follow each other, and the
+				// change is not settled: the work is under way.
+				waitUntil(t, 60*time.Second, "three rounds over the costly rule", func() bool {
+					m := scrape(t, admin)
+					return m["ccattler_engine_rounds_total"] >= before+3 && m["ccattler_engine_settled_revision"] < float64(rev)
+				})
+			} else {
+				// One round: the server spends cpu on it (the metrics
+				// wait for the round's view to end).
+				cpu := processCPU(t, srv.cmd.Process.Pid)
+				waitUntil(t, 60*time.Second, "a second of cpu on the round", func() bool {
+					return processCPU(t, srv.cmd.Process.Pid)-cpu >= time.Second
+				})
+				for _, m := range roundPlanned.FindAllStringSubmatch(srv.logText(), -1) {
+					if r, _ := strconv.ParseInt(m[1], 10, 64); r >= rev {
+						t.Fatalf("the round over the metrics ended before the interrupt: nothing to cut short:\n%s", m[0])
+					}
+				}
+			}
+
+			start := time.Now()
+			if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-srv.exited:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the server did not exit within 60s of SIGINT:\n%s", srv.logText())
+			}
+			took := time.Since(start)
+			t.Logf("exited %s after SIGINT", took.Round(time.Millisecond))
+			logs := srv.logText()
+			if srv.exitCode != 0 {
+				t.Errorf("exit code %d, want 0:\n%s", srv.exitCode, logs)
+			}
+			// Well under the 30s after which a stop is a failure, on a
+			// loaded machine too: the round ends at its next binding.
+			if took > 10*time.Second {
+				t.Errorf("the server took %s to exit after SIGINT:\n%s", took, logs)
+			}
+			_, after, ok := strings.Cut(logs, `msg="shutting down"`)
+			if !ok {
+				t.Fatalf("no shutting down line:\n%s", logs)
+			}
+			if !strings.Contains(after, `msg="server stopped"`) {
+				t.Errorf("no server stopped line after shutting down:\n%s", after)
+			}
+			for _, l := range strings.Split(after, "\n") {
+				if strings.Contains(l, "level=ERROR") {
+					t.Errorf("an error while shutting down: %s", l)
+				}
+			}
+		})
+	}
+}
