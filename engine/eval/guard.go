@@ -46,7 +46,7 @@ func (rd *round) guardOf(r *rules.Rule, s *sol) (guard, error) {
 			continue
 		}
 		if v, ok := s.b.get(ag.Name); ok && ag.Func == "count" {
-			if n, ok := v.cel.(types.Int); ok && int(n) > rd.e.maxGuarded {
+			if n, ok := v.celOf().(types.Int); ok && int(n) > rd.e.maxGuarded {
 				g.barrier = true // at least a fact per member: over the limit
 				continue
 			}

@@ -95,7 +95,7 @@ func (e *Evaluator) plan(p *rules.Pattern, b *binding) (acc, seg int, arg string
 	}
 	if p.Alias != "" {
 		if v, ok := b.get(p.Alias); ok {
-			if _, isStr := v.cel.Value().(string); isStr {
+			if v.isString() {
 				return accByValue, 0, v.str
 			}
 		}

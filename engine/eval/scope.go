@@ -54,7 +54,7 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 		key, f, ok, own := rd.ov.getPattern(p, b)
 		if ok && f.Invalid == "" {
 			if v, err := rd.e.values.decode(p.Type, f.Value); err == nil {
-				b.push(p.Alias, val{cel: types.OptionalOf(v.cel), str: v.str})
+				b.push(p.Alias, val{cel: types.OptionalOf(v.celOf()), str: v.str})
 				*reads = append(*reads, readOf(f, own))
 				continue
 			}
@@ -370,7 +370,7 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 		l.reads[i] = rs
 		cv := celVal(v)
 		l.s.b.push(ag.Name, cv)
-		return cv.cel, true
+		return cv.celOf(), true
 	}
 	return nil, false
 }

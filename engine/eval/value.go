@@ -18,11 +18,31 @@ import (
 // val is a bound value: its CEL form and the string form joins and
 // firing records use (a string as is, anything else as canonical JSON).
 type val struct {
-	cel ref.Val
+	cel ref.Val // nil: the string str (strVal)
 	str string
 }
 
-func strVal(s string) val { return val{cel: types.String(s), str: s} }
+// strVal is a string value. Its CEL form is made when CEL reads it (cel
+// nil): most bound key segments are only joined on, by their string, and
+// boxing each as a ref.Val was a sixth of the engine's allocations.
+func strVal(s string) val { return val{str: s} }
+
+// celOf is v's CEL form.
+func (v val) celOf() ref.Val {
+	if v.cel == nil {
+		return types.String(v.str)
+	}
+	return v.cel
+}
+
+// isString reports whether v is a CEL string.
+func (v val) isString() bool {
+	if v.cel == nil {
+		return true
+	}
+	_, ok := v.cel.(types.String)
+	return ok
+}
 
 // goVal wraps a decoded fact value (facts.ValueType.Decode).
 func goVal(v any) val {
@@ -322,7 +342,7 @@ var _ interpreter.Activation = (*activation)(nil)
 
 func (a *activation) ResolveName(name string) (any, bool) {
 	if v, ok := a.b.get(name); ok {
-		return v.cel, true
+		return v.celOf(), true
 	}
 	if a.lazy != nil {
 		if v, ok := a.lazy.resolve(name); ok {
