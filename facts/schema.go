@@ -349,24 +349,64 @@ func (s *Schema) TypeOf(tmpl string) (*FactType, bool) {
 // Parse parses a key relative to the root. A literal segment is preferred to
 // a variable at the same position. The error names the key and what was expected.
 func (s *Schema) Parse(key string) (Key, error) {
-	parts := strings.Split(key, "/")
+	var buf [maxSegments]string
+	ft, parts, err := s.typeOf(key, buf[:0])
+	if err != nil {
+		return Key{}, err
+	}
+	args := make([]string, 0, len(ft.Vars))
+	for i, sg := range ft.Segments {
+		if sg.Var != "" {
+			args = append(args, parts[i])
+		}
+	}
+	return Key{Type: ft, Args: args}, nil
+}
+
+// KeyType is Parse's fact type alone, with the same errors: the evaluator
+// types every change and write it meets, and needs no more.
+func (s *Schema) KeyType(key string) (*FactType, error) {
+	var buf [maxSegments]string
+	ft, _, err := s.typeOf(key, buf[:0])
+	return ft, err
+}
+
+// maxSegments is the segments a key splits into without allocating
+// (the longest builtin form has 6).
+const maxSegments = 12
+
+// typeOf finds key's fact type and checks its variable segments; parts
+// (key split at "/") is appended to buf.
+func (s *Schema) typeOf(key string, buf []string) (*FactType, []string, error) {
+	parts := SplitKey(buf, key)
 	s.mu.RLock()
 	ft := match(s.trie, parts)
 	s.mu.RUnlock()
 	if ft == nil {
-		return Key{}, fmt.Errorf("%w %q: it matches no key form of the schema (see `ccattler facts schema`)", ErrUnknownKey, key)
+		return nil, nil, fmt.Errorf("%w %q: it matches no key form of the schema (see `ccattler facts schema`)", ErrUnknownKey, key)
 	}
-	args := make([]string, 0, len(ft.Vars))
 	for i, sg := range ft.Segments {
 		if sg.Var == "" {
 			continue
 		}
 		if err := CheckSegment(sg.Var, parts[i]); err != nil {
-			return Key{}, fmt.Errorf("key %q (%s): %w", key, ft.Template, err)
+			return nil, nil, fmt.Errorf("key %q (%s): %w", key, ft.Template, err)
 		}
-		args = append(args, parts[i])
 	}
-	return Key{Type: ft, Args: args}, nil
+	return ft, parts, nil
+}
+
+// SplitKey appends key's segments to dst: strings.Split(key, "/") without
+// its allocation when dst has room.
+func SplitKey(dst []string, key string) []string {
+	for {
+		i := strings.IndexByte(key, '/')
+		if i < 0 {
+			return append(dst, key)
+		}
+		dst = append(dst, key[:i])
+		key = key[i+1:]
+	}
 }
 
 func match(n *trieNode, parts []string) *FactType {

@@ -8,6 +8,7 @@ import (
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/traits"
+	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/rules"
 )
 
@@ -28,13 +29,14 @@ func (ra *roundAggs) changed(key string, value []byte, sign int) {
 	if ra.a.off || (len(ra.cache) == 0 && len(ra.whole) == 0) {
 		return
 	}
-	k, err := rd.e.rs.Schema.Parse(key)
+	kt, err := rd.e.rs.Schema.KeyType(key)
 	if err != nil {
 		return
 	}
-	parts := strings.Split(key, "/")
+	ra.parts = facts.SplitKey(ra.parts[:0], key)
+	parts := ra.parts
 	kb := scratch(&ra.factB)
-	for _, s := range ra.a.sites[k.Type] {
+	for _, s := range ra.a.sites[kt] {
 		if ra.only == nil || ra.only[s.ag] {
 			ra.maintainSite(s, key, parts, kb, value, sign)
 		}

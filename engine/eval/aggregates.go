@@ -79,6 +79,7 @@ type roundAggs struct {
 	only    map[*rules.Aggregate]bool
 	gkBuf   []byte   // the group key lookup looks up
 	factB   *binding // the binding changed matches a written fact into (scratch)
+	parts   []string // the written key changed matches, split (scratch)
 }
 
 // begin is a round's view of the results the store holds. A round works

@@ -239,6 +239,7 @@ type aggStore struct {
 	// Their groups have no deps and are in no index: only adjusting keeps
 	// them, so anything that drops results instead drops these whole.
 	whole map[*rules.Aggregate]bool
+	parts []string // the key forget drops results for, split (scratch)
 }
 
 func newAggStore() *aggStore {
@@ -361,11 +362,11 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 			s.lose(depKey{kind: 'p', s: key[:i+1]})
 		}
 	}
-	k, err := schema.Parse(key)
+	kt, err := schema.KeyType(key)
 	if err != nil {
 		return
 	}
-	t := k.Type
+	t := kt
 	if values == nil {
 		if refs, ok := s.valsT[t]; ok {
 			s.drop(refs)
@@ -388,7 +389,8 @@ func (s *aggStore) forget(schema *facts.Schema, key string, values []string) {
 		delete(s.types, t)
 		s.lose(depKey{kind: 't', t: t})
 	}
-	for i, part := range strings.Split(key, "/") {
+	s.parts = facts.SplitKey(s.parts[:0], key)
+	for i, part := range s.parts {
 		sg := segDep{t, i, part}
 		if refs, ok := s.segs[sg]; ok {
 			s.drop(refs)
@@ -531,15 +533,15 @@ func prevKnown(changes []facts.Change) bool {
 // its value's alone (it needs an etcd lease): its changes, rare, always drop.
 func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool {
 	for _, c := range changes {
-		k, err := schema.Parse(c.Key)
-		if err != nil || k.Type.Leased {
+		kt, err := schema.KeyType(c.Key)
+		if err != nil || kt.Leased {
 			return false
 		}
 		if f, ok := r.Get(c.Key); ok && f.Invalid != "" {
 			return false
 		}
-		if c.Prev != nil && k.Type.Name != "event" {
-			if _, err := k.Type.Value.Decode(c.Prev); err != nil {
+		if c.Prev != nil && kt.Name != "event" {
+			if _, err := kt.Value.Decode(c.Prev); err != nil {
 				return false
 			}
 		}
@@ -611,9 +613,9 @@ func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change)
 	types := make([]*facts.FactType, len(changes))
 	byType := map[*facts.FactType]int{}
 	for i, c := range changes {
-		if k, err := a.e.rs.Schema.Parse(c.Key); err == nil {
-			types[i] = k.Type
-			byType[k.Type]++
+		if kt, err := a.e.rs.Schema.KeyType(c.Key); err == nil {
+			types[i] = kt
+			byType[kt]++
 		}
 	}
 	keep := map[*rules.Aggregate]bool{}

@@ -392,6 +392,7 @@ type round struct {
 	taskStart time.Time
 	taskCost  uint64
 	dispatchB *binding   // the binding dispatch matches a changed key into (scratch)
+	parts     []string   // the changed key dispatch matches, split (scratch)
 	keyBuf    []byte     // the task key enqueueKept looks up
 	spares    []*binding // working bindings handed back (borrow)
 }

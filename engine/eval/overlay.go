@@ -91,8 +91,8 @@ func (o *overlay) set(f facts.Fact) {
 		e.f, e.deleted = f, value == nil
 	} else {
 		e = &ovEntry{f: f, deleted: value == nil, parts: strings.Split(key, "/")}
-		if k, err := o.schema.Parse(key); err == nil {
-			e.typ = k.Type
+		if kt, err := o.schema.KeyType(key); err == nil {
+			e.typ = kt
 			o.byType[e.typ] = append(o.byType[e.typ], e)
 			for i, p := range e.parts {
 				sk := ovSegKey{e.typ, i, p}

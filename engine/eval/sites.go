@@ -2,7 +2,6 @@ package eval
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/rules"
@@ -114,13 +113,14 @@ func scratch(b **binding) *binding {
 // re-trigger its aggregates, its choice or its head, because the task that
 // wrote already evaluated with read-your-writes.
 func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
-	k, err := rd.e.rs.Schema.Parse(c.Key)
+	kt, err := rd.e.rs.Schema.KeyType(c.Key)
 	if err != nil {
 		return
 	}
-	parts := strings.Split(c.Key, "/")
+	rd.parts = facts.SplitKey(rd.parts[:0], c.Key)
+	parts := rd.parts
 	kb := scratch(&rd.dispatchB) // each site's match; enqueued as a copy
-	for _, s := range rd.e.sites[k.Type] {
+	for _, s := range rd.e.sites[kt] {
 		if (rd.stopped[s.r.Name] && !rd.oscillated[s.r.Name]) || (from == s.r && s.kind != siteDirect) {
 			continue
 		}
