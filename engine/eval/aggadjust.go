@@ -99,7 +99,8 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		key   string // b.key(), for the sort
 	}
 	var members []member
-	var reads []Read
+	reads := rd.borrowReads(nil)
+	defer func() { rd.giveReads(reads) }()
 	rd.join(rest, kb, &reads, func() bool {
 		complete := true
 		for _, v := range info.group {

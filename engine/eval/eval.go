@@ -395,6 +395,7 @@ type round struct {
 	parts     []string   // the changed key dispatch matches, split (scratch)
 	keyBuf    []byte     // the task key enqueueKept looks up
 	spares    []*binding // working bindings handed back (borrow)
+	readBufs  [][]Read   // join reads handed back (borrowReads)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

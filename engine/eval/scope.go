@@ -28,7 +28,8 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 	var out []*sol
 	bb := rd.borrow(b)
 	defer rd.giveBack(bb)
-	rs := append([]Read(nil), reads...)
+	rs := rd.borrowReads(reads)
+	defer func() { rd.giveReads(rs) }()
 	rd.join(sc.Match, bb, &rs, func() bool {
 		mark, rmark := bb.len(), len(rs)
 		if rd.optionalAndAbsent(sc, bb, &rs) {

@@ -179,7 +179,8 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 		return
 	}
 	found := false
-	var reads []Read
+	reads := rd.borrowReads(nil)
+	defer func() { rd.giveReads(reads) }()
 	rd.join(rest, kb, &reads, func() bool {
 		found = true
 		return rd.enqueueLifted(s, kb, keep)

@@ -230,6 +230,21 @@ func (rd *round) borrow(b *binding) *binding {
 	return b.clone()
 }
 
+// borrowReads lends a scratch slice for a join's reads, holding reads;
+// giveReads takes it back. A join appends a read per fact it binds, and
+// growing a fresh slice in every join was a tenth of the engine's
+// allocations: what a caller keeps of it, it copies.
+func (rd *round) borrowReads(reads []Read) []Read {
+	if n := len(rd.readBufs); n > 0 {
+		buf := rd.readBufs[n-1]
+		rd.readBufs = rd.readBufs[:n-1]
+		return append(buf[:0], reads...)
+	}
+	return append(make([]Read, 0, len(reads)+8), reads...)
+}
+
+func (rd *round) giveReads(buf []Read) { rd.readBufs = append(rd.readBufs, buf[:0]) }
+
 func (rd *round) giveBack(w *binding) {
 	clear(w.vals[:cap(w.vals)]) // let go of the values
 	rd.spares = append(rd.spares, w)
