@@ -2,7 +2,6 @@ package eval
 
 import (
 	"math/big"
-	"slices"
 	"sort"
 	"strings"
 
@@ -457,7 +456,8 @@ func (rd *round) computeAggregate(ag *rules.Aggregate, s *sol) (_ ref.Val, exact
 	if ag.Params != nil {
 		// A shared aggregate's other names are its own, whatever the rule
 		// binds under the same names.
-		b = b.restrict(func(n string) bool { return slices.Contains(ag.Params, n) })
+		b = rd.borrowOnly(b, ag.Params)
+		defer rd.giveBack(b)
 	}
 	members := rd.solve(ag.Body, b, nil)
 	v, exact, s.reads, err = rd.fold(ag, members, s.reads)

@@ -54,8 +54,8 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 	for _, p := range sc.Optional {
 		key, f, ok, own := rd.ov.getPattern(p, b)
 		if ok && f.Invalid == "" {
-			if v, err := rd.e.values.decode(p.Type, f.Value); err == nil {
-				b.push(p.Alias, val{cel: types.OptionalOf(v.celOf()), str: v.str})
+			if v, err := rd.e.values.optional(p.Type, f.Value); err == nil {
+				b.push(p.Alias, v)
 				*reads = append(*reads, readOf(f, own))
 				continue
 			}

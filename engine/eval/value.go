@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -56,7 +57,10 @@ func goVal(v any) val {
 // engine allocated. A fact type's value schema never changes (a plugin
 // type registered again is a new FactType). CEL values are immutable, so
 // bindings share them.
-type valueCache map[*facts.FactType]map[string]val
+type valueCache map[*facts.FactType]map[string]cachedVal
+
+// cachedVal is a decoded value, and the same as an optional's present value.
+type cachedVal struct{ v, opt val }
 
 // maxCachedValues bounds the values kept of one fact type: past it, those
 // of the type are decoded each time (instance IPs and timestamps are as
@@ -65,23 +69,35 @@ const maxCachedValues = 4096
 
 // decode is decode(t.Value, raw) as a bound value.
 func (c valueCache) decode(t *facts.FactType, raw []byte) (val, error) {
+	cv, err := c.lookup(t, raw)
+	return cv.v, err
+}
+
+// optional is decode as an optional's present value.
+func (c valueCache) optional(t *facts.FactType, raw []byte) (val, error) {
+	cv, err := c.lookup(t, raw)
+	return cv.opt, err
+}
+
+func (c valueCache) lookup(t *facts.FactType, raw []byte) (cachedVal, error) {
 	m := c[t]
-	if v, ok := m[string(raw)]; ok {
-		return v, nil
+	if cv, ok := m[string(raw)]; ok {
+		return cv, nil
 	}
 	dv, err := decode(t.Value, raw)
 	if err != nil {
-		return val{}, err
+		return cachedVal{}, err
 	}
 	v := goVal(dv)
+	cv := cachedVal{v: v, opt: val{cel: types.OptionalOf(v.celOf()), str: v.str}}
 	if m == nil {
-		m = map[string]val{}
+		m = map[string]cachedVal{}
 		c[t] = m
 	}
 	if len(m) < maxCachedValues {
-		m[string(raw)] = v
+		m[string(raw)] = cv
 	}
-	return v, nil
+	return cv, nil
 }
 
 // celVal wraps a value computed by CEL.
@@ -228,6 +244,22 @@ func (rd *round) borrow(b *binding) *binding {
 		return w
 	}
 	return b.clone()
+}
+
+// borrowOnly is b restricted to names, in a binding borrowed from the
+// round (giveBack).
+func (rd *round) borrowOnly(b *binding, names []string) *binding {
+	w := &binding{}
+	if n := len(rd.spares); n > 0 {
+		w, rd.spares = rd.spares[n-1], rd.spares[:n-1]
+		w.names, w.vals = w.names[:0], w.vals[:0]
+	}
+	for i, n := range b.names {
+		if slices.Contains(names, n) && !w.has(n) {
+			w.push(n, b.vals[i])
+		}
+	}
+	return w
 }
 
 // borrowReads lends a scratch slice for a join's reads, holding reads;
