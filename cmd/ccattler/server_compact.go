@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,20 +18,41 @@ import (
 const defaultCompactEvery = 5 * time.Minute
 
 // addCompactFlag adds --compact-every to `ccattler server`, dev and bench.
+// A bad interval is refused as the flag is parsed, a usage error naming it.
 func addCompactFlag(f *pflag.FlagSet, every *time.Duration) {
 	*every = defaultCompactEvery
-	f.DurationVar(every, "compact-every", defaultCompactEvery,
-		"how often the engine leader compacts etcd's history, keeping one interval of it: `ccattler why` and watches reach back that far (0: never compact; etcd then keeps every version of every key)")
+	f.Var((*compactEvery)(every), "compact-every",
+		"how often the engine leader compacts etcd's history, keeping one interval of it, as far back as ccattler why and watches reach (0: never compact; etcd then keeps every version of every key)")
+}
+
+// compactEvery is --compact-every's value: a duration checked on Set.
+type compactEvery time.Duration
+
+func (c *compactEvery) String() string { return time.Duration(*c).String() }
+func (c *compactEvery) Type() string   { return "duration" }
+func (c *compactEvery) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("expected a duration such as 5m or 30s, or 0 (never compact)")
+	}
+	if d < 0 || (d > 0 && d < time.Second) {
+		return errCompactEvery
+	}
+	*c = compactEvery(d)
+	return nil
 }
 
 // checkCompactEvery refuses an interval that is negative or too short to
-// leave any history: a compaction a millisecond would take `why` with it.
+// leave any history: a compaction every millisecond would take the
+// history `why` reads with it.
 func checkCompactEvery(every time.Duration) error {
 	if every < 0 || (every > 0 && every < time.Second) {
-		return usageError("--compact-every %s: expected 0 (never compact) or an interval of at least 1s, such as 5m", every)
+		return usageError("--compact-every %s: %v", every, errCompactEvery)
 	}
 	return nil
 }
+
+var errCompactEvery = errors.New("expected 0 (never compact) or an interval of at least 1s, such as 5m")
 
 // newCompactor returns the server's compactor, nil when --compact-every is
 // 0 or the server runs no engine (the leading engine's server compacts).
