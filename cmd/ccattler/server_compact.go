@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,20 +32,23 @@ func (c *compactEvery) Type() string   { return "duration" }
 func (c *compactEvery) Set(s string) error {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("expected a duration such as 5m or 30s, or 0 (never compact)")
+		return errors.New("expected a duration such as 5m or 30s, or 0 (never compact)")
 	}
-	if d < 0 || (d > 0 && d < time.Second) {
+	if !validCompactEvery(d) {
 		return errCompactEvery
 	}
 	*c = compactEvery(d)
 	return nil
 }
 
-// checkCompactEvery refuses an interval that is negative or too short to
+// validCompactEvery refuses an interval that is negative or too short to
 // leave any history: a compaction every millisecond would take the
 // history `why` reads with it.
+func validCompactEvery(every time.Duration) bool { return every == 0 || every >= time.Second }
+
+// checkCompactEvery is validCompactEvery for a serverConfig made in code.
 func checkCompactEvery(every time.Duration) error {
-	if every < 0 || (every > 0 && every < time.Second) {
+	if !validCompactEvery(every) {
 		return usageError("--compact-every %s: %v", every, errCompactEvery)
 	}
 	return nil
