@@ -65,7 +65,7 @@ func compactedError(tree *audit.Node) error {
 	if n == 0 {
 		return nil
 	}
-	return exitError{code: 1, err: fmt.Errorf("etcd's history before revision %d was compacted: the values of %d %s read at older revisions are gone (shown as \"(value compacted)\"); "+
+	return exitError{code: 1, err: fmt.Errorf("etcd's history before revision %d was compacted: the values of %d %s read at older revisions are gone (marked \"(value compacted)\", compacted_before in -o json); "+
 		"the firing records above are current and still say which rule wrote what. The engine leader compacts every --compact-every (ccattler server, default 5m), keeping one interval: "+
 		"ask why within it, or run the server with a longer --compact-every", rev, n, plural(n, "fact version", "fact versions"))}
 }
