@@ -22,6 +22,9 @@
 //   - rejections.go: for a choice that placed nothing, one record of every
 //     candidate and the filters it failed (`ccattler why-not`).
 //   - prune.go: retention of records by age and count.
+//   - compact.go: Compactor, the compaction of etcd's history every
+//     interval to the revision of the interval before, run by the leader
+//     (Config.WhileLeading) so that one server of a cluster compacts.
 //   - evaluator.go: a compiled rules.RuleSet as an Evaluator (package eval).
 //   - metrics.go: counters (Stats).
 //

@@ -55,6 +55,7 @@ type benchFlags struct {
 	scaleTo      int
 	deleteAll    bool
 	profilePhase string
+	compactEvery time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -164,6 +165,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
+	addCompactFlag(fl, &f.compactEvery)
 	cmd.AddCommand(newBenchWeighCmd())
 	return cmd
 }
@@ -261,6 +263,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 		cfg.Embed.PeerURL = strings.Replace(cfg.Embed.PeerURL, "http://", "https://", 1)
 	}
 	cfg.Engine.Identity = "bench"
+	cfg.CompactEvery = f.compactEvery
 	cfg.Engine.RoundFirings = f.roundFirings
 	cfg.Engine.RoundCost, cfg.Engine.RoundTime = f.roundCost, f.roundTime
 	cfg.Ops.AdminAddr = "" // no /metrics: the bench reads the engine's counters itself
@@ -268,7 +271,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg.OnEngine = func(e *engine.Engine) { eng = e }
 
 	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
-		Services: f.services, RoundFirings: f.roundFirings, AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+		Services: f.services, RoundFirings: f.roundFirings, CompactEverySeconds: f.compactEvery.Seconds(), AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phaseErr error

@@ -107,6 +107,11 @@ type benchResult struct {
 	EngineGaveUp     int64            `json:"engine_gave_up"`
 	EngineFullRounds int64            `json:"engine_full_rounds"`
 
+	// The engine leader's compaction interval (--compact-every; 0: none)
+	// and etcd's compact revision at the end (1: never compacted).
+	CompactEverySeconds float64 `json:"compact_every_seconds"`
+	CompactRevision     int64   `json:"etcd_compact_revision"`
+
 	TotalSeconds float64 `json:"total_seconds"`
 	// LoadAverage is the machine's 1-minute load average when the bench
 	// started and when it ended: other work on the machine slows it.

@@ -86,6 +86,11 @@ func (b *bench) run(ctx context.Context) error {
 			b.log.Error("bench: the peak heap profile", "err", b.heap.err)
 		}
 		b.res.PeakRSSBytes = procStatus("VmHWM")
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rev, err := b.store.CompactRevision(cctx); err == nil {
+			b.res.CompactRevision = rev
+		}
 	}()
 	if err := b.startNodes(ctx); err != nil {
 		return err

@@ -137,6 +137,7 @@ control plane (docs/security.md).`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.nodes, "nodes", 3, "simulated nodes, named node-1, node-2, ...")
+	addCompactFlag(fl, &cfg.CompactEvery)
 	fl.StringArrayVarP(&f.files, "file", "f", nil, "service or volume file, or directory of *.hcl, to apply once up (repeatable)")
 	fl.StringVar(&f.dataDir, "data-dir", "", "etcd data directory (default: a temporary one, removed at exit)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary data directory at exit")

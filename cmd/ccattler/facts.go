@@ -119,6 +119,10 @@ still keeps. -o json prints one JSON object per line.`,
 			out := cmd.OutOrStdout()
 			for resp := range s.WatchChanges(ctx, prefix, fromRev) {
 				if err := resp.Err; err != nil {
+					if resp.CompactRevision > 0 {
+						return fmt.Errorf("watch %s from revision %d: etcd's history before revision %d was compacted (the engine leader compacts every --compact-every, keeping one interval): give --rev %d or later",
+							prefix, fromRev, resp.CompactRevision, resp.CompactRevision)
+					}
 					return fmt.Errorf("watch %s from revision %d: %w", prefix, fromRev, err)
 				}
 				for _, c := range resp.Changes {

@@ -58,6 +58,10 @@ type serverConfig struct {
 	// ClockInterval is how often the server writes observed/clock while its
 	// engine runs (rules about elapsed time read it); 0 means every second.
 	ClockInterval time.Duration
+	// CompactEvery is how often the engine leader compacts etcd's history
+	// (--compact-every; 0: never). server_compact.go.
+	CompactEvery time.Duration
+	compactor    *engine.Compactor
 	// OnEngine, when set, is given the engine once it is created, before
 	// Ready runs (`ccattler bench` reads its counters).
 	OnEngine func(*engine.Engine)
@@ -194,6 +198,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 	f.StringVar(&cfg.Embed.ClusterToken, "initial-cluster-token", "ccattler", "shared by the members of one cluster, so that two clusters bootstrapping on one network stay apart")
 	f.StringVar(&cfg.CADir, "ca-dir", "", "the CA of the embedded etcd's TLS and of every principal's certificate (default DATA-DIR/pki; created if missing)")
 	addEngineFlags(f, &cfg)
+	addCompactFlag(f, &cfg.CompactEvery)
 	return cmd
 }
 
@@ -204,6 +209,9 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkCompactEvery(cfg.CompactEvery); err != nil {
+		return err
 	}
 	defer logStopped(ctx, log)()
 	tuneGC(log)
@@ -316,15 +324,15 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 
 	// The rules engine starts once the mirror is synced. Its leader, and
-	// only it, writes observed/clock (runClock).
+	// only it, writes observed/clock (runClock) and compacts etcd's history
+	// (server_compact.go).
+	cfg.compactor = newCompactor(cfg, admin, log) // etcd lets only root compact
 	if !cfg.NoEngine {
 		interval := cfg.ClockInterval
 		if interval <= 0 {
 			interval = time.Second
 		}
-		cfg.Engine.WhileLeading = func(ctx context.Context, guard []facts.Guard) {
-			runClock(ctx, store, interval, guard, log)
-		}
+		cfg.Engine.WhileLeading = leaderTasks(store, interval, cfg.compactor, log)
 	}
 	engineDone, stopEngine, err := startEngine(ctx, cfg, store, mirror, log)
 	if err != nil {

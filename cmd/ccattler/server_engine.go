@@ -126,6 +126,9 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		return nil, nil, err
 	}
 	src.Engine, src.Reload = eng.Stats, rl.Status
+	if cfg.compactor != nil {
+		src.Compact = cfg.compactor.Stats
+	}
 	if cfg.OnEngine != nil {
 		cfg.OnEngine(eng)
 	}

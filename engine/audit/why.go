@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -32,6 +33,11 @@ type Node struct {
 	Because []*Node       `json:"because,omitempty"`
 	done    bool          // fully explained; the node may be shared by several parents
 	stub    bool          // a back reference, not explained again
+
+	// Compacted is set when the value of this version is gone with
+	// etcd's history: the revision history before which was compacted.
+	// The record that explains the version is a current key and stays.
+	Compacted int64 `json:"compacted_before,omitempty"`
 }
 
 // WhyOptions bounds the walk.
@@ -45,6 +51,7 @@ type walker struct {
 	max     int
 	visited map[string]*Node
 	oldest  int64
+	compact int64 // etcd's compact revision, once a read found it (0: not yet)
 }
 
 // Why explains the current value of key: the record that wrote it and,
@@ -85,8 +92,12 @@ func (w *walker) at(key string, rev int64, value []byte, depth int) (*Node, erro
 		return n, nil
 	}
 	if value == nil {
-		if f, ok, err := w.s.GetAt(w.ctx, key, rev); err == nil && ok && f.ModRevision == rev {
+		f, ok, err := w.s.GetAt(w.ctx, key, rev)
+		switch {
+		case err == nil && ok && f.ModRevision == rev:
 			n.Value = f.Value
+		case errors.Is(err, facts.ErrCompacted):
+			w.compacted(n)
 		}
 	}
 	evs, err := atRevision(w.ctx, w.s, rev)
@@ -151,6 +162,44 @@ func (w *walker) at(key string, rev int64, value []byte, depth int) (*Node, erro
 	return n, nil
 }
 
+// compacted fills in the value of n, a version older than etcd's compact
+// revision, from the current fact when the version is still the current
+// one; otherwise the value is gone and n says since when.
+func (w *walker) compacted(n *Node) {
+	if f, ok, err := w.s.Get(w.ctx, n.Key); err == nil && ok && f.ModRevision == n.Rev {
+		n.Value = f.Value
+		return
+	}
+	if w.compact == 0 {
+		w.compact = n.Rev + 1 // at least: the read at n.Rev failed
+		if rev, err := w.s.CompactRevision(w.ctx); err == nil {
+			w.compact = rev
+		}
+	}
+	n.Compacted = w.compact
+}
+
+// Compacted returns etcd's compact revision and how many fact versions of
+// the explanation lost their value to it (0: none).
+func Compacted(root *Node) (rev int64, n int) {
+	seen := map[*Node]bool{}
+	var walk func(*Node)
+	walk = func(x *Node) {
+		if seen[x] {
+			return
+		}
+		seen[x] = true
+		if x.Compacted > 0 {
+			rev, n = max(rev, x.Compacted), n+1
+		}
+		for _, c := range x.Because {
+			walk(c)
+		}
+	}
+	walk(root)
+	return rev, n
+}
+
 // isEngineInstanceFact reports the instance facts the instance rule creates
 // (service, and state while pending) — those have records; an agent's do not.
 func isEngineInstanceFact(key string, value []byte) bool {
@@ -211,7 +260,10 @@ func PrintTree(out io.Writer, n *Node) {
 
 func printNode(out io.Writer, n *Node, first, rest string, printed map[*Node]bool) {
 	val := string(n.Value)
-	if val == "" {
+	switch {
+	case val == "" && n.Compacted > 0:
+		val = "(value compacted)"
+	case val == "":
 		val = "(absent)"
 	}
 	line := fmt.Sprintf("%s%s = %s  @%d  ← %s", first, n.Key, val, n.Rev, n.Explain)
@@ -287,6 +339,8 @@ type GraphNode struct {
 	Version  string            `json:"version,omitempty"`
 	EventID  string            `json:"event,omitempty"`
 	Bindings map[string]string `json:"bindings,omitempty"`
+	// Compacted: the value is gone, history before this revision was compacted.
+	Compacted int64 `json:"compacted_before,omitempty"`
 }
 
 // GraphEdge says that From holds because To held (the firing read To).
@@ -306,7 +360,7 @@ func ToGraph(root *Node) Graph {
 			return
 		}
 		seen[id] = true
-		gn := GraphNode{ID: id, Key: n.Key, Rev: n.Rev, Value: n.Value, Origin: n.Origin, Explain: n.Explain}
+		gn := GraphNode{ID: id, Key: n.Key, Rev: n.Rev, Value: n.Value, Origin: n.Origin, Explain: n.Explain, Compacted: n.Compacted}
 		if n.Event != nil {
 			gn.Rule, gn.Version, gn.EventID, gn.Bindings = n.Event.Rule, n.Event.Version, n.Event.ID, n.Event.Bindings
 		}

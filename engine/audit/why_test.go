@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -294,4 +295,74 @@ func TestWhyExplainsTheClockAsTheServers(t *testing.T) {
 		}
 	}
 	t.Errorf("the firing's clock read is not among its reasons: %+v", tree.Because)
+}
+
+// After a compaction, why still explains a firing by its records (current
+// keys) and fills in the values that are still current, and marks each
+// value gone with the history with the compact revision.
+func TestWhyAfterCompaction(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	r := seedLifecycle(t, s)
+	ctx := context.Background()
+	compactAt := r.rev("endpoint/service/web/a8f31")
+	if err := s.Compact(ctx, compactAt); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := audit.Why(ctx, s, "endpoint/service/web/a8f31", audit.WhyOptions{})
+	if err != nil {
+		t.Fatalf("why after a compaction: %v", err)
+	}
+	var running, pending *audit.Node
+	var walk func(n *audit.Node)
+	walk = func(n *audit.Node) {
+		if n.Key == "observed/instance/a8f31/state" {
+			if n.Origin == audit.OriginRule {
+				pending = n
+			} else {
+				running = n
+			}
+		}
+		for _, c := range n.Because {
+			walk(c)
+		}
+	}
+	walk(tree)
+	if string(tree.Value) == "" || tree.Compacted != 0 || tree.Event == nil || tree.Event.Rule != "publish_endpoint" {
+		t.Errorf("root after compaction: %+v", tree)
+	}
+	// Read by publish_endpoint, still the current version: its value is kept.
+	if running == nil || string(running.Value) != `"running"` || running.Compacted != 0 {
+		t.Errorf("the state the endpoint read (still current): %+v", running)
+	}
+	// Read by schedule, overwritten since: the value is gone, the record stays.
+	if pending == nil || pending.Value != nil || pending.Compacted != compactAt || pending.Event == nil || pending.Event.Rule != "create_instances" {
+		t.Fatalf("the state schedule read (overwritten, compacted): %+v", pending)
+	}
+	if rev, n := audit.Compacted(tree); rev != compactAt || n < 1 {
+		t.Errorf("Compacted(tree) = %d, %d; want %d and at least one version", rev, n, compactAt)
+	}
+	var buf bytes.Buffer
+	audit.PrintTree(&buf, tree)
+	if !strings.Contains(buf.String(), "observed/instance/a8f31/state = (value compacted)  @") {
+		t.Errorf("tree text does not mark the compacted value:\n%s", buf.String())
+	}
+	found := false
+	for _, gn := range audit.ToGraph(tree).Nodes {
+		found = found || (gn.ID == fmt.Sprintf("%s@%d", pending.Key, pending.Rev) && gn.Compacted == compactAt)
+	}
+	if !found {
+		t.Errorf("graph lacks the compacted node %s@%d with compacted_before %d", pending.Key, pending.Rev, compactAt)
+	}
+	// Nothing compacted: nothing marked.
+	e2 := etcdtest.Start(t)
+	s2 := e2.Store(t)
+	seedLifecycle(t, s2)
+	tree2, err := audit.Why(ctx, s2, "endpoint/service/web/a8f31", audit.WhyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, n := audit.Compacted(tree2); n != 0 {
+		t.Errorf("Compacted of an uncompacted explanation = %d, %d", rev, n)
+	}
 }

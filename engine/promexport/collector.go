@@ -13,6 +13,8 @@ type Sources struct {
 	Engine func() engine.Stats
 	Mirror func() (facts.MirrorStats, int)
 	Reload func() reload.Status
+	// Compact is the etcd compactor's (nil: the server compacts nothing).
+	Compact func() engine.CompactStats
 }
 
 // Collector is a prometheus.Collector over Sources.
@@ -64,6 +66,10 @@ var (
 	dRuleCount     = desc("ruleset_rules", "Rules in the running rule set.")
 	dReloads       = desc("ruleset_reloads_total", "Reloads that replaced the rule set.")
 	dReloadFails   = desc("ruleset_reload_failures_total", "Reloads rejected for errors in the rule files.")
+	dCompactions   = desc("etcd_compactions_total", "Compactions of etcd's history this server made while leading (--compact-every).")
+	dCompactFails  = desc("etcd_compaction_failures_total", "Compactions of etcd's history that failed (tried again an interval later).")
+	dCompactRev    = desc("etcd_compact_revision", "Revision of this server's last compaction: etcd's history before it is gone.")
+	dCompactTime   = desc("etcd_compaction_duration_seconds", "Time of the compactions (count: compactions).")
 )
 
 // Describe sends every metric's description.
@@ -71,7 +77,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
 		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
 		dCommitMax, dPruned, dRejections, dInvalid, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
-		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails} {
+		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails,
+		dCompactions, dCompactFails, dCompactRev, dCompactTime} {
 		ch <- d
 	}
 }
@@ -130,6 +137,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRuleCount, float64(st.Rules))
 		counter(dReloads, float64(st.Reloads))
 		counter(dReloadFails, float64(st.Failures))
+	}
+	if c.src.Compact != nil {
+		st := c.src.Compact()
+		counter(dCompactions, float64(st.Compactions))
+		counter(dCompactFails, float64(st.Failures))
+		gauge(dCompactRev, float64(st.Revision))
+		ch <- prometheus.MustNewConstSummary(dCompactTime, uint64(st.Compactions), st.Time.Seconds(), nil)
 	}
 }
 

@@ -87,7 +87,10 @@ func drawing(g audit.Graph, rs *rules.RuleSet) ([]drawnNode, []drawnEdge) {
 	for _, n := range g.Nodes {
 		byID[n.ID] = n
 		val := string(n.Value)
-		if val == "" {
+		switch {
+		case val == "" && n.Compacted > 0: // gone with etcd's compacted history
+			val = "(value compacted)"
+		case val == "":
 			val = "(absent)"
 		}
 		nodes = append(nodes, drawnNode{ID: n.ID, Class: "fact origin-" + n.Origin,

@@ -152,3 +152,18 @@ func TestDrawingOfAWhyGraph(t *testing.T) {
 	}
 	t.Logf("%d facts, %d edges drawn in %.0fx%.0f px", len(facts), len(edges), W, H)
 }
+
+// A value gone with etcd's compacted history is drawn as such, not as
+// absent: the fact existed, its value is what is missing.
+func TestDrawingMarksACompactedValue(t *testing.T) {
+	g := loadGraph(t)
+	i := slices.IndexFunc(g.Nodes, func(n audit.GraphNode) bool { return len(n.Value) > 0 && n.Origin == audit.OriginRule })
+	if i < 0 {
+		t.Fatal("the graph has no rule-written fact with a value")
+	}
+	g.Nodes[i].Value, g.Nodes[i].Compacted = nil, 1234
+	svg := string(renderGraph(g, nil))
+	if !strings.Contains(svg, "(value compacted)") {
+		t.Errorf("the drawing does not mark %s's compacted value", g.Nodes[i].ID)
+	}
+}
