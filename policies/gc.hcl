@@ -17,12 +17,11 @@ rule "collect_stopped" {
   doc       = "The facts of an instance stopped for longer than an hour, without a placement, are deleted; those of a failed one as soon as its service has five newer failed instances."
   principal = "gc"
   after     = ["create_instances", "cancel_waiting_extras", "cancel_deleted", "replace_first", "note_stopped", "note_failed", "note_unhealthy", "forget_unhealthy", "retire_unhealthy"]
-  over      = "instance"
+  over      = "unplaced"
   match {
     stopped = "observed/instance/{id}/stopped_at"
     clock   = "observed/clock"
   }
-  absent = ["placement/instance/{id}"]
   optional { failed = "observed/instance/{id}/failed_at" }
   # Failures noted after this one: a crash loop leaves the newest few, whatever its pace.
   aggregate "newer_failures" {

@@ -9,6 +9,12 @@ relation "instance" {
   }
 }
 
+relation "unplaced" {
+  doc    = "An instance without a placement: pending, or stopping once its placement is gone."
+  over   = "instance"
+  absent = ["placement/instance/{id}"]
+}
+
 relation "placement" {
   over = "instance"
   match { node = "placement/instance/{id}" }
@@ -44,7 +50,6 @@ relation "spec" {
 }
 
 let {
-  # A report is believed only from the node of the placement.
   believed    = "inode.orValue(node) == node"
   active      = "state == 'pending' || state == 'running'"
   reached     = "nstate != 'unreachable' && believed"
@@ -57,11 +62,18 @@ let {
   allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
+action "create_pending" {
+  doc    = "count new instances of svc, pending, with fresh ids: the scheduler places them."
+  params = ["count"]
+  fresh "id" { count = "count" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
+}
+
 counts {
   doc      = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
   params   = ["svc"]
-  over     = "instance"
-  absent   = ["placement/instance/{id}"]
+  over     = "unplaced"
   waiting  = "state == 'pending'"
   stopping = "state == 'running'"
 }
@@ -86,9 +98,7 @@ rule "create_instances" {
   match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
   when   = "want > waiting + placed"
-  fresh "id" { count = "want - waiting - placed" }
-  emit "observed/instance/{id}/service" { value = "svc" }
-  emit "observed/instance/{id}/state" { value = "'pending'" }
+  do "create_pending" { count = "want - waiting - placed" }
 }
 
 rule "cancel_waiting_extras" {
@@ -99,8 +109,7 @@ rule "cancel_waiting_extras" {
   optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
-    over   = "instance"
-    absent = ["placement/instance/{id}"]
+    over = "unplaced"
     filters { pending = "state == 'pending'" }
     pick = "math.least(waiting, waiting + placed - allowed)"
   }
@@ -128,7 +137,6 @@ rule "stop_placed_extras" {
       believed         = "believed"
       not_last_healthy = "want == 0 || healthy > 1 || !serving"
     }
-    # The ones kept are the rest: the healthy and oldest.
     order = [desc("state == 'pending'"), desc("health.orValue('unknown') != 'healthy'"), desc("started.orValue(timestamp(0))")]
     pick  = "placed - allowed"
   }

@@ -46,9 +46,7 @@ rule "replace_first" {
     missing = "want - waiting - placed + old"
   }
   when = "old > 0 && !halted && room > 0 && missing > 0"
-  fresh "id" { count = "math.least(room, missing)" }
-  emit "observed/instance/{id}/service" { value = "svc" }
-  emit "observed/instance/{id}/state" { value = "'pending'" }
+  do "create_pending" { count = "math.least(room, missing)" }
 }
 
 rule "stop_replaced" {
