@@ -1,5 +1,4 @@
-# A deleted service is gone, its instances and restart state with it.
-# Scaling to 0 needs none of this.
+# A deleted service is gone, its instances and restart state with it (scaling to 0 needs none of this).
 rule "stop_deleted" {
   doc       = "An instance of a service that no longer exists (desired/service/{svc} is gone) loses its placement: its agent stops it and its endpoint goes."
   principal = "reconcile"

@@ -1,5 +1,4 @@
-# Endpoints: the network view, from what agents report, checked against
-# what the engine decided. One endpoint per instance.
+# Endpoints: the network view, what agents report checked against what the engine decided.
 rule "publish_endpoint" {
   doc       = "endpoint/service/{svc}/{id} holds the address of the node the instance is placed on (observed/node/{node}/address) and the service's lowest exposed port, for every running, healthy instance whose report names that node, on a node that has held a lease and is not unreachable."
   principal = "network"

@@ -91,8 +91,7 @@ rule "node_unreachable" {
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}"]
-  # 12s is longer than the spread of a mass loss: a third of the agents'
-  # lease TTL (30s by default) plus etcd's expiry sweep.
+  # 12s outlasts the spread of a mass loss: a third of the lease TTL (30s) plus etcd's expiry sweep.
   when = "state == 'alive' && clock - lost >= duration('12s')"
   emit "observed/node/{node}/state" { value = "'unreachable'" }
 }

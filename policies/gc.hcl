@@ -1,6 +1,5 @@
-# Garbage collection: an instance stopped or failed without a placement is
-# history, kept an hour so that `ccattler get instances`, `why` and the
-# agents' last reports can still be read.
+# Garbage collection: an instance's history is kept an hour, so that
+# `ccattler get instances`, `why` and the agents' last reports can still be read.
 rule "note_stopped" {
   doc       = "An instance stopped or failed without a placement gets observed/instance/{id}/stopped_at: the clock when it was first seen so."
   principal = "gc"

@@ -1,5 +1,4 @@
-# Instances: keep as many live instances of each service as its effective
-# target. Counts and choices rest on what the engine writes (placement/,
+# Instances. Counts and choices rest on what the engine writes (placement/,
 # leased nodes) and on reports from the placed node only: a node that never
 # held a lease, or a report naming another node, counts for nothing.
 relation "instance" {
@@ -58,7 +57,6 @@ let {
   other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
   drifted     = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
   replaced    = "retiring.hasValue() || other_image || drifted"
-  # While instances are being replaced (rollout.hcl), update/max_extra more may live.
   allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
@@ -122,9 +120,8 @@ rule "stop_placed_extras" {
   match { want = "effective/service/{svc}/instances" }
   optional { extra = "desired/service/{svc}/update/max_extra" }
   guard = ["placed", "healthy"]
-  # A placed instance still pending is waited for: deleting its placement
-  # would only have it placed again (nothing marks it stopped), and once it
-  # runs it is the newest, so it goes first.
+  # A placed instance still pending is waited for: deleting its placement would only
+  # have it placed again (nothing marks it stopped); once it runs it is the newest.
   when = "placed > allowed && waiting == 0 && starting == 0"
   choose "victim" {
     over = "live"

@@ -1,6 +1,5 @@
-# Scheduler. Every filter a node fails is recorded (`ccattler why-not
-# instance ID`). Capacity counts the requests placed on the node, this
-# round's included; agents' "available" is not used.
+# Scheduler. Every filter a node fails is recorded (`ccattler why-not instance ID`).
+# Capacity counts the requests placed on a node, this round's included, not agents' "available".
 counts {
   doc      = "Instances of svc pending or running on node."
   params   = ["node", "svc"]
@@ -85,8 +84,7 @@ rule "schedule" {
       lease        = "nlease.hasValue()"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
-      # Where the service's volume is attached, or before that with its
-      # instances placed already (volumes.hcl).
+      # Where the service's volume is attached, or before that with its instances (volumes.hcl).
       volume = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"
       cpu    = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
       memory = "used_mem + mem.orValue(0) <= cap_mem"

@@ -1,6 +1,5 @@
-# Summaries: facts for people, read by no rule (docs/rules.md, "Summaries").
-# The engine keeps these counts as instances change, so `ccattler get
-# services` reads one key per service, not every instance fact.
+# Summaries: facts for people, read by no rule (docs/rules.md, "Summaries"), kept by the
+# engine as instances change: `ccattler get services` reads one key per service.
 relation "shown" {
   doc = "An instance of service svc with what its agent reports, as `ccattler get services` counts it: an instance without a state or a health still counts as a member."
   match { svc = "observed/instance/{i}/service" }
