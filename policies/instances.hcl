@@ -57,11 +57,11 @@ let {
   other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
   drifted     = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
   replaced    = "retiring.hasValue() || other_image || drifted"
-  allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
+  allowed     = "want + (old > 0 ? extra.orValue(1) : 0)"
 }
 
 action "create_pending" {
-  doc    = "count new instances of svc, pending, with fresh ids: the scheduler places them."
+  doc    = "Creates count new instances of svc, pending, with fresh ids: the scheduler places them."
   params = ["count"]
   fresh "id" { count = "count" }
   emit "observed/instance/{id}/service" { value = "svc" }

@@ -742,7 +742,7 @@ func (c *compiler) exprInlines(a *hcl.Attribute, vs *vars, what string, want fun
 			}
 			detail := e.Message
 			if m := undeclaredRE.FindStringSubmatch(e.Message); m != nil {
-				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(bound), ", ")) + c.undeclared(m[1], bound)
+				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(c.boundNames(bound), ", ")) + c.undeclared(m[1], bound)
 			}
 			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
 			if strings.Contains(s.val, "\n") || len(s.val) > maxQuoted {
@@ -777,6 +777,19 @@ func quoteShort(s string) string {
 		cut--
 	}
 	return strconv.Quote(s[:cut]) + "..."
+}
+
+// boundNames lists the names an expression may read: those of vs, and
+// the params of the action being compiled.
+func (c *compiler) boundNames(vs *vars) []string {
+	out := sortedNames(vs)
+	for n := range c.args {
+		if !vs.has(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedNames(vs *vars) []string {
