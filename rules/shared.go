@@ -176,8 +176,6 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 		case "action":
 			if declare(b.Labels[0], "action", b.LabelRanges[0]) {
 				d.acts[b.Labels[0]] = c.actionDef(b)
-			} else {
-				b.Body.Content(actionSchema) // its own mistakes are reported at the first
 			}
 		case "relation":
 			name, rng := b.Labels[0], b.LabelRanges[0]
