@@ -1,7 +1,6 @@
-# Autoscaling as the Kubernetes HPA does it (docs/policies.md). It reads
-# only what users, agents and the clock write, and its own facts: were it to
-# read the instances the other rules create, instances would depend on the
-# intent resolver's view through a negation.
+# Autoscaling as the Kubernetes HPA does it (docs/policies.md), from what users,
+# agents and the clock write and its own facts only: were it to read the instances
+# the other rules create, they would depend on the intent resolver's view through a negation.
 let { stabilization = "window.orValue(duration('300s'))" }
 
 relation "metric_report" {

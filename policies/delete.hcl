@@ -1,6 +1,4 @@
-# A deleted service is gone: its instances are stopped like any that loses
-# its placement, its pending ones cancelled before anything places them, its
-# restart state forgotten. Scaling to 0 needs none of this.
+# A deleted service is gone, its instances and restart state with it (scaling to 0 needs none of this).
 rule "stop_deleted" {
   doc       = "An instance of a service that no longer exists (desired/service/{svc} is gone) loses its placement: its agent stops it and its endpoint goes."
   principal = "reconcile"
@@ -17,8 +15,8 @@ rule "cancel_deleted" {
   doc       = "A pending, unplaced instance of a service that no longer exists is stopped: it will never be placed."
   principal = "instances"
   after     = ["create_instances", "cancel_waiting_extras", "replace_first"]
-  over      = "instance"
-  absent    = ["desired/service/{svc}", "placement/instance/{id}"]
+  over      = "unplaced"
+  absent    = ["desired/service/{svc}"]
   when      = "state == 'pending'"
   emit "observed/instance/{id}/state" { value = "'stopped'" }
 }

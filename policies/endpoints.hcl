@@ -1,6 +1,4 @@
-# Endpoints: the network view, from what agents report, checked against what
-# the engine decided. One endpoint per instance: a service exposing several
-# ports is published on the lowest.
+# Endpoints: the network view, what agents report checked against what the engine decided.
 rule "publish_endpoint" {
   doc       = "endpoint/service/{svc}/{id} holds the address of the node the instance is placed on (observed/node/{node}/address) and the service's lowest exposed port, for every running, healthy instance whose report names that node, on a node that has held a lease and is not unreachable."
   principal = "network"
@@ -11,8 +9,7 @@ rule "publish_endpoint" {
     match { exposed = "desired/service/{svc}/expose/{p}" }
     min = "int(p)"
   }
-  # Believed only from the node of the placement (disown_report records the
-  # others), at that node's own address: no report redirects traffic.
+  # At the placed node's own address, never the report's: no report redirects traffic.
   when = "serving && reached && inode.hasValue() && port.hasValue()"
   derive "endpoint/service/{svc}/{id}" { value = "{'ip': addr, 'port': port.value()}" }
 }

@@ -1,11 +1,7 @@
 # Failure handling (docs/policies.md). A node whose lease is gone is
 # unreachable: its instances stop counting as live, but their facts and
 # placements stay (the containers may still run). Mass loss is not node
-# failure: with most nodes of the cluster or a zone leaseless together, the
-# control plane assumes it is itself cut off and marks nothing (compare
-# Kubernetes' unhealthy-zone threshold). Leases lost together expire a
-# little apart, so a node is marked only after a grace longer than that
-# spread, counted from the end of any disruption.
+# failure (compare Kubernetes' unhealthy-zone threshold).
 const { max_leaseless_share = 0.55 }
 
 relation "leased_node" {
@@ -24,14 +20,11 @@ counts {
   leaseless = "!lease.hasValue()"
 }
 
-relation "zone_node" {
-  over = "leased_node"
-  match { nz = "observed/node/{n}/zone" }
-}
 counts {
   doc            = "The same of the nodes of zone (an optional)."
   params         = ["zone"]
-  over           = "zone_node"
+  over           = "leased_node"
+  match { nz = "observed/node/{n}/zone" }
   zone_nodes     = "zone.hasValue() && nz == zone.value()"
   zone_leaseless = "zone.hasValue() && nz == zone.value() && !lease.hasValue()"
 }
@@ -98,8 +91,7 @@ rule "node_unreachable" {
     clock = "observed/clock"
   }
   absent = ["lease/node/{node}"]
-  # 12s is longer than the spread of a mass loss: a third of the agents'
-  # lease TTL (30s by default) plus etcd's expiry sweep.
+  # 12s outlasts the spread of a mass loss: a third of the lease TTL (30s) plus etcd's expiry sweep.
   when = "state == 'alive' && clock - lost >= duration('12s')"
   emit "observed/node/{node}/state" { value = "'unreachable'" }
 }

@@ -1,6 +1,5 @@
-# Health replacement. The agent reports each check's result as it changes,
-# so N consecutive failed checks are an unhealthy report with no other in
-# between for N-1 check intervals.
+# Health replacement. The agent reports each check's result as it changes, so
+# N consecutive failed checks are one unhealthy report lasting N-1 intervals.
 rule "note_unhealthy" {
   doc       = "A running instance reported unhealthy gets observed/instance/{id}/unhealthy_since: when the policy first saw it so."
   principal = "failure"
@@ -39,7 +38,6 @@ rule "retire_unhealthy" {
     failures = "desired/service/{svc}/health/failures"
     interval = "desired/service/{svc}/health/interval"
   }
-  # The first unhealthy report is the first failed check; N checks span N-1 intervals.
   when = "(clock - since).getMilliseconds() >= (failures.orValue(3) - 1) * interval.orValue(duration('10s')).getMilliseconds()"
   emit "observed/instance/{id}/retiring" { value = "'unhealthy'" }
 }

@@ -1,5 +1,4 @@
-# Instances: keep as many live instances of each service as its effective
-# target. Counts and choices rest on what the engine writes (placement/,
+# Instances. Counts and choices rest on what the engine writes (placement/,
 # leased nodes) and on reports from the placed node only: a node that never
 # held a lease, or a report naming another node, counts for nothing.
 relation "instance" {
@@ -7,6 +6,12 @@ relation "instance" {
     svc   = "observed/instance/{id}/service"
     state = "observed/instance/{id}/state"
   }
+}
+
+relation "unplaced" {
+  doc    = "An instance without a placement: pending, or stopping once its placement is gone."
+  over   = "instance"
+  absent = ["placement/instance/{id}"]
 }
 
 relation "placement" {
@@ -44,7 +49,6 @@ relation "spec" {
 }
 
 let {
-  # A report is believed only from the node of the placement.
   believed    = "inode.orValue(node) == node"
   active      = "state == 'pending' || state == 'running'"
   reached     = "nstate != 'unreachable' && believed"
@@ -53,15 +57,21 @@ let {
   other_image = "dimage.hasValue() && iimage.hasValue() && iimage.value() != dimage.value()"
   drifted     = "(icpu.hasValue() && icpu.value() != dcpu.orValue(0.0)) || (imem.hasValue() && imem.value() != dmem.orValue(0)) || (ispec.hasValue() && ispec.value() != dspec.orValue(''))"
   replaced    = "retiring.hasValue() || other_image || drifted"
-  # While instances are being replaced (rollout.hcl), update/max_extra more may live.
-  allowed = "want + (old > 0 ? extra.orValue(1) : 0)"
+  allowed     = "want + (old > 0 ? extra.orValue(1) : 0)"
+}
+
+action "create_pending" {
+  doc    = "Creates count new instances of svc, pending, with fresh ids: the scheduler places them."
+  params = ["count"]
+  fresh "id" { count = "count" }
+  emit "observed/instance/{id}/service" { value = "svc" }
+  emit "observed/instance/{id}/state" { value = "'pending'" }
 }
 
 counts {
   doc      = "Instances of svc waiting for a placement (pending), or stopping (running, placement gone)."
   params   = ["svc"]
-  over     = "instance"
-  absent   = ["placement/instance/{id}"]
+  over     = "unplaced"
   waiting  = "state == 'pending'"
   stopping = "state == 'running'"
 }
@@ -86,9 +96,7 @@ rule "create_instances" {
   match { want = "effective/service/{svc}/instances" }
   absent = ["observed/service/{svc}/restart/hold"]
   when   = "want > waiting + placed"
-  fresh "id" { count = "want - waiting - placed" }
-  emit "observed/instance/{id}/service" { value = "svc" }
-  emit "observed/instance/{id}/state" { value = "'pending'" }
+  do "create_pending" { count = "want - waiting - placed" }
 }
 
 rule "cancel_waiting_extras" {
@@ -99,8 +107,7 @@ rule "cancel_waiting_extras" {
   optional { extra = "desired/service/{svc}/update/max_extra" }
   when = "waiting + placed > allowed && waiting > 0"
   choose "victim" {
-    over   = "instance"
-    absent = ["placement/instance/{id}"]
+    over = "unplaced"
     filters { pending = "state == 'pending'" }
     pick = "math.least(waiting, waiting + placed - allowed)"
   }
@@ -113,9 +120,8 @@ rule "stop_placed_extras" {
   match { want = "effective/service/{svc}/instances" }
   optional { extra = "desired/service/{svc}/update/max_extra" }
   guard = ["placed", "healthy"]
-  # A placed instance still pending is waited for: deleting its placement
-  # would only have it placed again (nothing marks it stopped), and once it
-  # runs it is the newest, so it goes first.
+  # A placed instance still pending is waited for: deleting its placement would only
+  # have it placed again (nothing marks it stopped); once it runs it is the newest.
   when = "placed > allowed && waiting == 0 && starting == 0"
   choose "victim" {
     over = "live"
@@ -128,7 +134,6 @@ rule "stop_placed_extras" {
       believed         = "believed"
       not_last_healthy = "want == 0 || healthy > 1 || !serving"
     }
-    # The ones kept are the rest: the healthy and oldest.
     order = [desc("state == 'pending'"), desc("health.orValue('unknown') != 'healthy'"), desc("started.orValue(timestamp(0))")]
     pick  = "placed - allowed"
   }

@@ -1,5 +1,4 @@
-# Intent resolution: one number of instances takes effect, of the policy's
-# override, the autoscaler's and the user's, in that order.
+# Intent resolution: which of the layers' instance counts takes effect.
 rule "resolve_intent" {
   doc       = "effective/service/{svc}/instances is the policy intent if any, else the autoscaler's clamped to the service's bounds while it autoscales, else the user's."
   principal = "intent-resolver"

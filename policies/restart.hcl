@@ -1,8 +1,7 @@
-# Restart policy: a failed instance is replaced after a backoff, so that an
-# image that cannot be pulled costs a bounded number of attempts a minute,
-# not a storm (compare Kubernetes' CrashLoopBackOff). Time is the engine's
-# now, as failed_at is: a failure and its hold are stamped in one round, so
-# a hold is never already over when it is written.
+# Restart policy: a failed instance is replaced after a backoff, so that an image
+# that cannot be pulled costs a bounded number of attempts a minute, not a storm
+# (compare Kubernetes' CrashLoopBackOff). Time is the engine's now, as failed_at is:
+# a failure and its hold are stamped in one round, so no hold is over when written.
 rule "count_failure" {
   doc       = "A failure of an instance, noted after the service's last counted one, is counted: observed/service/{svc}/restart/failures grows by one, restart/reason holds the agent's reason, and restart/hold holds new instances back for restart/delay (default 1s), doubled for each consecutive failure past restart/attempts (default 1), at most restart/max_delay (default 5m)."
   principal = "instances"
@@ -34,19 +33,9 @@ rule "count_failure" {
   emit "observed/service/{svc}/restart/failures" { value = "failures" }
   emit "observed/service/{svc}/restart/last_failure" { value = "failed" }
   emit "observed/service/{svc}/restart/reason" { value = "reason.orValue(exit.hasValue() ? 'exited with status %d'.format([exit.value()]) : 'failed; its agent gave no reason')" }
-  # The agent reports the image a failed instance tried; the service's if it did not.
   emit "observed/service/{svc}/restart/image" { value = "image.orValue(current.orValue('unknown'))" }
   # Whole seconds: the engine evaluates the passing of time once a second.
   emit "observed/service/{svc}/restart/hold" { value = "timestamp(int(failed) + math.greatest(1, wait_ms / 1000))" }
-}
-
-rule "end_hold" {
-  doc       = "A service's restart/hold is lifted once it has passed: its failed instances are replaced."
-  principal = "instances"
-  after     = ["count_failure"]
-  match { hold = "observed/service/{svc}/restart/hold" }
-  when = "now >= hold"
-  delete "observed/service/{svc}/restart/hold" {}
 }
 
 rule "restart_on_change" {
@@ -76,4 +65,13 @@ rule "forget_failures" {
   when = "now - last >= interval.orValue(duration('10m'))"
   delete "observed/service/{svc}/restart/failures" {}
   delete "observed/service/{svc}/restart/reason" {}
+}
+
+rule "end_hold" {
+  doc       = "A service's restart/hold is lifted once it has passed: its failed instances are replaced."
+  principal = "instances"
+  after     = ["count_failure"]
+  match { hold = "observed/service/{svc}/restart/hold" }
+  when = "now >= hold"
+  delete "observed/service/{svc}/restart/hold" {}
 }

@@ -1,7 +1,6 @@
-# Rolling replacement, new instances first (docs/policies.md). A failure or
-# an unhealthy report of the new image halts it where it is; a failed
-# instance reported without its image counts as the new image's: halting is
-# the safe side.
+# Rolling replacement, new instances first (docs/policies.md). A failure or an
+# unhealthy report of the new image halts it; a failed instance reported without
+# its image counts as the new image's: halting is the safe side.
 let {
   halted     = "outdated > 0 && bad > 0"
   runs_older = "active && iimage.hasValue() && (other_image || drifted)"
@@ -15,22 +14,13 @@ relation "rollout_target" {
   }
 }
 
+# Instances of svc on nodes that have held a lease, by image and spec.
 counts {
-  doc      = "Instances of svc on nodes that have held a lease, by image and spec."
   params   = ["svc"]
   over     = ["leased", "spec"]
   outdated = "believed && runs_older"
   bad      = "up_to_date && (state == 'failed' || (state == 'running' && health.orValue('unknown') == 'unhealthy'))"
   updated  = "up_to_date && serving && iimage.hasValue()"
-}
-
-rule "rollout_status" {
-  doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
-  principal = "instances"
-  over      = "rollout_target"
-  let { reason = "halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''" }
-  when = "outdated > 0"
-  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': halted ? 'halted' : 'progressing', 'reason': reason}" }
 }
 
 rule "replace_first" {
@@ -40,15 +30,12 @@ rule "replace_first" {
   over      = "rollout_target"
   optional { max_extra = "desired/service/{svc}/update/max_extra" }
   let {
-    # An instance whose placement is gone runs until its agent stops it:
-    # it still counts against max_extra.
+    # An instance whose placement is gone runs until its agent stops it: it counts.
     room    = "want + max_extra.orValue(1) - waiting - placed - stopping"
     missing = "want - waiting - placed + old"
   }
   when = "old > 0 && !halted && room > 0 && missing > 0"
-  fresh "id" { count = "math.least(room, missing)" }
-  emit "observed/instance/{id}/service" { value = "svc" }
-  emit "observed/instance/{id}/state" { value = "'pending'" }
+  do "create_pending" { count = "math.least(room, missing)" }
 }
 
 rule "stop_replaced" {
@@ -75,4 +62,12 @@ rule "stop_replaced" {
     order = [desc("!serving")]
   }
   delete "placement/instance/{id}" {}
+}
+
+rule "rollout_status" {
+  doc       = "While instances of a service run an older image, observed/service/{svc}/rollout holds its image, how many running, healthy instances run it of the target, and whether the rollout progresses or is halted, and why; it is gone once none runs an older image."
+  principal = "instances"
+  over      = "rollout_target"
+  when      = "outdated > 0"
+  derive "observed/service/{svc}/rollout" { value = "{'image': image, 'updated': updated, 'total': want, 'state': halted ? 'halted' : 'progressing', 'reason': halted ? '%d instance(s) of %s failed or are unhealthy; %d running an older image keep serving'.format([bad, image, outdated]) : ''}" }
 }

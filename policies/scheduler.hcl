@@ -1,7 +1,5 @@
-# Scheduler: place every pending instance of a service that exists on one
-# node. Every filter a node fails is recorded (`ccattler why-not instance
-# ID`). Capacity counts the requests placed on the node, this round's
-# included; agents' "available" is not used.
+# Scheduler. Every filter a node fails is recorded (`ccattler why-not instance ID`).
+# Capacity counts the requests placed on a node, this round's included, not agents' "available".
 counts {
   doc      = "Instances of svc pending or running on node."
   params   = ["node", "svc"]
@@ -16,14 +14,11 @@ counts {
   placed_siblings = "active"
 }
 
-relation "failed_on" {
-  over = "instance"
-  match { node = "observed/instance/{id}/node" }
-}
 counts {
   doc         = "Instances of svc that failed on node."
   params      = ["node", "svc"]
-  over        = "failed_on"
+  over        = "instance"
+  match { node = "observed/instance/{id}/node" }
   failed_here = "state == 'failed'"
 }
 
@@ -49,9 +44,8 @@ rule "schedule" {
   doc       = "Every pending instance without a placement is placed on the alive node that fits its requests, spreading a service across zones and nodes, then least allocated."
   principal = "scheduler"
   after     = ["stop_placed_extras"]
-  over      = "instance"
+  over      = "unplaced"
   match { exists = "desired/service/{svc}" }
-  absent = ["placement/instance/{id}"]
   optional {
     cpu  = "desired/service/{svc}/resources/cpu"
     mem  = "desired/service/{svc}/resources/memory"
@@ -90,16 +84,14 @@ rule "schedule" {
       lease        = "nlease.hasValue()"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
-      # Where the service's volume is attached, or before that with its
-      # instances placed already (volumes.hcl).
+      # Where the service's volume is attached, or before that with its instances (volumes.hcl).
       volume = "pin.hasValue() ? node == pin.value() : (!colo.orValue(false) || placed_siblings == 0 || siblings > 0)"
       cpu    = "used_cpu + cpu.orValue(0.0) <= cap_cpu"
       memory = "used_mem + mem.orValue(0) <= cap_mem"
       port   = "nnet.orValue('') != 'host' || port_taken == 0"
     }
     # Spread first; then nodes where the service failed less (a failed
-    # instance is replaced elsewhere when there is a choice); then the least
-    # allocated. Ties go to the node id that sorts first.
+    # instance is replaced elsewhere when there is a choice); then the least allocated.
     score = "-1000.0 * double(siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }
   emit "placement/instance/{id}" { value = "node" }

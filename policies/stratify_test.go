@@ -3,6 +3,7 @@ package policies_test
 import (
 	"fmt"
 	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,8 +41,12 @@ func TestActionMayReadView(t *testing.T) {
 	// which reads the instances replace_first creates, makes the view
 	// depend on its own absence through replace_first's read of it.
 	view := string(files["rollout.hcl"])
-	files["rollout.hcl"] = []byte(strings.Replace(view, `  when = "outdated > 0"`, `  absent = ["observed/instance/{svc}/retiring"]
-  when = "outdated > 0"`, 1))
+	guard := regexp.MustCompile(`\n  when *= "outdated > 0"`).FindString(view)
+	if guard == "" {
+		t.Fatal(`rollout_status has no when = "outdated > 0"`)
+	}
+	files["rollout.hcl"] = []byte(strings.Replace(view, guard, `
+  absent = ["observed/instance/{svc}/retiring"]`+guard, 1))
 	_, diags := rules.LoadFiles(files)
 	var cycles []string
 	for _, d := range diags {

@@ -1,10 +1,5 @@
-# Summaries: facts for people, derived after every rule of a round and read
-# by no rule (docs/rules.md, "Summaries"). `ccattler get services` shows a
-# service's running, healthy and updated instances; at 100,000 instances
-# counting them means reading every instance fact, so the engine keeps the
-# counts here, in shared counts it adjusts as instances change, and `get`
-# reads one key per service.
-
+# Summaries: facts for people, read by no rule (docs/rules.md, "Summaries"), kept by the
+# engine as instances change: `ccattler get services` reads one key per service.
 relation "shown" {
   doc = "An instance of service svc with what its agent reports, as `ccattler get services` counts it: an instance without a state or a health still counts as a member."
   match { svc = "observed/instance/{i}/service" }

@@ -1,6 +1,5 @@
-# Volumes: a single-node volume pins its service to the node it is attached
-# to, where its data lives, so a replacement finds what its predecessor
-# wrote.
+# Volumes: a single-node volume pins its service to the node it is attached to,
+# where its data lives, so a replacement finds what its predecessor wrote.
 rule "pin_to_volume" {
   doc       = "placement/service/{svc}/node is the node the service's single-node volume is attached to: its instances are placed there."
   principal = "scheduler"

@@ -21,6 +21,7 @@ var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "aggregate", LabelNames: []string{"name"}},
 	{Type: "relation", LabelNames: []string{"name"}},
 	{Type: "counts"}, {Type: "let"}, {Type: "const"},
+	{Type: "action", LabelNames: []string{"name"}}, // heads several rules take (action.go)
 }}
 
 var ruleSchema = &hcl.BodySchema{
@@ -35,6 +36,7 @@ var ruleSchema = &hcl.BodySchema{
 		{Type: "derive", LabelNames: []string{"key"}},
 		{Type: "emit", LabelNames: []string{"key"}},
 		{Type: "delete", LabelNames: []string{"key"}},
+		{Type: "do", LabelNames: []string{"action"}},
 	},
 }
 
@@ -64,9 +66,10 @@ type compiler struct {
 	src   []byte
 	diags hcl.Diagnostics
 
-	defs   *defs   // the rule set's shared definitions
-	uses   *uses   // what the rule being compiled reads of them
-	shared *aggDef // the shared aggregate being compiled, if any
+	defs   *defs             // the rule set's shared definitions
+	uses   *uses             // what the rule being compiled reads of them
+	shared *aggDef           // the shared aggregate being compiled, if any
+	args   map[string]inline // the params of the action being compiled into a rule
 }
 
 func (c *compiler) errorf(rng hcl.Range, summary, format string, args ...any) {
@@ -172,6 +175,9 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 				r.Heads = append(r.Heads, c.prefixHeads(b, vs)...)
 				continue
 			}
+		case "do":
+			c.doAction(r, b, vs)
+			continue
 		default:
 			continue
 		}
@@ -187,9 +193,9 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 }
 
 func (c *compiler) checkHeadKinds(r *Rule, block *hcl.Block, content *hcl.BodyContent) {
-	declared := len(content.Blocks.OfType("derive")) + len(content.Blocks.OfType("emit")) + len(content.Blocks.OfType("delete"))
+	declared := len(content.Blocks.OfType("derive")) + len(content.Blocks.OfType("emit")) + len(content.Blocks.OfType("delete")) + len(content.Blocks.OfType("do"))
 	if declared == 0 {
-		c.errorf(block.DefRange, "Rule writes nothing", "Rule %q has no derive, emit or delete head.", r.Name)
+		c.errorf(block.DefRange, "Rule writes nothing", "Rule %q has no derive, emit or delete head, nor a do block taking an action.", r.Name)
 		return
 	}
 	derives := 0
@@ -699,10 +705,17 @@ func intOnly(t *cel.Type) bool {
 // expr compiles a CEL attribute in the environment vs; want checks the
 // output type (nil: any). Errors are mapped to the file's line and column.
 func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.Type) bool) *Expr {
+	e, _ := c.exprInlines(a, vs, what, want)
+	return e
+}
+
+// exprInlines is expr that also returns the shared lets inlined into the
+// expression, for an expression inlined in turn (an action's param).
+func (c *compiler) exprInlines(a *hcl.Attribute, vs *vars, what string, want func(*cel.Type) bool) (*Expr, []inline) {
 	s, d := stringOf(a.Expr, c.src, what)
 	if d != nil {
 		c.diags = append(c.diags, d...)
-		return nil
+		return nil, nil
 	}
 	inl, bad, dg := c.inlines(s, vs, nil)
 	c.diags = append(c.diags, dg...)
@@ -717,7 +730,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 	comp, err := c.cache.compileInlined(c.envs, vs, s.val, c.costLimit, inl)
 	if err != nil {
 		c.errorf(s.rng, "CEL environment", "Building the CEL environment for %s failed: %v.", a.Name, err)
-		return nil
+		return nil, nil
 	}
 	if comp.issues != nil {
 		for _, e := range comp.issues.Errors() {
@@ -729,7 +742,7 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			}
 			detail := e.Message
 			if m := undeclaredRE.FindStringSubmatch(e.Message); m != nil {
-				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(sortedNames(bound), ", ")) + c.undeclared(m[1], bound)
+				detail += fmt.Sprintf(". Names bound here: %s.", strings.Join(c.boundNames(bound), ", ")) + c.undeclared(m[1], bound)
 			}
 			where := fmt.Sprintf("In %s = %q", a.Name, s.val)
 			if strings.Contains(s.val, "\n") || len(s.val) > maxQuoted {
@@ -738,16 +751,16 @@ func (c *compiler) expr(a *hcl.Attribute, vs *vars, what string, want func(*cel.
 			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
 				Detail: fmt.Sprintf("%s: %s", where, detail), Subject: &rng, Context: &s.rng})
 		}
-		return nil
+		return nil, nil
 	}
 	if len(bad) > 0 {
-		return nil
+		return nil, nil
 	}
 	if want != nil && !want(comp.out) {
 		c.errorf(s.rng, "CEL type error", "%s = %s has type %s; expected %s.", a.Name, quoteShort(s.val), comp.out, what)
-		return nil
+		return nil, nil
 	}
-	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Fast: comp.fast, Type: comp.out, AST: comp.ast}
+	return &Expr{Src: s.val, Range: s.rng, Program: comp.prog, Fast: comp.fast, Type: comp.out, AST: comp.ast}, inl
 }
 
 // maxQuoted is the longest expression a diagnostic's detail repeats whole;
@@ -764,6 +777,19 @@ func quoteShort(s string) string {
 		cut--
 	}
 	return strconv.Quote(s[:cut]) + "..."
+}
+
+// boundNames lists the names an expression may read: those of vs, and
+// the params of the action being compiled.
+func (c *compiler) boundNames(vs *vars) []string {
+	out := sortedNames(vs)
+	for n := range c.args {
+		if !vs.has(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedNames(vs *vars) []string {

@@ -19,7 +19,9 @@
 // definitions (shared.go): any rule of the set reads one by name. A shared
 // aggregate is compiled once per set of param types, so every rule reading
 // it holds the same *Aggregate and the evaluator computes its groups once;
-// lets are inlined where they are read. A delete head ending in "/" stands
+// lets are inlined where they are read. A top-level action block names
+// heads several rules take with a do block (action.go): they are compiled
+// into each such rule, its params inlined. A delete head ending in "/" stands
 // for a delete per key form under it (prefix.go). A summary block is a rule
 // for people (summary.go): derive heads only, read by no rule, last in the
 // order; RuleSet.WithoutSummaries is the set a rule test runs by default.

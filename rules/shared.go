@@ -37,9 +37,11 @@ var sharedAggregateSchema = &hcl.BodySchema{
 
 // countsSchema is what a counts block has besides its counts: one
 // attribute per count, its where condition.
-// Its patterns come from the relations it is over.
+// Its patterns come from the relations it is over, and its own match and
+// optional blocks, as an aggregate's do.
 var countsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "doc"}, {Name: "params"}, {Name: "absent"}, {Name: "over", Required: true}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "match"}, {Type: "optional"}},
 }
 
 var relationSchema = &hcl.BodySchema{
@@ -52,13 +54,14 @@ type defs struct {
 	aggs map[string]*aggDef
 	rels map[string]*relDef
 	lets map[string]*letDef
-	srcs map[string][]byte // every file's source, for positions in a definition
+	acts map[string]*actDef // shared actions (action.go)
+	srcs map[string][]byte  // every file's source, for positions in a definition
 
 	inlined map[string]inlined // lets compiled, by name and environment
 }
 
 func newDefs() *defs {
-	return &defs{aggs: map[string]*aggDef{}, rels: map[string]*relDef{}, lets: map[string]*letDef{}, srcs: map[string][]byte{}, inlined: map[string]inlined{}}
+	return &defs{aggs: map[string]*aggDef{}, rels: map[string]*relDef{}, lets: map[string]*letDef{}, acts: map[string]*actDef{}, srcs: map[string][]byte{}, inlined: map[string]inlined{}}
 }
 
 // def is what every kind of definition has.
@@ -127,7 +130,11 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			c.diags = append(c.diags, dg)
 			return false
 		}
-		if old := d.lookup(name); old != nil {
+		old := d.lookup(name)
+		if a := d.acts[name]; a != nil {
+			old = &a.def
+		}
+		if old != nil {
 			c.errorf(rng, "Duplicate definition", "%q is already defined as a shared %s at %s; a rule set defines each name once.", name, old.kind, old.rng)
 			return false
 		}
@@ -146,10 +153,9 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 		case "counts":
 			// Several counts over the same patterns, one where each: each is
 			// a shared aggregate of its own.
-			content, rest, diags := b.Body.PartialContent(countsSchema)
+			content, _, diags := b.Body.PartialContent(countsSchema)
 			c.diags = append(c.diags, diags...)
-			as, diags := attrs(rest)
-			c.diags = append(c.diags, diags...)
+			as := c.countAttrs(b.Body)
 			params := c.params(content)
 			if len(as) == 0 {
 				c.errorf(b.DefRange, "Empty counts", "A counts block names at least one count: name = \"condition\", such as waiting = \"state == 'pending'\".")
@@ -166,6 +172,10 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 				one.Attributes["count"] = &hcl.Attribute{Name: "count", Expr: &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: a.NameRange}, Range: a.Range, NameRange: a.NameRange}
 				blk := &hcl.Block{Type: "aggregate", Labels: []string{a.Name}, DefRange: a.Range, LabelRanges: []hcl.Range{a.NameRange}}
 				d.aggs[a.Name] = c.aggDef(blk, one, params)
+			}
+		case "action":
+			if declare(b.Labels[0], "action", b.LabelRanges[0]) {
+				d.acts[b.Labels[0]] = c.actionDef(b)
 			}
 		case "relation":
 			name, rng := b.Labels[0], b.LabelRanges[0]
@@ -199,6 +209,29 @@ func (c *compiler) collect(blocks hcl.Blocks) {
 			}
 		}
 	}
+}
+
+// countAttrs returns a counts block's counts in source order: its
+// attributes other than the schema's. A block other than the schema's is
+// an error.
+func (c *compiler) countAttrs(body hcl.Body) []*hcl.Attribute {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return nil
+	}
+	for _, b := range sb.Blocks {
+		if b.Type != "match" && b.Type != "optional" {
+			c.errorf(b.TypeRange, "Unexpected block", "A counts block has match and optional blocks, and one count per attribute; %q belongs elsewhere.", b.Type)
+		}
+	}
+	var out []*hcl.Attribute
+	for name, a := range sb.Attributes {
+		if !slices.ContainsFunc(countsSchema.Attributes, func(s hcl.AttributeSchema) bool { return s.Name == name }) {
+			out = append(out, a.AsHCLAttribute())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
+	return out
 }
 
 // aggDef records a shared aggregate of this file.
@@ -331,6 +364,19 @@ func (c *compiler) usesOf(block *hcl.Block) *uses {
 		for _, sb := range b.Blocks {
 			if sb.Type == "aggregate" && len(sb.Labels) == 1 {
 				u.declared[sb.Labels[0]] = true
+			}
+			if sb.Type == "do" && len(sb.Labels) == 1 && c.defs.acts[sb.Labels[0]] != nil {
+				ad := c.defs.acts[sb.Labels[0]]
+				// The action's heads are read where the rule takes it; its
+				// params are the do block's attributes, read below.
+				for _, src := range c.defs.actionReads(ad) {
+					for id := range c.identsOf(src) {
+						if !slices.Contains(ad.params, id) && !u.refs[id] && c.defs.lookup(id) != nil {
+							u.refs[id] = true
+							queue = append(queue, id)
+						}
+					}
+				}
 			}
 			walk(sb.Body, sb.Type)
 		}
@@ -579,14 +625,22 @@ func (c *compiler) srcOf(rng hcl.Range) []byte {
 // into the expression. A let that does not compile there is reported at
 // the expression's use of it and left out of the list, in bad.
 func (c *compiler) inlines(s strLit, vs *vars, stack []string) (out []inline, bad []string, diags hcl.Diagnostics) {
-	if c.defs == nil || len(c.defs.lets) == 0 {
+	if c.defs == nil || len(c.defs.lets)+len(c.args) == 0 {
 		return nil, nil, nil
 	}
-	var names []string
+	var names, params []string
 	for id := range c.identsOf(s.val) {
-		if l := c.defs.lets[id]; l != nil && !vs.has(id) {
+		if _, ok := c.args[id]; ok {
+			// An action's param, compiled where the rule gave it: it
+			// shadows the rule's names and the shared ones.
+			params = append(params, id)
+		} else if l := c.defs.lets[id]; l != nil && !vs.has(id) {
 			names = append(names, id)
 		}
+	}
+	sort.Strings(params)
+	for _, n := range params {
+		out = append(out, c.args[n])
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -724,17 +778,25 @@ func (c *compiler) undeclared(name string, vs *vars) string {
 	return ""
 }
 
-// unused warns of each definition no rule reads.
+// unused warns of each definition no rule reads, and each action no rule
+// takes.
 func (d *defs) unused() hcl.Diagnostics {
 	var out hcl.Diagnostics
-	for _, n := range d.names() {
+	for _, n := range append(d.names(), actNames(d)...) {
 		df := d.lookup(n)
+		if a := d.acts[n]; a != nil {
+			df = &a.def
+		}
 		if df.used {
 			continue
 		}
 		rng := df.rng
+		detail := fmt.Sprintf("Shared %s %s is read by no rule; use it by name or remove it.", df.kind, n)
+		if df.kind == "action" {
+			detail = fmt.Sprintf("Action %s is taken by no rule; take it with do %q { ... } in a rule, or remove it.", n, n)
+		}
 		out = append(out, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Unused definition",
-			Detail:  fmt.Sprintf("Shared %s %s is read by no rule; use it by name or remove it.", df.kind, n),
+			Detail:  detail,
 			Subject: &rng})
 	}
 	return out

@@ -192,18 +192,25 @@ func TestSharedErrors(t *testing.T) {
 			if rs != nil {
 				t.Fatal("loaded")
 			}
-			for _, d := range diags {
-				if d.Severity == hcl.DiagError && d.Summary == tc.summary && d.Subject != nil {
-					pos := fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
-					if pos != tc.at || !strings.Contains(d.Detail, tc.detail) {
-						t.Fatalf("got %s: %s; want %s with %q", pos, d.Detail, tc.at, tc.detail)
-					}
-					return
-				}
-			}
-			t.Fatalf("no %q diagnostic in:\n%s", tc.summary, diags.Error())
+			wantDiag(t, diags, tc.summary, tc.at, tc.detail)
 		})
 	}
+}
+
+// wantDiag checks the first error with summary is at at (file:line:col)
+// and says detail.
+func wantDiag(t *testing.T, diags hcl.Diagnostics, summary, at, detail string) {
+	t.Helper()
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError && d.Summary == summary && d.Subject != nil {
+			pos := fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+			if pos != at || !strings.Contains(d.Detail, detail) {
+				t.Fatalf("got %s: %s; want %s with %q", pos, d.Detail, at, detail)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %q diagnostic in:\n%s", summary, diags.Error())
 }
 
 // TestSharedUnusedWarns checks an unused definition is a warning, not an

@@ -34,6 +34,9 @@ func (c *compiler) summaryHeads(r *Rule, content *hcl.BodyContent) {
 		case "emit", "delete":
 			c.errorf(b.DefRange, "Action in a summary",
 				"Summary %q has a %s head: a summary derives facts for people and changes nothing else. Use derive, or make it a rule.", r.Name, b.Type)
+		case "do":
+			c.errorf(b.DefRange, "Action in a summary",
+				"Summary %q takes action %q: a summary derives facts for people and changes nothing else.", r.Name, b.Labels[0])
 		case "choose", "fresh":
 			c.errorf(b.DefRange, "Action in a summary",
 				"Summary %q has a %s block, which belongs to actions: a summary derives facts for people with match, optional, absent, aggregates and lets.", r.Name, b.Type)
