@@ -314,11 +314,16 @@ func BenchmarkHealthChange(b *testing.B) {
 					b.Fatalf("health %s of %s: endpoint present %v", health, id, ok)
 				}
 			}
-			after := ev.Stats()
-			b.ReportMetric(float64(after.Aggregates-before.Aggregates)/float64(b.N), "aggregates/op")
-			b.ReportMetric(float64(after.FactsVisited-before.FactsVisited)/float64(b.N), "facts/op")
+			reportWork(b, before, ev.Stats())
 		})
 	}
+}
+
+// reportWork reports the aggregates computed and facts visited per op
+// between two of an evaluator's Stats.
+func reportWork(b *testing.B, before, after eval.Stats) {
+	b.ReportMetric(float64(after.Aggregates-before.Aggregates)/float64(b.N), "aggregates/op")
+	b.ReportMetric(float64(after.FactsVisited-before.FactsVisited)/float64(b.N), "facts/op")
 }
 
 // BenchmarkClock is what the engine does every second in a converged
@@ -341,9 +346,7 @@ func BenchmarkClock(b *testing.B) {
 					b.Fatalf("a converged cluster fired %d rules on a clock tick: first %s", len(p.Firings), p.Firings[0].Rule)
 				}
 			}
-			after := ev.Stats()
-			b.ReportMetric(float64(after.Aggregates-before.Aggregates)/float64(b.N), "aggregates/op")
-			b.ReportMetric(float64(after.FactsVisited-before.FactsVisited)/float64(b.N), "facts/op")
+			reportWork(b, before, ev.Stats())
 		})
 	}
 }
