@@ -381,8 +381,14 @@ type round struct {
 	parked     []task                                // tasks of rules stopped for oscillating: evaluated again next call
 	leftover   []task                                // bindings of a task cut at the firing budget (body)
 	onSkip     func(s *sol)                          // set by a view's task: a binding its data broke is skipped (body)
-	start      time.Time                             // when the round began (WithRoundBudget)
 	cost       uint64                                // CEL cost the round has spent (WithRoundBudget)
+	// tasksTime and tasksCost are what the round's finished tasks spent,
+	// running is set while one runs (from taskStart, taskCost): the
+	// round's bound is what its rules spent, not the setup before them
+	// (WithRoundBudget).
+	tasksTime time.Duration
+	tasksCost uint64
+	running   bool
 	// What each rule spent of its budget this round, by rule index, the
 	// task running aside (begun at taskStart, with the round at taskCost);
 	// over: spent, its tasks wait for the next call (WithRoundBudget).
@@ -408,9 +414,8 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		fresh:   make([]int, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{}, returns: map[string]int{}, oscillated: map[string]bool{},
-		start:    time.Now(),
-		ruleTime: make([]time.Duration, n), ruleCost: make([]uint64, n), over: make([]bool, n)}
-	rd.taskStart = rd.start
+		taskStart: time.Now(),
+		ruleTime:  make([]time.Duration, n), ruleCost: make([]uint64, n), over: make([]bool, n)}
 	rd.aggs = e.aggs.begin(rd)
 	for i := range rd.queued {
 		rd.queued[i] = map[string]bool{}
@@ -526,10 +531,14 @@ func (rd *round) loop() {
 					break
 				}
 				ran = true
-				rd.taskStart, rd.taskCost = time.Now(), rd.cost
+				rd.taskStart, rd.taskCost, rd.running = time.Now(), rd.cost, true
 				err := rd.runTask(t)
-				rd.ruleTime[r.Index] += time.Since(rd.taskStart)
+				took := time.Since(rd.taskStart)
+				rd.ruleTime[r.Index] += took
+				rd.tasksTime += took
+				rd.running = false
 				rd.ruleCost[r.Index] += rd.cost - rd.taskCost
+				rd.tasksCost += rd.cost - rd.taskCost
 				if err != nil {
 					if errors.Is(err, errOscillation) {
 						return
@@ -569,21 +578,29 @@ func (rd *round) loop() {
 const roundBudgets = 4
 
 // atBudget reports whether the round has spent a budget: its plan holds
-// its firings, or its CEL evaluations roundBudgets times a rule's cost or
-// time; or whether its caller stops it (WithStop).
+// its firings, or its rules' tasks roundBudgets times a rule's cost or
+// time; or whether its caller stops it (WithStop). The time is the tasks'
+// own: a round's setup (requeueing what the last one carried, dispatching
+// its changes) is no rule's. Counted from the round's start, a setup
+// longer than the bound (at 100,000 instances on a loaded machine) ended
+// every round after its first task, and rules late in the rotation waited
+// minutes for their turn: services' instances were created one service
+// every few minutes.
 func (rd *round) atBudget() bool {
 	e := rd.e
-	switch {
-	case e.maxFirings > 0 && len(rd.plan.Firings) >= e.maxFirings:
-		return true
-	case e.maxCost > 0 && rd.cost >= roundBudgets*e.maxCost:
-		return true
-	case e.maxTime > 0 && time.Since(rd.start) >= roundBudgets*e.maxTime:
-		return true
-	case e.stop != nil && e.stop():
+	if (e.maxFirings > 0 && len(rd.plan.Firings) >= e.maxFirings) || (e.stop != nil && e.stop()) {
 		return true
 	}
-	return false
+	took, cost := rd.spent()
+	return (e.maxCost > 0 && cost >= roundBudgets*e.maxCost) || (e.maxTime > 0 && took >= roundBudgets*e.maxTime)
+}
+
+// spent is what the round's tasks have spent, the one running included.
+func (rd *round) spent() (time.Duration, uint64) {
+	if rd.running {
+		return rd.tasksTime + time.Since(rd.taskStart), rd.tasksCost + (rd.cost - rd.taskCost)
+	}
+	return rd.tasksTime, rd.tasksCost
 }
 
 // ruleOver reports whether r has spent its budget of the round, the task
