@@ -5,42 +5,25 @@
 test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   seed = 11
   now  = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:1", 3), node("node-1"), serving("d0001", "web", "node-1"),
+    serving("d0002", "web", "node-1"), serving("d0003", "web", "node-1")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
     "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 16
     "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1"
     "desired/service/web/expose/8080"      = {}
     "desired/service/web/health/failures"  = 3
     "desired/service/web/health/interval"  = "5s"
-    "intent/user/service/web/instances"    = 3
-    "effective/service/web/instances"      = 3
     "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/instance/d0001/service"    = "web"
-    "observed/instance/d0001/state"      = "running"
-    "observed/instance/d0001/health"     = "healthy"
-    "observed/instance/d0001/image"      = "nginx:1"
-    "observed/instance/d0001/ip"         = "10.1.0.5"
-    "observed/instance/d0001/node"       = "node-1"
-    "placement/instance/d0001"           = "node-1"
-    "observed/instance/d0002/service"    = "web"
-    "observed/instance/d0002/state"      = "running"
-    "observed/instance/d0002/health"     = "healthy"
-    "observed/instance/d0002/image"      = "nginx:1"
-    "observed/instance/d0002/ip"         = "10.1.0.5"
-    "observed/instance/d0002/node"       = "node-1"
-    "placement/instance/d0002"           = "node-1"
-    "observed/instance/d0003/service"    = "web"
-    "observed/instance/d0003/state"      = "running"
-    "observed/instance/d0003/health"     = "healthy"
-    "observed/instance/d0003/image"      = "nginx:1"
-    "observed/instance/d0003/ip"         = "10.1.0.5"
-    "observed/instance/d0003/node"       = "node-1"
-    "placement/instance/d0003"           = "node-1"
+    "observed/instance/d0001/image"        = "nginx:1"
+    "observed/instance/d0001/ip"           = "10.1.0.5"
+    "observed/instance/d0001/node"         = "node-1"
+    "observed/instance/d0002/image"        = "nginx:1"
+    "observed/instance/d0002/ip"           = "10.1.0.5"
+    "observed/instance/d0002/node"         = "node-1"
+    "observed/instance/d0003/image"        = "nginx:1"
+    "observed/instance/d0003/ip"           = "10.1.0.5"
+    "observed/instance/d0003/node"         = "node-1"
   }
   expect {
     writes = {
@@ -153,29 +136,17 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
 test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" {
   seed = 13
   now  = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:1", 2), node("node-1"), serving("e0001", "web", "node-1"),
+    placed("e0002", "web", "running", "node-1")]
   facts = {
-    "observed/node/node-1/state"            = "alive"
-    "observed/node/node-1/leased"           = true
-    "observed/node/node-1/capacity/cpu"     = 16
-    "observed/node/node-1/capacity/memory"  = "16Gi"
-    "lease/node/node-1"                     = {}
-    "desired/service/web"                   = {}
-    "desired/service/web/image"             = "nginx:1"
-    "desired/service/web/update/max_extra"  = 0
-    "intent/user/service/web/instances"     = 2
-    "effective/service/web/instances"       = 2
-    "observed/clock"                        = "2026-11-29T12:00:30Z"
-    "observed/instance/e0001/service"       = "web"
-    "observed/instance/e0001/state"         = "running"
-    "observed/instance/e0001/health"        = "healthy"
-    "observed/instance/e0001/image"         = "nginx:1"
-    "placement/instance/e0001"              = "node-1"
-    "observed/instance/e0002/service"       = "web"
-    "observed/instance/e0002/state"         = "running"
-    "observed/instance/e0002/health"        = "unhealthy"
-    "observed/instance/e0002/image"         = "nginx:1"
+    "observed/node/node-1/capacity/cpu"       = 16
+    "observed/node/node-1/capacity/memory"    = "16Gi"
+    "desired/service/web/update/max_extra"    = 0
+    "observed/clock"                          = "2026-11-29T12:00:30Z"
+    "observed/instance/e0001/image"           = "nginx:1"
+    "observed/instance/e0002/health"          = "unhealthy"
+    "observed/instance/e0002/image"           = "nginx:1"
     "observed/instance/e0002/unhealthy_since" = "2026-11-29T12:00:00Z"
-    "placement/instance/e0002"              = "node-1"
   }
   expect {
     writes = {

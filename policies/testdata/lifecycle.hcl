@@ -3,25 +3,17 @@
 # endpoints take.
 test "service lifecycle, node failure, heal" {
   seed = 1
+  worlds = [node("node-1"), node("node-2"), node("node-3")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
     "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
     "observed/node/node-2/address"         = "10.1.0.9"
     "observed/node/node-2/capacity/cpu"    = 4
     "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "observed/node/node-3/state"           = "alive"
-    "observed/node/node-3/leased"          = true
     "observed/node/node-3/address"         = "10.1.0.12"
     "observed/node/node-3/capacity/cpu"    = 4
     "observed/node/node-3/capacity/memory" = "8Gi"
-    "lease/node/node-3"                    = {}
     "desired/service/web"                  = {}
     "desired/service/web/image"            = "nginx:1.28"
     "desired/service/web/instances"        = 3

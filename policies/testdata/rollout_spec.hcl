@@ -66,27 +66,14 @@ test "a changed env: one new instance first, the old one stopped once the new on
 test "env removed: an instance started with a digest is replaced, one reported without is not" {
   seed = 7
   now  = "2026-11-29T12:00:00Z"
+  worlds = [service("api", "api:1", 2), node("node-1"), serving("c0001", "api", "node-1"),
+    serving("c0002", "api", "node-1")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
     "observed/node/node-1/capacity/cpu"    = 16
     "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/api"                  = {}
-    "desired/service/api/image"            = "api:1"
-    "effective/service/api/instances"      = 2
-    "intent/user/service/api/instances"    = 2
-    "observed/instance/c0001/service"     = "api"
-    "observed/instance/c0001/state"       = "running"
-    "observed/instance/c0001/health"      = "healthy"
-    "observed/instance/c0001/image"       = "api:1"
-    "observed/instance/c0001/spec_digest" = "00000000000000b1"
-    "placement/instance/c0001"            = "node-1"
-    "observed/instance/c0002/service" = "api"
-    "observed/instance/c0002/state"   = "running"
-    "observed/instance/c0002/health"  = "healthy"
-    "observed/instance/c0002/image"   = "api:1"
-    "placement/instance/c0002"        = "node-1"
+    "observed/instance/c0001/image"        = "api:1"
+    "observed/instance/c0001/spec_digest"  = "00000000000000b1"
+    "observed/instance/c0002/image"        = "api:1"
   }
   expect {
     writes = {

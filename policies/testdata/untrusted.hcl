@@ -4,15 +4,10 @@
 # holds back only the bindings that read it.
 
 test "a lease key put without an etcd lease keeps no node alive: it is failed over after the grace" {
+  worlds = [node("node-2"), node("node-3")]
   facts = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
-    "observed/node/node-2/state"  = "alive"
-    "observed/node/node-2/leased" = true
-    "lease/node/node-2"           = {}
-    "observed/node/node-3/state"  = "alive"
-    "observed/node/node-3/leased" = true
-    "lease/node/node-3"           = {}
     "observed/clock"              = "2026-11-29T12:00:00Z"
   }
   expect {
@@ -64,15 +59,10 @@ test "a node that never held a lease gets no placement, however big: the lease f
 }
 
 test "nodes that never held a lease do not count in the mass-loss shares" {
+  worlds = [node("node-2"), node("node-3")]
   facts = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
-    "observed/node/node-2/state"  = "alive"
-    "observed/node/node-2/leased" = true
-    "lease/node/node-2"           = {}
-    "observed/node/node-3/state"  = "alive"
-    "observed/node/node-3/leased" = true
-    "lease/node/node-3"           = {}
     "observed/node/fake-01/state" = "alive"
     "observed/node/fake-02/state" = "alive"
     "observed/node/fake-03/state" = "alive"
@@ -103,25 +93,16 @@ test "nodes that never held a lease do not count in the mass-loss shares" {
 }
 
 test "a report naming another node than the placement is not believed: no endpoint, and it is recorded" {
+  worlds = [node("node-2"), node("node-3"), serving("71446", "web", "node-2")]
   facts = {
-    "observed/node/node-2/state"         = "alive"
-    "observed/node/node-2/leased"        = true
-    "observed/node/node-2/address"       = "10.1.0.9"
-    "lease/node/node-2"                  = {}
-    "observed/node/node-3/state"         = "alive"
-    "observed/node/node-3/leased"        = true
-    "observed/node/node-3/address"       = "10.1.0.12"
-    "lease/node/node-3"                  = {}
-    "desired/service/web"                = {}
-    "desired/service/web/expose/8080"    = {}
-    "intent/user/service/web/instances"  = 1
-    "effective/service/web/instances"    = 1
-    "observed/instance/71446/service"    = "web"
-    "observed/instance/71446/state"      = "running"
-    "observed/instance/71446/health"     = "healthy"
-    "observed/instance/71446/node"       = "node-2"
-    "observed/instance/71446/ip"         = "10.1.0.9"
-    "placement/instance/71446"           = "node-2"
+    "observed/node/node-2/address"      = "10.1.0.9"
+    "observed/node/node-3/address"      = "10.1.0.12"
+    "desired/service/web"               = {}
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 1
+    "effective/service/web/instances"   = 1
+    "observed/instance/71446/node"      = "node-2"
+    "observed/instance/71446/ip"        = "10.1.0.9"
   }
   expect {
     writes  = { "endpoint/service/web/71446" = { ip = "10.1.0.9", port = 8080 } }
@@ -162,41 +143,24 @@ test "a report naming another node than the placement is not believed: no endpoi
 }
 
 test "fake instances placed on a node that never held a lease stop no real one and get no endpoint" {
+  worlds = [node("node-1"), serving("a0001", "web", "node-1"), serving("a0002", "web", "node-1"),
+    serving("f0001", "web", "fake"), serving("f0002", "web", "fake")]
   facts = {
-    "observed/node/node-1/state"         = "alive"
-    "observed/node/node-1/leased"        = true
     "observed/node/node-1/address"       = "10.1.0.5"
-    "lease/node/node-1"                  = {}
     "observed/node/fake/state"           = "alive"
     "observed/node/fake/address"         = "6.6.6.6"
     "desired/service/web"                = {}
     "desired/service/web/expose/8080"    = {}
     "intent/user/service/web/instances"  = 2
     "effective/service/web/instances"    = 2
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
-    "observed/instance/a0001/health"     = "healthy"
     "observed/instance/a0001/node"       = "node-1"
     "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
-    "observed/instance/a0002/health"     = "healthy"
     "observed/instance/a0002/node"       = "node-1"
     "observed/instance/a0002/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0002"           = "node-1"
-    "observed/instance/f0001/service"    = "web"
-    "observed/instance/f0001/state"      = "running"
-    "observed/instance/f0001/health"     = "healthy"
     "observed/instance/f0001/node"       = "fake"
     "observed/instance/f0001/started_at" = "2020-01-01T00:00:00Z"
-    "placement/instance/f0001"           = "fake"
-    "observed/instance/f0002/service"    = "web"
-    "observed/instance/f0002/state"      = "running"
-    "observed/instance/f0002/health"     = "healthy"
     "observed/instance/f0002/node"       = "fake"
     "observed/instance/f0002/started_at" = "2020-01-01T00:00:00Z"
-    "placement/instance/f0002"           = "fake"
   }
   expect {
     writes = {
@@ -208,13 +172,11 @@ test "fake instances placed on a node that never held a lease stop no real one a
 }
 
 test "a bad fact past apply is absent for the bindings that read it; other services converge" {
+  worlds = [node("node-1")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
     "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 4
     "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
     "desired/service/web"                  = {}
     "desired/service/web/expose/8080"      = {}
     "intent/user/service/web/instances"    = 1
@@ -260,42 +222,22 @@ test "an endpoint someone else wrote under the network view, bad value or not, i
 
 test "fake instances of the new image on a fake node make no real instance of a rollout look replaced" {
   seed = 3
+  worlds = [service("web", "nginx:2", 2), node("node-1"), serving("a0001", "web", "node-1"),
+    serving("a0002", "web", "node-1"), serving("f0001", "web", "fake"),
+    serving("f0002", "web", "fake")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
     "observed/node/node-1/address"         = "10.1.0.5"
     "observed/node/node-1/capacity/cpu"    = 8
     "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
     "observed/node/fake/state"             = "alive"
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:2"
-    "intent/user/service/web/instances"    = 2
-    "effective/service/web/instances"      = 2
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
     "observed/instance/a0001/image"        = "nginx:1"
     "observed/instance/a0001/node"         = "node-1"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "healthy"
     "observed/instance/a0002/image"        = "nginx:1"
     "observed/instance/a0002/node"         = "node-1"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/f0001/service"      = "web"
-    "observed/instance/f0001/state"        = "running"
-    "observed/instance/f0001/health"       = "healthy"
     "observed/instance/f0001/image"        = "nginx:2"
     "observed/instance/f0001/node"         = "fake"
-    "placement/instance/f0001"             = "fake"
-    "observed/instance/f0002/service"      = "web"
-    "observed/instance/f0002/state"        = "running"
-    "observed/instance/f0002/health"       = "healthy"
     "observed/instance/f0002/image"        = "nginx:2"
     "observed/instance/f0002/node"         = "fake"
-    "placement/instance/f0002"             = "fake"
   }
   # The rollout goes on as without the fakes: one new instance first
   # (max_extra 1), and no old one is stopped before a real new one serves.

@@ -1,0 +1,52 @@
+# Worlds shared by the rule tests of this directory: the nodes, services
+# and instances most tests start from, included by name (see docs/rules.md,
+# "Testing rules"). A test's own facts win over a world's.
+
+world "node" {
+  params = ["id"]
+  facts = {
+    "observed/node/${id}/state"  = "alive"
+    "observed/node/${id}/leased" = true
+    "lease/node/${id}"           = {}
+  }
+}
+
+world "service" {
+  params = ["name", "image", "instances"]
+  facts = {
+    "desired/service/${name}"                = {}
+    "desired/service/${name}/image"          = image
+    "intent/user/service/${name}/instances"  = instances
+    "effective/service/${name}/instances"    = instances
+  }
+}
+
+# An instance as its agent reports it, not yet placed (or its placement
+# gone).
+world "instance" {
+  params = ["id", "service", "state"]
+  facts = {
+    "observed/instance/${id}/service" = service
+    "observed/instance/${id}/state"   = state
+  }
+}
+
+world "placed" {
+  params = ["id", "service", "state", "node"]
+  facts = {
+    "observed/instance/${id}/service" = service
+    "observed/instance/${id}/state"   = state
+    "placement/instance/${id}"        = node
+  }
+}
+
+# Placed, running and healthy.
+world "serving" {
+  params = ["id", "service", "node"]
+  facts = {
+    "observed/instance/${id}/service" = service
+    "observed/instance/${id}/state"   = "running"
+    "observed/instance/${id}/health"  = "healthy"
+    "placement/instance/${id}"        = node
+  }
+}
