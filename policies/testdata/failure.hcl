@@ -1,16 +1,11 @@
 test "mass loss: all three nodes lose their leases together: nothing marked, nothing replaced" {
   seed = 1
-  worlds = [node("node-1"), node("node-2"), node("node-3")]
+  worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/node/node-3/capacity/cpu"    = 4
-    "observed/node/node-3/capacity/memory" = "8Gi"
-    "desired/service/web"                  = {}
-    "intent/user/service/web/instances"    = 3
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 3
+    "observed/clock"                    = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {

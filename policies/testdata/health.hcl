@@ -5,25 +5,22 @@
 test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   seed = 11
   now  = "2026-11-29T12:00:00Z"
-  worlds = [service("web", "nginx:1", 3), node("node-1"), serving("d0001", "web", "node-1"),
-    serving("d0002", "web", "node-1"), serving("d0003", "web", "node-1")]
+  worlds = [service("web", "nginx:1", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("d0001", "web", "node-1", "nginx:1"),
+    serving_image("d0002", "web", "node-1", "nginx:1"),
+    serving_image("d0003", "web", "node-1", "nginx:1")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "desired/service/web/expose/8080"      = {}
-    "desired/service/web/health/failures"  = 3
-    "desired/service/web/health/interval"  = "5s"
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/instance/d0001/image"        = "nginx:1"
-    "observed/instance/d0001/ip"           = "10.1.0.5"
-    "observed/instance/d0001/node"         = "node-1"
-    "observed/instance/d0002/image"        = "nginx:1"
-    "observed/instance/d0002/ip"           = "10.1.0.5"
-    "observed/instance/d0002/node"         = "node-1"
-    "observed/instance/d0003/image"        = "nginx:1"
-    "observed/instance/d0003/ip"           = "10.1.0.5"
-    "observed/instance/d0003/node"         = "node-1"
+    "observed/node/node-1/address"        = "10.1.0.5"
+    "desired/service/web/expose/8080"     = {}
+    "desired/service/web/health/failures" = 3
+    "desired/service/web/health/interval" = "5s"
+    "observed/clock"                      = "2026-11-29T12:00:00Z"
+    "observed/instance/d0001/ip"          = "10.1.0.5"
+    "observed/instance/d0001/node"        = "node-1"
+    "observed/instance/d0002/ip"          = "10.1.0.5"
+    "observed/instance/d0002/node"        = "node-1"
+    "observed/instance/d0003/ip"          = "10.1.0.5"
+    "observed/instance/d0003/node"        = "node-1"
   }
   expect {
     writes = {
@@ -136,14 +133,12 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
 test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" {
   seed = 13
   now  = "2026-11-29T12:00:00Z"
-  worlds = [service("web", "nginx:1", 2), node("node-1"), serving("e0001", "web", "node-1"),
+  worlds = [service("web", "nginx:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("e0001", "web", "node-1", "nginx:1"),
     placed("e0002", "web", "running", "node-1")]
   facts = {
-    "observed/node/node-1/capacity/cpu"       = 16
-    "observed/node/node-1/capacity/memory"    = "16Gi"
     "desired/service/web/update/max_extra"    = 0
     "observed/clock"                          = "2026-11-29T12:00:30Z"
-    "observed/instance/e0001/image"           = "nginx:1"
     "observed/instance/e0002/health"          = "unhealthy"
     "observed/instance/e0002/image"           = "nginx:1"
     "observed/instance/e0002/unhealthy_since" = "2026-11-29T12:00:00Z"

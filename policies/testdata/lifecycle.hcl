@@ -3,23 +3,18 @@
 # endpoints take.
 test "service lifecycle, node failure, heal" {
   seed = 1
-  worlds = [node("node-1"), node("node-2"), node("node-3")]
+  worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/address"         = "10.1.0.9"
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/node/node-3/address"         = "10.1.0.12"
-    "observed/node/node-3/capacity/cpu"    = 4
-    "observed/node/node-3/capacity/memory" = "8Gi"
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1.28"
-    "desired/service/web/instances"        = 3
-    "desired/service/web/expose/8080"      = {}
-    "intent/user/service/web/instances"    = 3
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
+    "observed/node/node-1/address"      = "10.1.0.5"
+    "observed/node/node-2/address"      = "10.1.0.9"
+    "observed/node/node-3/address"      = "10.1.0.12"
+    "desired/service/web"               = {}
+    "desired/service/web/image"         = "nginx:1.28"
+    "desired/service/web/instances"     = 3
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 3
+    "observed/clock"                    = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {

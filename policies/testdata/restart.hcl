@@ -4,14 +4,11 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
   seed = 3
   now  = "2026-11-29T12:00:00Z"
   worlds = [service("bad", "nope:1", 1), node("node-1"), node("node-2"),
+    capacity("node-1", 4, "8Gi"), capacity("node-2", 4, "8Gi"),
     placed("a0001", "bad", "pending", "node-1")]
   facts = {
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "desired/service/bad/instances"        = 1
+    "observed/clock"                = "2026-11-29T12:00:00Z"
+    "desired/service/bad/instances" = 1
   }
   expect {
     firings = {}
@@ -181,10 +178,8 @@ test "failures noted together count once" {
 
 test "a fixed image is tried at once: the backoff ends when the image changes" {
   now = "2026-11-29T12:00:00Z"
-  worlds = [service("web", "web:1-typo", 1), node("node-1")]
+  worlds = [service("web", "web:1-typo", 1), node("node-1"), capacity("node-1", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/capacity/cpu"         = 4
-    "observed/node/node-1/capacity/memory"      = "8Gi"
     "observed/service/web/restart/failures"     = 6
     "observed/service/web/restart/last_failure" = "2026-11-29T11:59:30Z"
     "observed/service/web/restart/reason"       = "image web:1-typo could not be pulled"

@@ -4,27 +4,22 @@
 test "image change: one new instance first, an old one stopped when it is healthy" {
   seed = 5
   now  = "2026-11-29T12:00:00Z"
-  worlds = [service("web", "nginx:2", 6), node("node-1"), serving("b0001", "web", "node-1"),
-    serving("b0002", "web", "node-1"), serving("b0003", "web", "node-1"),
-    serving("b0004", "web", "node-1"), serving("b0005", "web", "node-1"),
-    serving("b0006", "web", "node-1")]
+  worlds = [service("web", "nginx:2", 6), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("b0001", "web", "node-1", "nginx:1"),
+    serving_image("b0002", "web", "node-1", "nginx:1"),
+    serving_image("b0003", "web", "node-1", "nginx:1"),
+    serving_image("b0004", "web", "node-1", "nginx:1"),
+    serving_image("b0005", "web", "node-1", "nginx:1"),
+    serving_image("b0006", "web", "node-1", "nginx:1")]
   facts = {
-    "observed/node/node-1/capacity/cpu"          = 16
-    "observed/node/node-1/capacity/memory"       = "16Gi"
     "desired/service/web/update/max_extra"       = 1
     "desired/service/web/update/max_unavailable" = 1
     "observed/clock"                             = "2026-11-29T12:00:00Z"
-    "observed/instance/b0001/image"              = "nginx:1"
     "observed/instance/b0001/started_at"         = "2026-11-29T10:00:01Z"
-    "observed/instance/b0002/image"              = "nginx:1"
     "observed/instance/b0002/started_at"         = "2026-11-29T10:00:02Z"
-    "observed/instance/b0003/image"              = "nginx:1"
     "observed/instance/b0003/started_at"         = "2026-11-29T10:00:03Z"
-    "observed/instance/b0004/image"              = "nginx:1"
     "observed/instance/b0004/started_at"         = "2026-11-29T10:00:04Z"
-    "observed/instance/b0005/image"              = "nginx:1"
     "observed/instance/b0005/started_at"         = "2026-11-29T10:00:05Z"
-    "observed/instance/b0006/image"              = "nginx:1"
     "observed/instance/b0006/started_at"         = "2026-11-29T10:00:06Z"
   }
   expect {
@@ -115,12 +110,8 @@ test "image change: one new instance first, an old one stopped when it is health
 test "a rollout to the end: the view is gone once no instance runs the old image" {
   seed = 7
   now  = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:2", 1), node("node-1"), serving("c0001", "api", "node-1")]
-  facts = {
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "observed/instance/c0001/image"        = "api:1"
-  }
+  worlds = [service("api", "api:2", 1), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1")]
   expect {
     writes = {
       "observed/service/api/rollout" = { image = "api:2", updated = 0, total = 1, state = "progressing", reason = "" }
@@ -152,15 +143,12 @@ test "a rollout to the end: the view is gone once no instance runs the old image
 test "max_extra = 0: an old one stops first within max_unavailable, the next only when its replacement is healthy" {
   seed = 9
   now  = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:2", 2), node("node-1"), serving("c0001", "api", "node-1"),
-    serving("c0002", "api", "node-1")]
+  worlds = [service("api", "api:2", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1"),
+    serving_image("c0002", "api", "node-1", "api:1")]
   facts = {
-    "observed/node/node-1/capacity/cpu"          = 16
-    "observed/node/node-1/capacity/memory"       = "16Gi"
     "desired/service/api/update/max_extra"       = 0
     "desired/service/api/update/max_unavailable" = 1
-    "observed/instance/c0001/image"              = "api:1"
-    "observed/instance/c0002/image"              = "api:1"
   }
   expect {
     writes = {
@@ -199,29 +187,13 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
 test "a changed cpu request replaces instances like a changed image; agents that do not say keep theirs" {
   seed = 19
   now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"            = "alive"
-    "observed/node/node-1/leased"           = true
-    "observed/node/node-1/capacity/cpu"     = 16
-    "observed/node/node-1/capacity/memory"  = "16Gi"
-    "lease/node/node-1"                     = {}
-    "desired/service/api"                   = {}
-    "desired/service/api/image"             = "api:1"
-    "desired/service/api/resources/cpu"     = "500m"
-    "intent/user/service/api/instances"     = 2
-    "effective/service/api/instances"       = 2
-    "observed/instance/c0001/service"       = "api"
-    "observed/instance/c0001/state"         = "running"
-    "observed/instance/c0001/health"        = "healthy"
-    "observed/instance/c0001/image"         = "api:1"
-    "observed/instance/c0001/resources/cpu" = 0.25
-    "placement/instance/c0001"              = "node-1"
+  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1"),
     # an agent that does not report resources: nothing to compare
-    "observed/instance/c0002/service"       = "api"
-    "observed/instance/c0002/state"         = "running"
-    "observed/instance/c0002/health"        = "healthy"
-    "observed/instance/c0002/image"         = "api:1"
-    "placement/instance/c0002"              = "node-1"
+    serving_image("c0002", "api", "node-1", "api:1")]
+  facts = {
+    "desired/service/api/resources/cpu"     = "500m"
+    "observed/instance/c0001/resources/cpu" = 0.25
   }
   expect {
     writes = {

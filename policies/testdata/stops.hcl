@@ -2,29 +2,26 @@
 # ranked by a sort key list (order), on counts the commit guards (guard).
 
 test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the newest" {
-  worlds = [node("node-1"), node("node-2"), serving("a0001", "web", "node-1"),
+  worlds = [node("node-1"), node("node-2"), capacity("node-1", 8, "8Gi"),
+    capacity("node-2", 8, "8Gi"), serving("a0001", "web", "node-1"),
     serving("a0002", "web", "node-2"), placed("a0003", "web", "running", "node-1"),
     serving("a0004", "web", "node-2"), placed("a0005", "web", "running", "node-1"),
     serving("a0006", "web", "node-2"), serving("a0007", "web", "node-1"),
     serving("a0008", "web", "node-2")]
   facts = {
-    "desired/service/web"                  = {}
-    "intent/user/service/web/instances"    = 2
-    "effective/service/web/instances"      = 8
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/capacity/cpu"    = 8
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/instance/a0001/started_at"   = "2026-11-29T09:00:00Z"
-    "observed/instance/a0002/started_at"   = "2026-11-29T09:10:00Z"
-    "observed/instance/a0003/health"       = "unhealthy"
-    "observed/instance/a0003/started_at"   = "2026-11-29T08:00:00Z"
-    "observed/instance/a0004/started_at"   = "2026-11-29T09:30:00Z"
-    "observed/instance/a0005/health"       = "unhealthy"
-    "observed/instance/a0005/started_at"   = "2026-11-29T08:30:00Z"
-    "observed/instance/a0006/started_at"   = "2026-11-29T09:50:00Z"
-    "observed/instance/a0007/started_at"   = "2026-11-29T10:00:00Z"
-    "observed/instance/a0008/started_at"   = "2026-11-29T10:10:00Z"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 2
+    "effective/service/web/instances"    = 8
+    "observed/instance/a0001/started_at" = "2026-11-29T09:00:00Z"
+    "observed/instance/a0002/started_at" = "2026-11-29T09:10:00Z"
+    "observed/instance/a0003/health"     = "unhealthy"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:00:00Z"
+    "observed/instance/a0004/started_at" = "2026-11-29T09:30:00Z"
+    "observed/instance/a0005/health"     = "unhealthy"
+    "observed/instance/a0005/started_at" = "2026-11-29T08:30:00Z"
+    "observed/instance/a0006/started_at" = "2026-11-29T09:50:00Z"
+    "observed/instance/a0007/started_at" = "2026-11-29T10:00:00Z"
+    "observed/instance/a0008/started_at" = "2026-11-29T10:10:00Z"
   }
   expect {
     writes = {
@@ -52,21 +49,19 @@ test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the 
 }
 
 test "the only healthy instance stays, the newest though it is: three of four stopped at once" {
-  worlds = [node("node-1"), placed("a0001", "web", "running", "node-1"),
-    placed("a0002", "web", "running", "node-1"), placed("a0003", "web", "running", "node-1"),
-    serving("a0004", "web", "node-1")]
+  worlds = [node("node-1"), capacity("node-1", 8, "8Gi"),
+    placed("a0001", "web", "running", "node-1"), placed("a0002", "web", "running", "node-1"),
+    placed("a0003", "web", "running", "node-1"), serving("a0004", "web", "node-1")]
   facts = {
-    "desired/service/web"                  = {}
-    "intent/user/service/web/instances"    = 1
-    "effective/service/web/instances"      = 1
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/instance/a0001/health"       = "unhealthy"
-    "observed/instance/a0001/started_at"   = "2026-11-29T08:00:00Z"
-    "observed/instance/a0002/started_at"   = "2026-11-29T08:10:00Z"
-    "observed/instance/a0003/health"       = "unhealthy"
-    "observed/instance/a0003/started_at"   = "2026-11-29T08:20:00Z"
-    "observed/instance/a0004/started_at"   = "2026-11-29T11:00:00Z"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 1
+    "effective/service/web/instances"    = 1
+    "observed/instance/a0001/health"     = "unhealthy"
+    "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
+    "observed/instance/a0002/started_at" = "2026-11-29T08:10:00Z"
+    "observed/instance/a0003/health"     = "unhealthy"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:20:00Z"
+    "observed/instance/a0004/started_at" = "2026-11-29T11:00:00Z"
   }
   expect {
     writes = {
@@ -80,26 +75,23 @@ test "the only healthy instance stays, the newest though it is: three of four st
 }
 
 test "a frozen node returns: its originals stay, every replacement is stopped in the round it is back" {
-  worlds = [node("node-2"), serving("a0001", "web", "node-1"), serving("a0002", "web", "node-1"),
+  worlds = [node("node-2"), capacity("node-1", 8, "8Gi"), capacity("node-2", 8, "8Gi"),
+    serving("a0001", "web", "node-1"), serving("a0002", "web", "node-1"),
     serving("a0003", "web", "node-1"), serving("b0001", "web", "node-2"),
     serving("b0002", "web", "node-2"), serving("b0003", "web", "node-2")]
   facts = {
-    "desired/service/web"                  = {}
-    "intent/user/service/web/instances"    = 3
-    "effective/service/web/instances"      = 3
-    "observed/node/node-1/state"           = "unreachable"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/capacity/cpu"    = 8
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/instance/a0001/started_at"   = "2026-11-29T08:00:00Z"
-    "observed/instance/a0002/started_at"   = "2026-11-29T08:00:00Z"
-    "observed/instance/a0003/started_at"   = "2026-11-29T08:05:00Z"
-    "observed/instance/b0001/started_at"   = "2026-11-29T11:00:00Z"
-    "observed/instance/b0002/started_at"   = "2026-11-29T11:00:01Z"
-    "observed/instance/b0003/started_at"   = "2026-11-29T11:00:02Z"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 3
+    "effective/service/web/instances"    = 3
+    "observed/node/node-1/state"         = "unreachable"
+    "observed/node/node-1/leased"        = true
+    "lease/node/node-1"                  = {}
+    "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
+    "observed/instance/a0002/started_at" = "2026-11-29T08:00:00Z"
+    "observed/instance/a0003/started_at" = "2026-11-29T08:05:00Z"
+    "observed/instance/b0001/started_at" = "2026-11-29T11:00:00Z"
+    "observed/instance/b0002/started_at" = "2026-11-29T11:00:01Z"
+    "observed/instance/b0003/started_at" = "2026-11-29T11:00:02Z"
   }
   expect {
     writes  = { "observed/node/node-1/state" = "alive" }

@@ -3,18 +3,16 @@
 # summaries = true; the others assert the rules' writes alone.
 test "a service's summary counts running, healthy and updated instances" {
   summaries = true
-  worlds = [service("web", "nginx:2", 3), node("node-1"), serving("a0001", "web", "node-1"),
+  worlds = [service("web", "nginx:2", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("a0001", "web", "node-1", "nginx:2"),
     placed("a0002", "web", "running", "node-1"), placed("a0003", "web", "pending", "node-1")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "desired/service/web/instances"        = 3
-    "observed/instance/a0001/image"        = "nginx:2"
-    "observed/instance/a0001/node"         = "node-1"
-    "observed/instance/a0002/health"       = "unhealthy"
-    "observed/instance/a0002/image"        = "nginx:2"
-    "observed/instance/a0002/node"         = "node-1"
+    "observed/node/node-1/address"   = "10.1.0.5"
+    "desired/service/web/instances"  = 3
+    "observed/instance/a0001/node"   = "node-1"
+    "observed/instance/a0002/health" = "unhealthy"
+    "observed/instance/a0002/image"  = "nginx:2"
+    "observed/instance/a0002/node"   = "node-1"
   }
   expect {
     writes = {
@@ -60,18 +58,16 @@ test "a service's summary counts running, healthy and updated instances" {
 }
 
 test "without summaries = true the same facts run the rules alone" {
-  worlds = [service("web", "nginx:2", 3), node("node-1"), serving("a0001", "web", "node-1"),
+  worlds = [service("web", "nginx:2", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("a0001", "web", "node-1", "nginx:2"),
     placed("a0002", "web", "running", "node-1"), placed("a0003", "web", "pending", "node-1")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "desired/service/web/instances"        = 3
-    "observed/instance/a0001/image"        = "nginx:2"
-    "observed/instance/a0001/node"         = "node-1"
-    "observed/instance/a0002/health"       = "unhealthy"
-    "observed/instance/a0002/image"        = "nginx:2"
-    "observed/instance/a0002/node"         = "node-1"
+    "observed/node/node-1/address"   = "10.1.0.5"
+    "desired/service/web/instances"  = 3
+    "observed/instance/a0001/node"   = "node-1"
+    "observed/instance/a0002/health" = "unhealthy"
+    "observed/instance/a0002/image"  = "nginx:2"
+    "observed/instance/a0002/node"   = "node-1"
   }
   expect {
     # No summary is written (none runs), and the rules decide as before.

@@ -31,18 +31,15 @@ test "a lease key put without an etcd lease keeps no node alive: it is failed ov
 }
 
 test "a node that never held a lease gets no placement, however big: the lease filter names it" {
+  worlds = [capacity("big", 1000000, "1000Gi"), capacity("small", 8, "8Gi")]
   facts = {
-    "observed/node/big/state"            = "alive"
-    "observed/node/big/capacity/cpu"     = 1000000
-    "observed/node/big/capacity/memory"  = "1000Gi"
-    "lease/node/big"                     = {}
-    "observed/node/small/state"          = "alive"
-    "observed/node/small/capacity/cpu"   = 8
-    "observed/node/small/capacity/memory" = "8Gi"
-    "lease/node/small"                   = {}
-    "desired/service/big"                = {}
-    "desired/service/big/resources/cpu"  = 1
-    "intent/user/service/big/instances"  = 4
+    "observed/node/big/state"           = "alive"
+    "lease/node/big"                    = {}
+    "observed/node/small/state"         = "alive"
+    "lease/node/small"                  = {}
+    "desired/service/big"               = {}
+    "desired/service/big/resources/cpu" = 1
+    "intent/user/service/big/instances" = 4
   }
   unleased = ["lease/node/big"]
   expect {
@@ -172,16 +169,14 @@ test "fake instances placed on a node that never held a lease stop no real one a
 }
 
 test "a bad fact past apply is absent for the bindings that read it; other services converge" {
-  worlds = [node("node-1")]
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "desired/service/web"                  = {}
-    "desired/service/web/expose/8080"      = {}
-    "intent/user/service/web/instances"    = 1
-    "desired/service/api"                  = {}
-    "intent/user/service/api/instances"    = 1
+    "observed/node/node-1/address"      = "10.1.0.5"
+    "desired/service/web"               = {}
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 1
+    "desired/service/api"               = {}
+    "intent/user/service/api/instances" = 1
   }
   raw = {
     "desired/service/web/image"          = "12345"
@@ -222,22 +217,18 @@ test "an endpoint someone else wrote under the network view, bad value or not, i
 
 test "fake instances of the new image on a fake node make no real instance of a rollout look replaced" {
   seed = 3
-  worlds = [service("web", "nginx:2", 2), node("node-1"), serving("a0001", "web", "node-1"),
-    serving("a0002", "web", "node-1"), serving("f0001", "web", "fake"),
-    serving("f0002", "web", "fake")]
+  worlds = [service("web", "nginx:2", 2), node("node-1"), capacity("node-1", 8, "8Gi"),
+    serving_image("a0001", "web", "node-1", "nginx:1"),
+    serving_image("a0002", "web", "node-1", "nginx:1"),
+    serving_image("f0001", "web", "fake", "nginx:2"),
+    serving_image("f0002", "web", "fake", "nginx:2")]
   facts = {
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/fake/state"             = "alive"
-    "observed/instance/a0001/image"        = "nginx:1"
-    "observed/instance/a0001/node"         = "node-1"
-    "observed/instance/a0002/image"        = "nginx:1"
-    "observed/instance/a0002/node"         = "node-1"
-    "observed/instance/f0001/image"        = "nginx:2"
-    "observed/instance/f0001/node"         = "fake"
-    "observed/instance/f0002/image"        = "nginx:2"
-    "observed/instance/f0002/node"         = "fake"
+    "observed/node/node-1/address" = "10.1.0.5"
+    "observed/node/fake/state"     = "alive"
+    "observed/instance/a0001/node" = "node-1"
+    "observed/instance/a0002/node" = "node-1"
+    "observed/instance/f0001/node" = "fake"
+    "observed/instance/f0002/node" = "fake"
   }
   # The rollout goes on as without the fakes: one new instance first
   # (max_extra 1), and no old one is stopped before a real new one serves.

@@ -50,3 +50,23 @@ world "serving" {
     "placement/instance/${id}"        = node
   }
 }
+
+world "capacity" {
+  params = ["node", "cpu", "memory"]
+  facts = {
+    "observed/node/${node}/capacity/cpu"    = cpu
+    "observed/node/${node}/capacity/memory" = memory
+  }
+}
+
+# Serving, with the image its agent reports.
+world "serving_image" {
+  params = ["id", "service", "node", "image"]
+  facts = {
+    "observed/instance/${id}/service" = service
+    "observed/instance/${id}/state"   = "running"
+    "observed/instance/${id}/health"  = "healthy"
+    "observed/instance/${id}/image"   = image
+    "placement/instance/${id}"        = node
+  }
+}
