@@ -74,7 +74,9 @@ func (ws worlds) define(blocks hcl.Blocks, schema *facts.Schema) hcl.Diagnostics
 func (ws worlds) include(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema) ([]facts.Fact, hcl.Diagnostics) {
 	elems, diags := hcl.ExprList(a.Expr)
 	if diags.HasErrors() {
-		return nil, diags
+		rng := a.Expr.Range()
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid worlds",
+			Detail: `worlds is a list of the worlds to include: names, and worlds with params given their arguments, such as ["node_1", web_running("d0001")].`, Subject: &rng}}
 	}
 	mine := map[string]bool{}
 	for _, f := range own {
