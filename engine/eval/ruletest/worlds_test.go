@@ -75,7 +75,7 @@ func TestWorldsExpand(t *testing.T) {
 func TestWorldsErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, test string
-		at, says  string
+		at, says   string
 	}{
 		{"unknown, with a suggestion", `test "x" { worlds = ["wbe"] }`, "f_test.hcl:18,22-27", `No world "wbe" is defined in this directory's test files. Did you mean "web"?`},
 		{"unknown, nothing near", `test "x" { worlds = ["database"] }`, "f_test.hcl:18,22-32", `No world "database" is defined`},
