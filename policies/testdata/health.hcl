@@ -8,19 +8,14 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   worlds = [service("web", "nginx:1", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("d0001", "web", "node-1", "nginx:1"),
     serving_image("d0002", "web", "node-1", "nginx:1"),
-    serving_image("d0003", "web", "node-1", "nginx:1")]
+    serving_image("d0003", "web", "node-1", "nginx:1"), address("d0001", "node-1", "10.1.0.5"),
+    address("d0002", "node-1", "10.1.0.5"), address("d0003", "node-1", "10.1.0.5")]
   facts = {
     "observed/node/node-1/address"        = "10.1.0.5"
     "desired/service/web/expose/8080"     = {}
     "desired/service/web/health/failures" = 3
     "desired/service/web/health/interval" = "5s"
     "observed/clock"                      = "2026-11-29T12:00:00Z"
-    "observed/instance/d0001/ip"          = "10.1.0.5"
-    "observed/instance/d0001/node"        = "node-1"
-    "observed/instance/d0002/ip"          = "10.1.0.5"
-    "observed/instance/d0002/node"        = "node-1"
-    "observed/instance/d0003/ip"          = "10.1.0.5"
-    "observed/instance/d0003/node"        = "node-1"
   }
   expect {
     writes = {
@@ -82,13 +77,8 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   }
 
   then "the new one runs healthy: the unhealthy one is stopped, the new one serves" {
-    facts = {
-      "observed/instance/11e84/state"  = "running"
-      "observed/instance/11e84/health" = "healthy"
-      "observed/instance/11e84/image"  = "nginx:1"
-      "observed/instance/11e84/ip"     = "10.1.0.5"
-      "observed/instance/11e84/node"   = "node-1"
-    }
+    worlds = [address("11e84", "node-1", "10.1.0.5"),
+      report("11e84", "running", "healthy", "nginx:1")]
     expect {
       writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.5", port = 8080 } }
       deletes = ["placement/instance/d0002"]

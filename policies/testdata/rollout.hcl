@@ -33,10 +33,8 @@ test "image change: one new instance first, an old one stopped when it is health
   }
 
   then "the new instance runs healthy on nginx:2: the first old one is stopped" {
+    worlds = [report("51e1c", "running", "healthy", "nginx:2")]
     facts = {
-      "observed/instance/51e1c/state"      = "running"
-      "observed/instance/51e1c/health"     = "healthy"
-      "observed/instance/51e1c/image"      = "nginx:2"
       "observed/instance/51e1c/started_at" = "2026-11-29T12:00:01Z"
     }
     expect {
@@ -122,11 +120,7 @@ test "a rollout to the end: the view is gone once no instance runs the old image
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
   then "the new one runs but is not healthy yet: the old one keeps serving" {
-    facts = {
-      "observed/instance/103a3/state"  = "running"
-      "observed/instance/103a3/health" = "unknown"
-      "observed/instance/103a3/image"  = "api:2"
-    }
+    worlds = [report("103a3", "running", "unknown", "api:2")]
     expect {
       firings = {}
     }
@@ -161,11 +155,7 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
     firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
   }
   then "the replacement runs, not yet healthy: the second old one is not stopped (one unavailable at most)" {
-    facts = {
-      "observed/instance/a87fe/state"  = "running"
-      "observed/instance/a87fe/health" = "unknown"
-      "observed/instance/a87fe/image"  = "api:2"
-    }
+    worlds = [report("a87fe", "running", "unknown", "api:2")]
     expect {
       firings = {}
     }
@@ -212,10 +202,8 @@ test "a changed cpu request replaces instances like a changed image; agents that
     }
   }
   then "once it runs, the newest extra is stopped" {
+    worlds = [report("d96ef", "running", "healthy", "api:1")]
     facts = {
-      "observed/instance/d96ef/state"         = "running"
-      "observed/instance/d96ef/health"        = "healthy"
-      "observed/instance/d96ef/image"         = "api:1"
       "observed/instance/d96ef/resources/cpu" = 0.25
       "observed/instance/d96ef/started_at"    = "2026-11-29T12:00:05Z"
     }

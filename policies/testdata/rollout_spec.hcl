@@ -27,11 +27,9 @@ test "a changed env: one new instance first, the old one stopped once the new on
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
   then "the new one runs the new env but is not healthy yet: nothing stops, no second new one" {
+    worlds = [report("103a3", "running", "unknown", "api:1")]
     facts = {
       "observed/instance/103a3/node"        = "node-1"
-      "observed/instance/103a3/state"       = "running"
-      "observed/instance/103a3/health"      = "unknown"
-      "observed/instance/103a3/image"       = "api:1"
       "observed/instance/103a3/spec_digest" = "00000000000000b2"
     }
     expect {

@@ -90,7 +90,8 @@ test "nodes that never held a lease do not count in the mass-loss shares" {
 }
 
 test "a report naming another node than the placement is not believed: no endpoint, and it is recorded" {
-  worlds = [node("node-2"), node("node-3"), serving("71446", "web", "node-2")]
+  worlds = [node("node-2"), node("node-3"), serving("71446", "web", "node-2"),
+    address("71446", "node-2", "10.1.0.9")]
   facts = {
     "observed/node/node-2/address"      = "10.1.0.9"
     "observed/node/node-3/address"      = "10.1.0.12"
@@ -98,18 +99,13 @@ test "a report naming another node than the placement is not believed: no endpoi
     "desired/service/web/expose/8080"   = {}
     "intent/user/service/web/instances" = 1
     "effective/service/web/instances"   = 1
-    "observed/instance/71446/node"      = "node-2"
-    "observed/instance/71446/ip"        = "10.1.0.9"
   }
   expect {
     writes  = { "endpoint/service/web/71446" = { ip = "10.1.0.9", port = 8080 } }
     firings = { publish_endpoint = 1 }
   }
   then "a rogue report: the instance runs on node-3 at 1.2.3.4" {
-    facts = {
-      "observed/instance/71446/node" = "node-3"
-      "observed/instance/71446/ip"   = "1.2.3.4"
-    }
+    worlds = [address("71446", "node-3", "1.2.3.4")]
     expect {
       # Not counted as live any more: a replacement is created (more
       # instances, never fewer; no node here has capacity facts to place it).
@@ -123,10 +119,7 @@ test "a report naming another node than the placement is not believed: no endpoi
     }
   }
   then "its own agent reports again: believed, the endpoint is back at node-2's address" {
-    facts = {
-      "observed/instance/71446/node" = "node-2"
-      "observed/instance/71446/ip"   = "6.6.6.6"
-    }
+    worlds = [address("71446", "node-2", "6.6.6.6")]
     expect {
       # Counted again: the waiting replacement is cancelled.
       writes = {

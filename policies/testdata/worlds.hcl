@@ -70,3 +70,22 @@ world "serving_image" {
     "placement/instance/${id}"        = node
   }
 }
+
+# The node an instance's agent says it runs on, and its address there.
+world "address" {
+  params = ["id", "node", "ip"]
+  facts = {
+    "observed/instance/${id}/node" = node
+    "observed/instance/${id}/ip"   = ip
+  }
+}
+
+# What an agent reports of an instance it runs.
+world "report" {
+  params = ["id", "state", "health", "image"]
+  facts = {
+    "observed/instance/${id}/state"  = state
+    "observed/instance/${id}/health" = health
+    "observed/instance/${id}/image"  = image
+  }
+}
