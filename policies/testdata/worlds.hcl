@@ -11,73 +11,52 @@ world "node" {
   }
 }
 
+world "capacity" {
+  params = ["node", "cpu", "memory"]
+  facts  = { "observed/node/${node}/capacity/cpu" = cpu, "observed/node/${node}/capacity/memory" = memory }
+}
+
+# A service as apply and the user's intent leave it.
 world "service" {
   params = ["name", "image", "instances"]
   facts = {
-    "desired/service/${name}"                = {}
-    "desired/service/${name}/image"          = image
-    "intent/user/service/${name}/instances"  = instances
-    "effective/service/${name}/instances"    = instances
+    "desired/service/${name}"               = {}
+    "desired/service/${name}/image"         = image
+    "intent/user/service/${name}/instances" = instances
+    "effective/service/${name}/instances"   = instances
   }
 }
 
-# An instance as its agent reports it, not yet placed (or its placement
-# gone).
+# An instance as its agent reports it, not placed (or its placement gone).
 world "instance" {
   params = ["id", "service", "state"]
-  facts = {
-    "observed/instance/${id}/service" = service
-    "observed/instance/${id}/state"   = state
-  }
+  facts  = { "observed/instance/${id}/service" = service, "observed/instance/${id}/state" = state }
 }
 
 world "placed" {
   params = ["id", "service", "state", "node"]
-  facts = {
-    "observed/instance/${id}/service" = service
-    "observed/instance/${id}/state"   = state
-    "placement/instance/${id}"        = node
-  }
+  worlds = [instance(id, service, state)]
+  facts  = { "placement/instance/${id}" = node }
 }
 
 # Placed, running and healthy.
 world "serving" {
   params = ["id", "service", "node"]
-  facts = {
-    "observed/instance/${id}/service" = service
-    "observed/instance/${id}/state"   = "running"
-    "observed/instance/${id}/health"  = "healthy"
-    "placement/instance/${id}"        = node
-  }
-}
-
-world "capacity" {
-  params = ["node", "cpu", "memory"]
-  facts = {
-    "observed/node/${node}/capacity/cpu"    = cpu
-    "observed/node/${node}/capacity/memory" = memory
-  }
+  worlds = [placed(id, service, "running", node)]
+  facts  = { "observed/instance/${id}/health" = "healthy" }
 }
 
 # Serving, with the image its agent reports.
 world "serving_image" {
   params = ["id", "service", "node", "image"]
-  facts = {
-    "observed/instance/${id}/service" = service
-    "observed/instance/${id}/state"   = "running"
-    "observed/instance/${id}/health"  = "healthy"
-    "observed/instance/${id}/image"   = image
-    "placement/instance/${id}"        = node
-  }
+  worlds = [serving(id, service, node)]
+  facts  = { "observed/instance/${id}/image" = image }
 }
 
 # The node an instance's agent says it runs on, and its address there.
 world "address" {
   params = ["id", "node", "ip"]
-  facts = {
-    "observed/instance/${id}/node" = node
-    "observed/instance/${id}/ip"   = ip
-  }
+  facts  = { "observed/instance/${id}/node" = node, "observed/instance/${id}/ip" = ip }
 }
 
 # What an agent reports of an instance it runs.

@@ -16,20 +16,22 @@ import (
 // (worlds = ["node_1", "web"]): the situation many tests start from,
 // written once. A world with params is included like a function call,
 // one argument a param (worlds = [web_running("d0001")]), and its facts
-// read the params as variables ("observed/instance/${id}/state"). The
-// worlds of a directory's test files are shared by all of them.
+// read the params as variables ("observed/instance/${id}/state"). A world
+// may include others as a test does. The worlds of a directory's test
+// files are shared by all of them.
 type world struct {
 	name   string
 	rng    hcl.Range
 	params []string
 	body   *hcl.BodyContent // evaluated at each inclusion when there are params
-	puts   []facts.Fact     // without params: evaluated once, leases decided
+	done   bool             // without params: puts holds the expansion
+	puts   []facts.Fact
 	used   bool
 }
 
 type worlds map[string]*world
 
-var worldSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "params"}, {Name: "facts"}, {Name: "raw"}, {Name: "unleased"}}}
+var worldSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "params"}, {Name: "worlds"}, {Name: "facts"}, {Name: "raw"}, {Name: "unleased"}}}
 
 // define reads world blocks; a name is defined once per directory.
 func (ws worlds) define(blocks hcl.Blocks, schema *facts.Schema) hcl.Diagnostics {
@@ -56,12 +58,6 @@ func (ws worlds) define(blocks hcl.Blocks, schema *facts.Schema) hcl.Diagnostics
 				}
 			}
 		}
-		if len(w.params) == 0 {
-			puts, unleased, d := parseFacts(c, schema, nil)
-			diags = append(diags, d...)
-			leases(puts, unleased, schema)
-			w.puts = puts
-		}
 		ws[name] = w
 	}
 	return diags
@@ -72,6 +68,12 @@ func (ws worlds) define(blocks hcl.Blocks, schema *facts.Schema) hcl.Diagnostics
 // worlds giving one key different values is an error naming both, unless
 // own sets the key.
 func (ws worlds) include(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema) ([]facts.Fact, hcl.Diagnostics) {
+	return ws.includeIn(a, own, schema, nil, nil)
+}
+
+// includeIn is include within a world's expansion: ctx holds its params,
+// stack the worlds being expanded.
+func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, hcl.Diagnostics) {
 	elems, diags := hcl.ExprList(a.Expr)
 	if diags.HasErrors() {
 		rng := a.Expr.Range()
@@ -88,7 +90,7 @@ func (ws worlds) include(a *hcl.Attribute, own []facts.Fact, schema *facts.Schem
 	seen := map[string]bool{}
 	for _, e := range elems {
 		rng := e.Range()
-		puts, label, d := ws.expand(e, schema)
+		puts, label, d := ws.expand(e, schema, ctx, stack)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
@@ -120,7 +122,7 @@ func (ws worlds) include(a *hcl.Attribute, own []facts.Fact, schema *facts.Schem
 
 // expand returns the facts of one element of a worlds list: a name, or a
 // call of a world with params; label names it in diagnostics.
-func (ws worlds) expand(e hcl.Expression, schema *facts.Schema) ([]facts.Fact, string, hcl.Diagnostics) {
+func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, string, hcl.Diagnostics) {
 	rng := e.Range()
 	var name string
 	var args []cty.Value
@@ -128,7 +130,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema) ([]facts.Fact, s
 	if call, ok := e.(*hclsyntax.FunctionCallExpr); ok {
 		name = call.Name
 		for _, x := range call.Args {
-			v, d := x.Value(nil)
+			v, d := x.Value(ctx)
 			diags = append(diags, d...)
 			args = append(args, v)
 		}
@@ -136,7 +138,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema) ([]facts.Fact, s
 			return nil, "", diags
 		}
 	} else {
-		v, d := e.Value(nil)
+		v, d := e.Value(ctx)
 		if d.HasErrors() || v.Type() != cty.String || v.IsNull() {
 			return nil, "", append(d, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid world",
 				Detail: `An element of worlds is a world's name, such as "node_1", or a world with params given its arguments, such as web_running("d0001").`, Subject: &rng})
@@ -159,28 +161,66 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema) ([]facts.Fact, s
 		}
 		return nil, "", append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Wrong arguments for world", Detail: detail, Subject: &rng})
 	}
+	for i, n := range stack {
+		if n == name {
+			return nil, "", append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "World includes itself",
+				Detail: fmt.Sprintf("World %q includes itself: %s.", name, strings.Join(append(stack[i:], name), " → ")), Subject: &rng})
+		}
+	}
 	if len(w.params) == 0 {
+		if !w.done {
+			// Expanded once, its diagnostics reported once.
+			w.done = true
+			w.puts, diags = ws.expandBody(w, schema, nil, stack)
+			return w.puts, fmt.Sprintf("%q", name), diags
+		}
 		return w.puts, fmt.Sprintf("%q", name), nil
 	}
-	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}}
+	wctx := &hcl.EvalContext{Variables: map[string]cty.Value{}}
 	shown := make([]string, len(args))
 	for i, p := range w.params {
-		ctx.Variables[p] = args[i]
+		wctx.Variables[p] = args[i]
 		shown[i] = argText(args[i])
 	}
 	label := fmt.Sprintf("%s(%s)", name, strings.Join(shown, ", "))
-	puts, unleased, d := parseFacts(w.body, schema, ctx)
+	puts, d := ws.expandBody(w, schema, wctx, stack)
 	if d.HasErrors() {
 		// Say which inclusion the world's own error is for.
 		d = append(d, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid world", Detail: fmt.Sprintf("World %s does not expand (above).", label), Subject: &rng})
 	}
-	leases(puts, unleased, schema)
 	return puts, label, d
 }
 
-// unused warns of the worlds no test or step includes.
-func (ws worlds) unused() hcl.Diagnostics {
+// expandBody returns a world's facts: those of the worlds it includes,
+// then its own, which win.
+func (ws worlds) expandBody(w *world, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, hcl.Diagnostics) {
+	own, unleased, diags := parseFacts(w.body, schema, ctx)
+	leases(own, unleased, schema)
+	a := w.body.Attributes["worlds"]
+	if a == nil {
+		return own, diags
+	}
+	inc, d := ws.includeIn(a, own, schema, ctx, append(stack[:len(stack):len(stack)], w.name))
+	for i := range inc {
+		if unleased[inc[i].Key] {
+			inc[i].Lease = 0
+		}
+	}
+	return append(inc, own...), append(diags, d...)
+}
+
+// unused warns of the worlds no test or step includes, after expanding
+// those without params, to report their errors too.
+func (ws worlds) unused(schema *facts.Schema) hcl.Diagnostics {
 	var diags hcl.Diagnostics
+	for _, n := range ws.names() {
+		if w := ws[n]; !w.used && len(w.params) == 0 && !w.done {
+			w.done = true
+			var d hcl.Diagnostics
+			w.puts, d = ws.expandBody(w, schema, nil, nil)
+			diags = append(diags, d...)
+		}
+	}
 	for _, n := range ws.names() {
 		if w := ws[n]; !w.used {
 			rng := w.rng

@@ -71,6 +71,31 @@ func TestWorldsExpand(t *testing.T) {
 	}
 }
 
+// A world includes others as a test does, passing its params on; its own
+// facts win over theirs.
+func TestWorldsInWorlds(t *testing.T) {
+	src := worldsSrc + `world "web_on" {
+  params = ["node", "image"]
+  worlds = ["web", node(node)]
+  facts  = {
+    "desired/service/web/image"  = image
+    "observed/node/${node}/zone" = "a"
+  }
+}
+test "x" {
+  worlds = [web_on("n1", "nginx:9")]
+}
+`
+	tests, _, diags := ParseFile("f_test.hcl", []byte(src), facts.Default)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	want := `desired/service/web={} observed/node/n1/state="alive" lease/node/n1={}@lease desired/service/web/image="nginx:9" observed/node/n1/zone="a"`
+	if got := puts(tests[0].Steps[0]); got != want {
+		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+}
+
 // Mistakes in worlds are errors at the element or block they are about.
 func TestWorldsErrors(t *testing.T) {
 	for _, c := range []struct {
@@ -97,6 +122,9 @@ func TestWorldsErrors(t *testing.T) {
   facts  = { "observed/node/${idd}/state" = "alive" }
 }
 test "x" { worlds = [bad("n")] }`, "f_test.hcl:20,31-34", `There is no variable named "idd". Did you mean "id"?`},
+		{"a world that includes itself", `world "a" { worlds = ["b"] }
+world "b" { worlds = ["a"] }
+test "x" { worlds = ["a"] }`, "f_test.hcl:19,23-26", `World "a" includes itself: a → b → a.`},
 	} {
 		src := worldsSrc + "\n" + c.test + "\n"
 		_, _, diags := ParseFile("f_test.hcl", []byte(src), facts.Default)
