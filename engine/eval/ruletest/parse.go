@@ -175,7 +175,7 @@ func parseSources(srcs []source, schema *facts.Schema) ([]*Test, map[string]*hcl
 		tests = append(tests, ts...)
 		diags = append(diags, d...)
 	}
-	return tests, files, append(diags, ws.unused()...)
+	return tests, files, append(diags, ws.unused(schema)...)
 }
 
 func parseTests(name string, content *hcl.BodyContent, schema *facts.Schema, ws worlds) ([]*Test, hcl.Diagnostics) {
