@@ -1,5 +1,5 @@
 test "mass loss: all three nodes lose their leases together: nothing marked, nothing replaced" {
-  seed = 1
+  seed   = 1
   worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
     capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
@@ -45,7 +45,7 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
 
 test "a zone that loses most of its nodes is not failed over, another zone's lone loss is" {
   worlds = [node("b-1"), node("b-2"), node("c-1"), node("c-2"), node("c-3")]
-  facts = {
+  facts  = {
     "observed/node/a-1/state"  = "alive"
     "observed/node/a-1/leased" = true
     "observed/node/a-1/zone"   = "eu-1a"
@@ -80,7 +80,7 @@ test "a zone that loses most of its nodes is not failed over, another zone's lon
 
 test "after a mass loss the leases that come back last get the whole grace" {
   worlds = [node("node-1"), node("node-2"), node("node-3"), node("node-4")]
-  facts = {
+  facts  = {
     "observed/clock" = "2026-11-29T12:00:00Z"
   }
   then "one lease expires first: it is noted" {

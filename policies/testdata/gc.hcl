@@ -1,6 +1,6 @@
 test "a stopped instance's facts are kept an hour, then collected" {
   worlds = [instance("a0001", "web", "stopped"), placed("a0002", "web", "failed", "node-1")]
-  facts = {
+  facts  = {
     "observed/clock"                     = "2026-11-29T12:00:00Z"
     "desired/service/web"                = {}
     "observed/instance/a0001/node"       = "node-1"
@@ -73,7 +73,7 @@ test "a crash loop keeps only the five newest failed instances of its service" {
 
 test "a collected instance leaves no fact behind: what its agent reported of its spec goes too" {
   worlds = [instance("a0001", "web", "stopped")]
-  facts = {
+  facts  = {
     "observed/clock"                           = "2026-11-29T13:00:01Z"
     "desired/service/web"                      = {}
     "observed/instance/a0001/stopped_at"       = "2026-11-29T12:00:00Z"

@@ -3,8 +3,8 @@
 # healthy check in between starts the count again; failed instances are
 # replaced and released.
 test "unhealthy for 3 checks of 5s: replaced, new instance first" {
-  seed = 11
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 11
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("web", "nginx:1", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("d0001", "web", "node-1", "nginx:1"),
     serving_image("d0002", "web", "node-1", "nginx:1"),
@@ -121,8 +121,8 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
 }
 
 test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" {
-  seed = 13
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 13
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("web", "nginx:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("e0001", "web", "node-1", "nginx:1"),
     placed("e0002", "web", "running", "node-1")]

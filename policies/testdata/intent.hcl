@@ -56,7 +56,7 @@ test "precedence: user, then autoscaler within its bounds, then a policy overrid
 }
 
 test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
-  seed = 3
+  seed   = 3
   worlds = [node("node-1"), capacity("node-1", 8, "8Gi"), serving("a0001", "web", "node-1"),
     serving("a0002", "web", "node-1"), placed("a0003", "web", "running", "node-1")]
   facts = {

@@ -2,7 +2,7 @@
 # registered with its lease (leased) and its address, which its instances'
 # endpoints take.
 test "service lifecycle, node failure, heal" {
-  seed = 1
+  seed   = 1
   worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
     capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
@@ -83,7 +83,7 @@ test "service lifecycle, node failure, heal" {
 
   then "the replacement runs: its endpoint appears" {
     worlds = [address("0f2f5", "node-1", "10.1.0.5")]
-    facts = {
+    facts  = {
       "observed/instance/0f2f5/state"      = "running"
       "observed/instance/0f2f5/health"     = "healthy"
       "observed/instance/0f2f5/started_at" = "2026-11-29T11:00:00Z"

@@ -19,7 +19,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
 
   then "a second node joins: the waiting one is placed there" {
     worlds = [node("node-2"), capacity("node-2", 4, "8Gi")]
-    facts = {
+    facts  = {
       "observed/node/node-2/network" = "host"
     }
     expect {

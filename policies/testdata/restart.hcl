@@ -1,8 +1,8 @@
 # The restart policy (restart.hcl): backoff after failures, the reason kept,
 # a fresh start after a quiet interval.
 test "a crash loop: each failure doubles the wait, the reason is kept, another node is preferred" {
-  seed = 3
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 3
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("bad", "nope:1", 1), node("node-1"), node("node-2"),
     capacity("node-1", 4, "8Gi"), capacity("node-2", 4, "8Gi"),
     placed("a0001", "bad", "pending", "node-1")]
@@ -105,9 +105,9 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
 }
 
 test "restart settings: attempts at the base delay, then doubling up to max_delay" {
-  now = "2026-11-29T12:00:00Z"
+  now    = "2026-11-29T12:00:00Z"
   worlds = [instance("a0001", "web", "failed")]
-  facts = {
+  facts  = {
     "desired/service/web"                       = {}
     "desired/service/web/restart/delay"         = "10s"
     "desired/service/web/restart/max_delay"     = "25s"
@@ -128,7 +128,7 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
     firings = { note_failed = 1, count_failure = 1 }
   }
   then "the third: 20s" {
-    now   = "2026-11-29T12:00:30Z"
+    now    = "2026-11-29T12:00:30Z"
     worlds = [instance("a0002", "web", "failed")]
     expect {
       writes = {
@@ -141,7 +141,7 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
     }
   }
   then "the fourth: 40s, capped at max_delay 25s" {
-    now   = "2026-11-29T12:01:00Z"
+    now    = "2026-11-29T12:01:00Z"
     worlds = [instance("a0003", "web", "failed")]
     expect {
       writes = {
@@ -177,9 +177,9 @@ test "failures noted together count once" {
 }
 
 test "a fixed image is tried at once: the backoff ends when the image changes" {
-  now = "2026-11-29T12:00:00Z"
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("web", "web:1-typo", 1), node("node-1"), capacity("node-1", 4, "8Gi")]
-  facts = {
+  facts  = {
     "observed/service/web/restart/failures"     = 6
     "observed/service/web/restart/last_failure" = "2026-11-29T11:59:30Z"
     "observed/service/web/restart/reason"       = "image web:1-typo could not be pulled"

@@ -2,8 +2,8 @@
 # update/max_extra; an old one stops only when a new one is running and
 # healthy; an image whose instances fail or are unhealthy halts the rollout.
 test "image change: one new instance first, an old one stopped when it is healthy" {
-  seed = 5
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 5
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("web", "nginx:2", 6), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("b0001", "web", "node-1", "nginx:1"),
     serving_image("b0002", "web", "node-1", "nginx:1"),
@@ -34,7 +34,7 @@ test "image change: one new instance first, an old one stopped when it is health
 
   then "the new instance runs healthy on nginx:2: the first old one is stopped" {
     worlds = [report("51e1c", "running", "healthy", "nginx:2")]
-    facts = {
+    facts  = {
       "observed/instance/51e1c/started_at" = "2026-11-29T12:00:01Z"
     }
     expect {
@@ -106,8 +106,8 @@ test "image change: one new instance first, an old one stopped when it is health
 }
 
 test "a rollout to the end: the view is gone once no instance runs the old image" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:2", 1), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1")]
   expect {
@@ -135,8 +135,8 @@ test "a rollout to the end: the view is gone once no instance runs the old image
 }
 
 test "max_extra = 0: an old one stops first within max_unavailable, the next only when its replacement is healthy" {
-  seed = 9
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 9
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:2", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1"),
     serving_image("c0002", "api", "node-1", "api:1")]
@@ -175,8 +175,8 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
 }
 
 test "a changed cpu request replaces instances like a changed image; agents that do not say keep theirs" {
-  seed = 19
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 19
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1"),
     # an agent that does not report resources: nothing to compare
@@ -203,7 +203,7 @@ test "a changed cpu request replaces instances like a changed image; agents that
   }
   then "once it runs, the newest extra is stopped" {
     worlds = [report("d96ef", "running", "healthy", "api:1")]
-    facts = {
+    facts  = {
       "observed/instance/d96ef/resources/cpu" = 0.25
       "observed/instance/d96ef/started_at"    = "2026-11-29T12:00:05Z"
     }

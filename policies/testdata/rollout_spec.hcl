@@ -5,8 +5,8 @@
 # instance whose digest differs is replaced, new first. An instance whose
 # agent reports no digest is left as it is.
 test "a changed env: one new instance first, the old one stopped once the new one is healthy" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1"),
     # an agent that does not report the digest: nothing to compare
@@ -28,7 +28,7 @@ test "a changed env: one new instance first, the old one stopped once the new on
   }
   then "the new one runs the new env but is not healthy yet: nothing stops, no second new one" {
     worlds = [report("103a3", "running", "unknown", "api:1")]
-    facts = {
+    facts  = {
       "observed/instance/103a3/node"        = "node-1"
       "observed/instance/103a3/spec_digest" = "00000000000000b2"
     }
@@ -46,8 +46,8 @@ test "a changed env: one new instance first, the old one stopped once the new on
 }
 
 test "env removed: an instance started with a digest is replaced, one reported without is not" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1"),
     serving_image("c0002", "api", "node-1", "api:1")]
@@ -66,8 +66,8 @@ test "env removed: an instance started with a digest is replaced, one reported w
 }
 
 test "an old spec's failure does not halt the rollout; the new spec's does" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
   worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
     serving_image("c0001", "api", "node-1", "api:1"),
     serving_image("c0002", "api", "node-1", "api:1"), placed("c0009", "api", "failed", "node-1")]

@@ -1,5 +1,5 @@
 test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, every node rejected for cpu" {
-  seed = 7
+  seed   = 7
   worlds = [node("node-1"), node("node-2"), node("node-3"), node("node-4"),
     capacity("node-1", 2, "4Gi"), capacity("node-2", 2, "4Gi"), capacity("node-3", 2, "4Gi"),
     capacity("node-4", 2, "4Gi")]

@@ -19,7 +19,7 @@ world "web_one_of_each" {
 }
 test "a service's summary counts running, healthy and updated instances" {
   summaries = true
-  worlds = ["web_one_of_each"]
+  worlds    = ["web_one_of_each"]
   expect {
     writes = {
       "observed/service/web/summary"            = { running = 2, healthy = 1, updated = 1, target = 3 }

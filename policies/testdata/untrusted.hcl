@@ -5,7 +5,7 @@
 
 test "a lease key put without an etcd lease keeps no node alive: it is failed over after the grace" {
   worlds = [node("node-2"), node("node-3")]
-  facts = {
+  facts  = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
     "observed/clock"              = "2026-11-29T12:00:00Z"
@@ -32,7 +32,7 @@ test "a lease key put without an etcd lease keeps no node alive: it is failed ov
 
 test "a node that never held a lease gets no placement, however big: the lease filter names it" {
   worlds = [capacity("big", 1000000, "1000Gi"), capacity("small", 8, "8Gi")]
-  facts = {
+  facts  = {
     "observed/node/big/state"           = "alive"
     "lease/node/big"                    = {}
     "observed/node/small/state"         = "alive"
@@ -57,7 +57,7 @@ test "a node that never held a lease gets no placement, however big: the lease f
 
 test "nodes that never held a lease do not count in the mass-loss shares" {
   worlds = [node("node-2"), node("node-3")]
-  facts = {
+  facts  = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
     "observed/node/fake-01/state" = "alive"
@@ -163,7 +163,7 @@ test "fake instances placed on a node that never held a lease stop no real one a
 
 test "a bad fact past apply is absent for the bindings that read it; other services converge" {
   worlds = [node("node-1"), capacity("node-1", 4, "8Gi")]
-  facts = {
+  facts  = {
     "observed/node/node-1/address"      = "10.1.0.5"
     "desired/service/web"               = {}
     "desired/service/web/expose/8080"   = {}
@@ -209,7 +209,7 @@ test "an endpoint someone else wrote under the network view, bad value or not, i
 }
 
 test "fake instances of the new image on a fake node make no real instance of a rollout look replaced" {
-  seed = 3
+  seed   = 3
   worlds = [service("web", "nginx:2", 2), node("node-1"), capacity("node-1", 8, "8Gi"),
     serving_image("a0001", "web", "node-1", "nginx:1"),
     serving_image("a0002", "web", "node-1", "nginx:1"),

@@ -1,8 +1,8 @@
 # Volumes (volumes.hcl): a single-node volume pins its service's instances to
 # the node it is attached to.
 test "a single-node volume pins instances to its node" {
-  seed  = 17
-  now   = "2026-11-29T12:00:00Z"
+  seed   = 17
+  now    = "2026-11-29T12:00:00Z"
   worlds = [node("node-1"), node("node-2"), capacity("node-1", 4, "8Gi"),
     capacity("node-2", 4, "8Gi")]
   facts = {
@@ -39,8 +39,8 @@ test "a single-node volume pins instances to its node" {
 }
 
 test "before its single-node volume is attached, a service's instances join the first one" {
-  seed  = 23
-  now   = "2026-11-29T12:00:00Z"
+  seed   = 23
+  now    = "2026-11-29T12:00:00Z"
   worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
     capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
