@@ -177,11 +177,9 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
 test "a changed cpu request replaces instances like a changed image; agents that do not say keep theirs" {
   seed   = 19
   now    = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
-    serving_image("c0001", "api", "node-1", "api:1"),
-    # an agent that does not report resources: nothing to compare
-    serving_image("c0002", "api", "node-1", "api:1")]
-  facts = {
+  # c0002's agent does not report resources: nothing to compare
+  worlds = ["api_two_serving"]
+  facts  = {
     "desired/service/api/resources/cpu"     = "500m"
     "observed/instance/c0001/resources/cpu" = 0.25
   }

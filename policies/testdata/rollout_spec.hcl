@@ -7,11 +7,9 @@
 test "a changed env: one new instance first, the old one stopped once the new one is healthy" {
   seed   = 7
   now    = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
-    serving_image("c0001", "api", "node-1", "api:1"),
-    # an agent that does not report the digest: nothing to compare
-    serving_image("c0002", "api", "node-1", "api:1")]
-  facts = {
+  # c0002's agent does not report the digest: nothing to compare
+  worlds = ["api_two_serving"]
+  facts  = {
     "desired/service/api/env/GREETING"    = "hello"
     "desired/service/api/spec_digest"     = "00000000000000b2"
     # started before GREETING changed
@@ -48,10 +46,8 @@ test "a changed env: one new instance first, the old one stopped once the new on
 test "env removed: an instance started with a digest is replaced, one reported without is not" {
   seed   = 7
   now    = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
-    serving_image("c0001", "api", "node-1", "api:1"),
-    serving_image("c0002", "api", "node-1", "api:1")]
-  facts = {
+  worlds = ["api_two_serving"]
+  facts  = {
     "observed/instance/c0001/spec_digest" = "00000000000000b1"
   }
   expect {
@@ -68,10 +64,8 @@ test "env removed: an instance started with a digest is replaced, one reported w
 test "an old spec's failure does not halt the rollout; the new spec's does" {
   seed   = 7
   now    = "2026-11-29T12:00:00Z"
-  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
-    serving_image("c0001", "api", "node-1", "api:1"),
-    serving_image("c0002", "api", "node-1", "api:1"), placed("c0009", "api", "failed", "node-1")]
-  facts = {
+  worlds = ["api_two_serving", placed("c0009", "api", "failed", "node-1")]
+  facts  = {
     "observed/clock"                            = "2026-11-29T12:00:00Z"
     "desired/service/api/spec_digest"           = "00000000000000b2"
     # the restart policy has counted the failure below already

@@ -68,3 +68,9 @@ world "report" {
     "observed/instance/${id}/image"  = image
   }
 }
+
+# api at api:1, its two instances serving on node-1.
+world "api_two_serving" {
+  worlds = [service("api", "api:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1"), serving_image("c0002", "api", "node-1", "api:1")]
+}
