@@ -68,12 +68,17 @@ func (ws worlds) define(blocks hcl.Blocks, schema *facts.Schema) hcl.Diagnostics
 // worlds giving one key different values is an error naming both, unless
 // own sets the key.
 func (ws worlds) include(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema) ([]facts.Fact, hcl.Diagnostics) {
-	return ws.includeIn(a, own, schema, nil, nil)
+	budget := MaxWorldFacts
+	return ws.includeIn(a, own, schema, nil, nil, &budget)
 }
+
+// MaxWorldFacts bounds the facts one worlds list expands to: worlds that
+// include others with params, each several times, grow exponentially.
+const MaxWorldFacts = 100000
 
 // includeIn is include within a world's expansion: ctx holds its params,
 // stack the worlds being expanded.
-func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, hcl.Diagnostics) {
+func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Schema, ctx *hcl.EvalContext, stack []string, budget *int) ([]facts.Fact, hcl.Diagnostics) {
 	elems, diags := hcl.ExprList(a.Expr)
 	if diags.HasErrors() {
 		rng := a.Expr.Range()
@@ -90,7 +95,7 @@ func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Sch
 	seen := map[string]bool{}
 	for _, e := range elems {
 		rng := e.Range()
-		puts, label, d := ws.expand(e, schema, ctx, stack)
+		puts, label, d := ws.expand(e, schema, ctx, stack, budget)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
@@ -122,7 +127,7 @@ func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Sch
 
 // expand returns the facts of one element of a worlds list: a name, or a
 // call of a world with params; label names it in diagnostics.
-func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, string, hcl.Diagnostics) {
+func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalContext, stack []string, budget *int) ([]facts.Fact, string, hcl.Diagnostics) {
 	rng := e.Range()
 	var name string
 	var args []cty.Value
@@ -171,7 +176,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalCon
 		if !w.done {
 			// Expanded once, its diagnostics reported once.
 			w.done = true
-			w.puts, diags = ws.expandBody(w, schema, nil, stack)
+			w.puts, diags = ws.expandBody(w, schema, nil, stack, budget)
 			return w.puts, fmt.Sprintf("%q", name), diags
 		}
 		return w.puts, fmt.Sprintf("%q", name), nil
@@ -183,7 +188,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalCon
 		shown[i] = argText(args[i])
 	}
 	label := fmt.Sprintf("%s(%s)", name, strings.Join(shown, ", "))
-	puts, d := ws.expandBody(w, schema, wctx, stack)
+	puts, d := ws.expandBody(w, schema, wctx, stack, budget)
 	if d.HasErrors() {
 		// Say which inclusion the world's own error is for.
 		d = append(d, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid world", Detail: fmt.Sprintf("World %s does not expand (above).", label), Subject: &rng})
@@ -193,14 +198,22 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalCon
 
 // expandBody returns a world's facts: those of the worlds it includes,
 // then its own, which win.
-func (ws worlds) expandBody(w *world, schema *facts.Schema, ctx *hcl.EvalContext, stack []string) ([]facts.Fact, hcl.Diagnostics) {
+func (ws worlds) expandBody(w *world, schema *facts.Schema, ctx *hcl.EvalContext, stack []string, budget *int) ([]facts.Fact, hcl.Diagnostics) {
+	if *budget < 0 {
+		return nil, nil // said once, below
+	}
 	own, unleased, diags := parseFacts(w.body, schema, ctx)
+	if *budget -= len(own) + 1; *budget < 0 {
+		rng := w.rng
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "World too large",
+			Detail: fmt.Sprintf("Including world %q expands to more than %d facts, through the worlds it includes.", w.name, MaxWorldFacts), Subject: &rng})
+	}
 	leases(own, unleased, schema)
 	a := w.body.Attributes["worlds"]
 	if a == nil {
 		return own, diags
 	}
-	inc, d := ws.includeIn(a, own, schema, ctx, append(stack[:len(stack):len(stack)], w.name))
+	inc, d := ws.includeIn(a, own, schema, ctx, append(stack[:len(stack):len(stack)], w.name), budget)
 	for i := range inc {
 		if unleased[inc[i].Key] {
 			inc[i].Lease = 0
@@ -217,7 +230,8 @@ func (ws worlds) unused(schema *facts.Schema) hcl.Diagnostics {
 		if w := ws[n]; !w.used && len(w.params) == 0 && !w.done {
 			w.done = true
 			var d hcl.Diagnostics
-			w.puts, d = ws.expandBody(w, schema, nil, nil)
+			budget := MaxWorldFacts
+			w.puts, d = ws.expandBody(w, schema, nil, nil, &budget)
 			diags = append(diags, d...)
 		}
 	}

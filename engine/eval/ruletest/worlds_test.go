@@ -1,6 +1,7 @@
 package ruletest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,5 +175,21 @@ func TestWorldsShareADirectory(t *testing.T) {
 	}
 	if got := puts(tests[1].Steps[0]); !strings.Contains(got, `image="nginx:3"`) {
 		t.Errorf("a's test: %s, want its own image", got)
+	}
+}
+
+// Worlds that include others twice each, with params, would expand
+// exponentially (2^40 facts here): the expansion stops at MaxWorldFacts
+// with an error at the world.
+func TestWorldsExpansionBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("world \"w0\" {\n  params = [\"x\"]\n  facts = { \"observed/node/${x}/state\" = \"alive\" }\n}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "world \"w%d\" {\n  params = [\"x\"]\n  worlds = [w%d(\"${x}a\"), w%d(\"${x}b\")]\n}\n", i, i-1, i-1)
+	}
+	b.WriteString("test \"x\" { worlds = [w40(\"n\")] }\n")
+	_, _, diags := ParseFile("f_test.hcl", []byte(b.String()), facts.Default)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "World too large") {
+		t.Errorf("diagnostics %v, want World too large", diags)
 	}
 }
