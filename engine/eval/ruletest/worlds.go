@@ -13,10 +13,10 @@ import (
 )
 
 // A world is a named set of facts that tests and steps include by name
-// (worlds = ["node_1", "web"]): the situation many tests start from,
+// (worlds = ["api_two_serving"]): the situation many tests start from,
 // written once. A world with params is included like a function call,
-// one argument a param (worlds = [web_running("d0001")]), and its facts
-// read the params as variables ("observed/instance/${id}/state"). A world
+// one argument a param (worlds = [node("node-1")]), and its facts
+// read the params as variables ("observed/node/${id}/state"). A world
 // may include others as a test does. The worlds of a directory's test
 // files are shared by all of them.
 type world struct {
@@ -83,7 +83,7 @@ func (ws worlds) includeIn(a *hcl.Attribute, own []facts.Fact, schema *facts.Sch
 	if diags.HasErrors() {
 		rng := a.Expr.Range()
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid worlds",
-			Detail: `worlds is a list of the worlds to include: names, and worlds with params given their arguments, such as ["node_1", web_running("d0001")].`, Subject: &rng}}
+			Detail: `worlds is a list of the worlds to include: names, and worlds with params given their arguments, such as ["api_two_serving", node("node-1")].`, Subject: &rng}}
 	}
 	mine := map[string]bool{}
 	for _, f := range own {
@@ -146,7 +146,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalCon
 		v, d := e.Value(ctx)
 		if d.HasErrors() || v.Type() != cty.String || v.IsNull() {
 			return nil, "", append(d, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid world",
-				Detail: `An element of worlds is a world's name, such as "node_1", or a world with params given its arguments, such as web_running("d0001").`, Subject: &rng})
+				Detail: `An element of worlds is a world's name, such as "api_two_serving", or a world with params given its arguments, such as node("node-1").`, Subject: &rng})
 		}
 		name = v.AsString()
 	}
