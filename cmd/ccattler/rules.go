@@ -98,6 +98,7 @@ actual difference; any failure exits 1.`,
 				writeDiags(cmd.ErrOrStderr(), tfiles, diags)
 				return exitError{code: 1, err: fmt.Errorf("rule tests rejected: %s", countErrors(diags))}
 			}
+			writeDiags(cmd.ErrOrStderr(), tfiles, diags) // warnings (an unused world): the tests still run
 			out := cmd.OutOrStdout()
 			failed, ran := 0, 0
 			var results []map[string]any

@@ -1,17 +1,40 @@
 # Autoscaling (autoscale.hcl): ceil(current × average / threshold), a 10 %
 # tolerance, min..max, and a scale-down stabilization window.
-test "load above the threshold scales up at once, down only after the window" {
-  now   = "2026-11-29T12:00:00Z"
+
+# The first three, four or six instances of a service report a cpu load.
+world "cpu_of_3" {
+  params = ["service", "load"]
   facts = {
+    "observed/service/${service}/metrics/cpu/e0001" = load
+    "observed/service/${service}/metrics/cpu/e0002" = load
+    "observed/service/${service}/metrics/cpu/e0003" = load
+  }
+}
+
+world "cpu_of_4" {
+  params = ["service", "load"]
+  worlds = [cpu_of_3(service, load)]
+  facts  = { "observed/service/${service}/metrics/cpu/e0004" = load }
+}
+
+world "cpu_of_6" {
+  params = ["service", "load"]
+  worlds = [cpu_of_4(service, load)]
+  facts  = {
+    "observed/service/${service}/metrics/cpu/e0005" = load
+    "observed/service/${service}/metrics/cpu/e0006" = load
+  }
+}
+test "load above the threshold scales up at once, down only after the window" {
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [cpu_of_3("web", 0.9)]
+  facts  = {
     "desired/service/web/autoscale/metric"        = "cpu"
     "desired/service/web/autoscale/threshold"     = 0.5
     "desired/service/web/autoscale/min"           = 2
     "desired/service/web/autoscale/max"           = 8
     "desired/service/web/autoscale/stabilization" = "60s"
     "observed/clock"                              = "2026-11-29T12:00:00Z"
-    "observed/service/web/metrics/cpu/e0001"      = 0.9
-    "observed/service/web/metrics/cpu/e0002"      = 0.9
-    "observed/service/web/metrics/cpu/e0003"      = 0.9
   }
   expect {
     writes = {
@@ -24,28 +47,16 @@ test "load above the threshold scales up at once, down only after the window" {
   }
 
   then "six instances at the threshold: nothing changes" {
-    facts = {
-      "observed/service/web/metrics/cpu/e0001" = 0.5
-      "observed/service/web/metrics/cpu/e0002" = 0.5
-      "observed/service/web/metrics/cpu/e0003" = 0.5
-      "observed/service/web/metrics/cpu/e0004" = 0.5
-      "observed/service/web/metrics/cpu/e0005" = 0.5
-      "observed/service/web/metrics/cpu/e0006" = 0.5
-    }
+    worlds = [cpu_of_6("web", 0.5)]
     expect {
       firings = {}
     }
   }
 
   then "the load drops: 2 is recommended, 6 is kept within the window" {
-    facts = {
-      "observed/clock"                         = "2026-11-29T12:00:05Z"
-      "observed/service/web/metrics/cpu/e0001" = 0.1
-      "observed/service/web/metrics/cpu/e0002" = 0.1
-      "observed/service/web/metrics/cpu/e0003" = 0.1
-      "observed/service/web/metrics/cpu/e0004" = 0.1
-      "observed/service/web/metrics/cpu/e0005" = 0.1
-      "observed/service/web/metrics/cpu/e0006" = 0.1
+    worlds = [cpu_of_6("web", 0.1)]
+    facts  = {
+      "observed/clock" = "2026-11-29T12:00:05Z"
     }
     expect {
       writes = {
@@ -78,16 +89,13 @@ test "load above the threshold scales up at once, down only after the window" {
 }
 
 test "within 10 % of the threshold the count is kept; min and max bound it" {
-  now   = "2026-11-29T12:00:00Z"
-  facts = {
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [cpu_of_4("api", 0.54)]
+  facts  = {
     "desired/service/api/autoscale/metric"    = "cpu"
     "desired/service/api/autoscale/threshold" = 0.5
     "desired/service/api/autoscale/max"       = 8
     "observed/clock"                          = "2026-11-29T12:00:00Z"
-    "observed/service/api/metrics/cpu/e0001"  = 0.54
-    "observed/service/api/metrics/cpu/e0002"  = 0.54
-    "observed/service/api/metrics/cpu/e0003"  = 0.54
-    "observed/service/api/metrics/cpu/e0004"  = 0.54
   }
   expect {
     writes = {
@@ -99,12 +107,7 @@ test "within 10 % of the threshold the count is kept; min and max bound it" {
     firings = { autoscale_recommend = 1, autoscale_remember = 1, autoscale_intent = 1 }
   }
   then "four times the threshold: 16, bounded by max 8" {
-    facts = {
-      "observed/service/api/metrics/cpu/e0001" = 2.0
-      "observed/service/api/metrics/cpu/e0002" = 2.0
-      "observed/service/api/metrics/cpu/e0003" = 2.0
-      "observed/service/api/metrics/cpu/e0004" = 2.0
-    }
+    worlds = [cpu_of_4("api", 2.0)]
     expect {
       writes = {
         "observed/service/api/autoscale/recommendation" = 8
@@ -115,12 +118,9 @@ test "within 10 % of the threshold the count is kept; min and max bound it" {
     }
   }
   then "almost no load: 1 instance, the default min" {
-    facts = {
-      "observed/clock"                         = "2026-11-29T12:10:00Z"
-      "observed/service/api/metrics/cpu/e0001" = 0.01
-      "observed/service/api/metrics/cpu/e0002" = 0.01
-      "observed/service/api/metrics/cpu/e0003" = 0.01
-      "observed/service/api/metrics/cpu/e0004" = 0.01
+    worlds = [cpu_of_4("api", 0.01)]
+    facts  = {
+      "observed/clock" = "2026-11-29T12:10:00Z"
     }
     expect {
       writes = {

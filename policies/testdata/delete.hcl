@@ -1,33 +1,17 @@
 # A deleted service is gone (delete.hcl); scaling to 0 stops everything.
 test "delete a service: placements released, endpoints gone, the pending one cancelled, never placed" {
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi"), serving("a0001", "web", "node-1"),
+    serving("a0002", "web", "node-1"), instance("a0003", "web", "pending"),
+    address("a0001", "node-1", "10.1.0.5"), address("a0002", "node-1", "10.1.0.6")]
   facts = {
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1.28"
-    "desired/service/web/instances"        = 3
-    "desired/service/web/resources/cpu"    = 2
-    "desired/service/web/expose/8080"      = {}
-    "intent/user/service/web/instances"    = 3
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
-    "observed/instance/a0001/ip"           = "10.1.0.5"
-    "observed/instance/a0001/node"         = "node-1"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "healthy"
-    "observed/instance/a0002/ip"           = "10.1.0.6"
-    "observed/instance/a0002/node"         = "node-1"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/a0003/service"      = "web"
-    "observed/instance/a0003/state"        = "pending"
+    "observed/clock"                    = "2026-11-29T12:00:00Z"
+    "observed/node/node-1/address"      = "10.1.0.5"
+    "desired/service/web"               = {}
+    "desired/service/web/image"         = "nginx:1.28"
+    "desired/service/web/instances"     = 3
+    "desired/service/web/resources/cpu" = 2
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 3
   }
   expect {
     writes = {
@@ -73,10 +57,7 @@ test "delete a service: placements released, endpoints gone, the pending one can
   }
 
   then "a pending instance reported for the deleted service later is cancelled, not placed" {
-    facts = {
-      "observed/instance/a0004/service" = "web"
-      "observed/instance/a0004/state"   = "pending"
-    }
+    worlds = [instance("a0004", "web", "pending")]
     expect {
       writes  = { "observed/instance/a0004/state" = "stopped", "observed/instance/a0004/stopped_at" = "2026-11-29T12:00:00Z" }
       firings = { cancel_deleted = 1, note_stopped = 1 }
@@ -85,28 +66,15 @@ test "delete a service: placements released, endpoints gone, the pending one can
 }
 
 test "scale to 0: every instance stopped, the pending one cancelled" {
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi"), serving("a0001", "web", "node-1"),
+    serving("a0002", "web", "node-1"), instance("a0003", "web", "pending")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/leased"          = true
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1.28"
-    "desired/service/web/resources/cpu"    = 2
-    "intent/user/service/web/instances"    = 0
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
-    "observed/instance/a0001/started_at"   = "2026-11-29T10:00:00Z"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "healthy"
-    "observed/instance/a0002/started_at"   = "2026-11-29T11:00:00Z"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/a0003/service"      = "web"
-    "observed/instance/a0003/state"        = "pending"
+    "desired/service/web"                = {}
+    "desired/service/web/image"          = "nginx:1.28"
+    "desired/service/web/resources/cpu"  = 2
+    "intent/user/service/web/instances"  = 0
+    "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
+    "observed/instance/a0002/started_at" = "2026-11-29T11:00:00Z"
   }
   expect {
     writes  = { "effective/service/web/instances" = 0, "observed/instance/a0003/state" = "stopped" }

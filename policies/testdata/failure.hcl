@@ -1,24 +1,11 @@
 test "mass loss: all three nodes lose their leases together: nothing marked, nothing replaced" {
-  seed = 1
+  seed   = 1
+  worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "observed/node/node-3/state"           = "alive"
-    "observed/node/node-3/leased"          = true
-    "observed/node/node-3/capacity/cpu"    = 4
-    "observed/node/node-3/capacity/memory" = "8Gi"
-    "lease/node/node-3"                    = {}
-    "desired/service/web"                  = {}
-    "intent/user/service/web/instances"    = 3
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
+    "desired/service/web"               = {}
+    "intent/user/service/web/instances" = 3
+    "observed/clock"                    = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -57,37 +44,23 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
 }
 
 test "a zone that loses most of its nodes is not failed over, another zone's lone loss is" {
-  facts = {
-    "observed/node/a-1/state" = "alive"
+  worlds = [node("b-1"), node("b-2"), node("c-1"), node("c-2"), node("c-3")]
+  facts  = {
+    "observed/node/a-1/state"  = "alive"
     "observed/node/a-1/leased" = true
-    "observed/node/a-1/zone"  = "eu-1a"
-    "observed/node/a-2/state" = "alive"
+    "observed/node/a-1/zone"   = "eu-1a"
+    "observed/node/a-2/state"  = "alive"
     "observed/node/a-2/leased" = true
-    "observed/node/a-2/zone"  = "eu-1a"
-    "observed/node/b-1/state" = "alive"
-    "observed/node/b-1/leased" = true
-    "observed/node/b-1/zone"  = "eu-1b"
-    "lease/node/b-1"          = {}
-    "observed/node/b-2/state" = "alive"
-    "observed/node/b-2/leased" = true
-    "observed/node/b-2/zone"  = "eu-1b"
-    "lease/node/b-2"          = {}
-    "observed/node/b-3/state" = "alive"
+    "observed/node/a-2/zone"   = "eu-1a"
+    "observed/node/b-1/zone"   = "eu-1b"
+    "observed/node/b-2/zone"   = "eu-1b"
+    "observed/node/b-3/state"  = "alive"
     "observed/node/b-3/leased" = true
-    "observed/node/b-3/zone"  = "eu-1b"
-    "observed/node/c-1/state" = "alive"
-    "observed/node/c-1/leased" = true
-    "observed/node/c-1/zone"  = "eu-1c"
-    "lease/node/c-1"          = {}
-    "observed/node/c-2/state" = "alive"
-    "observed/node/c-2/leased" = true
-    "observed/node/c-2/zone"  = "eu-1c"
-    "lease/node/c-2"          = {}
-    "observed/node/c-3/state" = "alive"
-    "observed/node/c-3/leased" = true
-    "observed/node/c-3/zone"  = "eu-1c"
-    "lease/node/c-3"          = {}
-    "observed/clock"          = "2026-11-29T12:00:00Z"
+    "observed/node/b-3/zone"   = "eu-1b"
+    "observed/node/c-1/zone"   = "eu-1c"
+    "observed/node/c-2/zone"   = "eu-1c"
+    "observed/node/c-3/zone"   = "eu-1c"
+    "observed/clock"           = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -106,20 +79,9 @@ test "a zone that loses most of its nodes is not failed over, another zone's lon
 }
 
 test "after a mass loss the leases that come back last get the whole grace" {
-  facts = {
-    "observed/node/node-1/state" = "alive"
-    "observed/node/node-1/leased" = true
-    "lease/node/node-1"          = {}
-    "observed/node/node-2/state" = "alive"
-    "observed/node/node-2/leased" = true
-    "lease/node/node-2"          = {}
-    "observed/node/node-3/state" = "alive"
-    "observed/node/node-3/leased" = true
-    "lease/node/node-3"          = {}
-    "observed/node/node-4/state" = "alive"
-    "observed/node/node-4/leased" = true
-    "lease/node/node-4"          = {}
-    "observed/clock"             = "2026-11-29T12:00:00Z"
+  worlds = [node("node-1"), node("node-2"), node("node-3"), node("node-4")]
+  facts  = {
+    "observed/clock" = "2026-11-29T12:00:00Z"
   }
   then "one lease expires first: it is noted" {
     delete = ["lease/node/node-1"]

@@ -1,15 +1,11 @@
 test "a stopped instance's facts are kept an hour, then collected" {
-  facts = {
+  worlds = [instance("a0001", "web", "stopped"), placed("a0002", "web", "failed", "node-1")]
+  facts  = {
     "observed/clock"                     = "2026-11-29T12:00:00Z"
     "desired/service/web"                = {}
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "stopped"
     "observed/instance/a0001/node"       = "node-1"
     "observed/instance/a0001/health"     = "unknown"
     "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "failed"
-    "placement/instance/a0002"           = "node-1"
   }
   expect {
     # a0002 failed but is still placed: not history yet
@@ -44,34 +40,25 @@ test "a stopped instance's facts are kept an hour, then collected" {
 }
 
 test "a crash loop keeps only the five newest failed instances of its service" {
+  worlds = [instance("f0001", "bad", "failed"), instance("f0002", "bad", "failed"),
+    instance("f0003", "bad", "failed"), instance("f0004", "bad", "failed"),
+    instance("f0005", "bad", "failed"), instance("f0006", "bad", "failed")]
   facts = {
-    "observed/clock"                     = "2026-11-29T12:00:00Z"
-    "desired/service/bad"                = {}
-    "observed/instance/f0001/service"    = "bad"
-    "observed/instance/f0001/state"      = "failed"
-    "observed/instance/f0001/failed_at"  = "2026-11-29T11:59:01Z"
-    "observed/instance/f0001/reason"     = "start: port 8080 is not free on this node"
-    "observed/instance/f0001/stopped_at" = "2026-11-29T11:59:01Z"
-    "observed/instance/f0002/service"    = "bad"
-    "observed/instance/f0002/state"      = "failed"
-    "observed/instance/f0002/failed_at"  = "2026-11-29T11:59:02Z"
-    "observed/instance/f0002/stopped_at" = "2026-11-29T11:59:02Z"
-    "observed/instance/f0003/service"    = "bad"
-    "observed/instance/f0003/state"      = "failed"
-    "observed/instance/f0003/failed_at"  = "2026-11-29T11:59:03Z"
-    "observed/instance/f0003/stopped_at" = "2026-11-29T11:59:03Z"
-    "observed/instance/f0004/service"    = "bad"
-    "observed/instance/f0004/state"      = "failed"
-    "observed/instance/f0004/failed_at"  = "2026-11-29T11:59:04Z"
-    "observed/instance/f0004/stopped_at" = "2026-11-29T11:59:04Z"
-    "observed/instance/f0005/service"    = "bad"
-    "observed/instance/f0005/state"      = "failed"
-    "observed/instance/f0005/failed_at"  = "2026-11-29T11:59:05Z"
-    "observed/instance/f0005/stopped_at" = "2026-11-29T11:59:05Z"
-    "observed/instance/f0006/service"    = "bad"
-    "observed/instance/f0006/state"      = "failed"
-    "observed/instance/f0006/failed_at"  = "2026-11-29T11:59:06Z"
-    "observed/instance/f0006/stopped_at" = "2026-11-29T11:59:06Z"
+    "observed/clock"                            = "2026-11-29T12:00:00Z"
+    "desired/service/bad"                       = {}
+    "observed/instance/f0001/failed_at"         = "2026-11-29T11:59:01Z"
+    "observed/instance/f0001/reason"            = "start: port 8080 is not free on this node"
+    "observed/instance/f0001/stopped_at"        = "2026-11-29T11:59:01Z"
+    "observed/instance/f0002/failed_at"         = "2026-11-29T11:59:02Z"
+    "observed/instance/f0002/stopped_at"        = "2026-11-29T11:59:02Z"
+    "observed/instance/f0003/failed_at"         = "2026-11-29T11:59:03Z"
+    "observed/instance/f0003/stopped_at"        = "2026-11-29T11:59:03Z"
+    "observed/instance/f0004/failed_at"         = "2026-11-29T11:59:04Z"
+    "observed/instance/f0004/stopped_at"        = "2026-11-29T11:59:04Z"
+    "observed/instance/f0005/failed_at"         = "2026-11-29T11:59:05Z"
+    "observed/instance/f0005/stopped_at"        = "2026-11-29T11:59:05Z"
+    "observed/instance/f0006/failed_at"         = "2026-11-29T11:59:06Z"
+    "observed/instance/f0006/stopped_at"        = "2026-11-29T11:59:06Z"
     "observed/service/bad/restart/last_failure" = "2026-11-29T11:59:06Z"
   }
   expect {
@@ -85,11 +72,10 @@ test "a crash loop keeps only the five newest failed instances of its service" {
 }
 
 test "a collected instance leaves no fact behind: what its agent reported of its spec goes too" {
-  facts = {
+  worlds = [instance("a0001", "web", "stopped")]
+  facts  = {
     "observed/clock"                           = "2026-11-29T13:00:01Z"
     "desired/service/web"                      = {}
-    "observed/instance/a0001/service"          = "web"
-    "observed/instance/a0001/state"            = "stopped"
     "observed/instance/a0001/stopped_at"       = "2026-11-29T12:00:00Z"
     "observed/instance/a0001/resources/cpu"    = 0.5
     "observed/instance/a0001/resources/memory" = "256Mi"

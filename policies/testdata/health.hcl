@@ -3,44 +3,19 @@
 # healthy check in between starts the count again; failed instances are
 # replaced and released.
 test "unhealthy for 3 checks of 5s: replaced, new instance first" {
-  seed = 11
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 11
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:1", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("d0001", "web", "node-1", "nginx:1"),
+    serving_image("d0002", "web", "node-1", "nginx:1"),
+    serving_image("d0003", "web", "node-1", "nginx:1"), address("d0001", "node-1", "10.1.0.5"),
+    address("d0002", "node-1", "10.1.0.5"), address("d0003", "node-1", "10.1.0.5")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1"
-    "desired/service/web/expose/8080"      = {}
-    "desired/service/web/health/failures"  = 3
-    "desired/service/web/health/interval"  = "5s"
-    "intent/user/service/web/instances"    = 3
-    "effective/service/web/instances"      = 3
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/instance/d0001/service"    = "web"
-    "observed/instance/d0001/state"      = "running"
-    "observed/instance/d0001/health"     = "healthy"
-    "observed/instance/d0001/image"      = "nginx:1"
-    "observed/instance/d0001/ip"         = "10.1.0.5"
-    "observed/instance/d0001/node"       = "node-1"
-    "placement/instance/d0001"           = "node-1"
-    "observed/instance/d0002/service"    = "web"
-    "observed/instance/d0002/state"      = "running"
-    "observed/instance/d0002/health"     = "healthy"
-    "observed/instance/d0002/image"      = "nginx:1"
-    "observed/instance/d0002/ip"         = "10.1.0.5"
-    "observed/instance/d0002/node"       = "node-1"
-    "placement/instance/d0002"           = "node-1"
-    "observed/instance/d0003/service"    = "web"
-    "observed/instance/d0003/state"      = "running"
-    "observed/instance/d0003/health"     = "healthy"
-    "observed/instance/d0003/image"      = "nginx:1"
-    "observed/instance/d0003/ip"         = "10.1.0.5"
-    "observed/instance/d0003/node"       = "node-1"
-    "placement/instance/d0003"           = "node-1"
+    "observed/node/node-1/address"        = "10.1.0.5"
+    "desired/service/web/expose/8080"     = {}
+    "desired/service/web/health/failures" = 3
+    "desired/service/web/health/interval" = "5s"
+    "observed/clock"                      = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -102,13 +77,8 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
   }
 
   then "the new one runs healthy: the unhealthy one is stopped, the new one serves" {
-    facts = {
-      "observed/instance/11e84/state"  = "running"
-      "observed/instance/11e84/health" = "healthy"
-      "observed/instance/11e84/image"  = "nginx:1"
-      "observed/instance/11e84/ip"     = "10.1.0.5"
-      "observed/instance/11e84/node"   = "node-1"
-    }
+    worlds = [address("11e84", "node-1", "10.1.0.5"),
+      report("11e84", "running", "healthy", "nginx:1")]
     expect {
       writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.5", port = 8080 } }
       deletes = ["placement/instance/d0002"]
@@ -151,31 +121,17 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
 }
 
 test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" {
-  seed = 13
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 13
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:1", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("e0001", "web", "node-1", "nginx:1"),
+    placed("e0002", "web", "running", "node-1")]
   facts = {
-    "observed/node/node-1/state"            = "alive"
-    "observed/node/node-1/leased"           = true
-    "observed/node/node-1/capacity/cpu"     = 16
-    "observed/node/node-1/capacity/memory"  = "16Gi"
-    "lease/node/node-1"                     = {}
-    "desired/service/web"                   = {}
-    "desired/service/web/image"             = "nginx:1"
-    "desired/service/web/update/max_extra"  = 0
-    "intent/user/service/web/instances"     = 2
-    "effective/service/web/instances"       = 2
-    "observed/clock"                        = "2026-11-29T12:00:30Z"
-    "observed/instance/e0001/service"       = "web"
-    "observed/instance/e0001/state"         = "running"
-    "observed/instance/e0001/health"        = "healthy"
-    "observed/instance/e0001/image"         = "nginx:1"
-    "placement/instance/e0001"              = "node-1"
-    "observed/instance/e0002/service"       = "web"
-    "observed/instance/e0002/state"         = "running"
-    "observed/instance/e0002/health"        = "unhealthy"
-    "observed/instance/e0002/image"         = "nginx:1"
+    "desired/service/web/update/max_extra"    = 0
+    "observed/clock"                          = "2026-11-29T12:00:30Z"
+    "observed/instance/e0002/health"          = "unhealthy"
+    "observed/instance/e0002/image"           = "nginx:1"
     "observed/instance/e0002/unhealthy_since" = "2026-11-29T12:00:00Z"
-    "placement/instance/e0002"              = "node-1"
   }
   expect {
     writes = {

@@ -56,31 +56,17 @@ test "precedence: user, then autoscaler within its bounds, then a policy overrid
 }
 
 test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
-  seed = 3
+  seed   = 3
+  worlds = [node("node-1"), capacity("node-1", 8, "8Gi"), serving("a0001", "web", "node-1"),
+    serving("a0002", "web", "node-1"), placed("a0003", "web", "running", "node-1")]
   facts = {
-    "desired/service/web"               = {}
-    "intent/user/service/web/instances" = 1
-    "effective/service/web/instances"   = 3
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1" = {}
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
-    "observed/instance/a0001/health"     = "healthy"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 1
+    "effective/service/web/instances"    = 3
     "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
-    "observed/instance/a0002/health"     = "healthy"
     "observed/instance/a0002/started_at" = "2026-11-29T10:05:00Z"
-    "placement/instance/a0002"           = "node-1"
-    "observed/instance/a0003/service"    = "web"
-    "observed/instance/a0003/state"      = "running"
     "observed/instance/a0003/health"     = "unhealthy"
     "observed/instance/a0003/started_at" = "2026-11-29T09:00:00Z"
-    "placement/instance/a0003"           = "node-1"
   }
   expect {
     writes = {

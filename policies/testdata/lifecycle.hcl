@@ -2,32 +2,19 @@
 # registered with its lease (leased) and its address, which its instances'
 # endpoints take.
 test "service lifecycle, node failure, heal" {
-  seed = 1
+  seed   = 1
+  worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "observed/node/node-2/address"         = "10.1.0.9"
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "observed/node/node-3/state"           = "alive"
-    "observed/node/node-3/leased"          = true
-    "observed/node/node-3/address"         = "10.1.0.12"
-    "observed/node/node-3/capacity/cpu"    = 4
-    "observed/node/node-3/capacity/memory" = "8Gi"
-    "lease/node/node-3"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:1.28"
-    "desired/service/web/instances"        = 3
-    "desired/service/web/expose/8080"      = {}
-    "intent/user/service/web/instances"    = 3
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
+    "observed/node/node-1/address"      = "10.1.0.5"
+    "observed/node/node-2/address"      = "10.1.0.9"
+    "observed/node/node-3/address"      = "10.1.0.12"
+    "desired/service/web"               = {}
+    "desired/service/web/image"         = "nginx:1.28"
+    "desired/service/web/instances"     = 3
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 3
+    "observed/clock"                    = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {
@@ -41,21 +28,17 @@ test "service lifecycle, node failure, heal" {
 
   # seed 1 draws 7a01d, 8fc52, f1bd4, placed in that order on node-1, node-2, node-3
   then "the agents report their instances running and healthy: three endpoints" {
+    worlds = [address("7a01d", "node-1", "10.1.0.5"), address("8fc52", "node-2", "10.1.0.9"),
+      address("f1bd4", "node-3", "10.1.0.12")]
     facts = {
       "placement/instance/7a01d"           = "node-1"
-      "observed/instance/7a01d/node"       = "node-1"
       "observed/instance/7a01d/state"      = "running"
-      "observed/instance/7a01d/ip"         = "10.1.0.5"
       "observed/instance/7a01d/health"     = "healthy"
       "observed/instance/7a01d/started_at" = "2026-11-29T10:00:00Z"
-      "observed/instance/8fc52/node"       = "node-2"
       "observed/instance/8fc52/state"      = "running"
-      "observed/instance/8fc52/ip"         = "10.1.0.9"
       "observed/instance/8fc52/health"     = "healthy"
       "observed/instance/8fc52/started_at" = "2026-11-29T10:00:00Z"
-      "observed/instance/f1bd4/node"       = "node-3"
       "observed/instance/f1bd4/state"      = "running"
-      "observed/instance/f1bd4/ip"         = "10.1.0.12"
       "observed/instance/f1bd4/health"     = "healthy"
       "observed/instance/f1bd4/started_at" = "2026-11-29T10:00:00Z"
     }
@@ -99,10 +82,9 @@ test "service lifecycle, node failure, heal" {
   }
 
   then "the replacement runs: its endpoint appears" {
-    facts = {
-      "observed/instance/0f2f5/node"       = "node-1"
+    worlds = [address("0f2f5", "node-1", "10.1.0.5")]
+    facts  = {
       "observed/instance/0f2f5/state"      = "running"
-      "observed/instance/0f2f5/ip"         = "10.1.0.5"
       "observed/instance/0f2f5/health"     = "healthy"
       "observed/instance/0f2f5/started_at" = "2026-11-29T11:00:00Z"
     }

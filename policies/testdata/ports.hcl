@@ -1,22 +1,15 @@
 # The scheduler's port filter: on a node whose instances share its network,
 # a port is taken by the first instance exposing it.
 test "two services on 8080, one host-network node: one placed, the other pending for port; a second node takes it" {
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi"), instance("a0001", "one", "pending"),
+    instance("b0001", "two", "pending")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-1/network"         = "host"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/leased"          = true
-    "desired/service/one"                  = {}
-    "desired/service/one/expose/8080"      = {}
-    "desired/service/two"                  = {}
-    "desired/service/two/expose/9090"      = {}
-    "desired/service/two/expose/8080"      = {}
-    "observed/instance/a0001/service"      = "one"
-    "observed/instance/a0001/state"        = "pending"
-    "observed/instance/b0001/service"      = "two"
-    "observed/instance/b0001/state"        = "pending"
+    "observed/node/node-1/network"    = "host"
+    "desired/service/one"             = {}
+    "desired/service/one/expose/8080" = {}
+    "desired/service/two"             = {}
+    "desired/service/two/expose/9090" = {}
+    "desired/service/two/expose/8080" = {}
   }
   expect {
     writes     = { "placement/instance/a0001" = "node-1" }
@@ -25,13 +18,9 @@ test "two services on 8080, one host-network node: one placed, the other pending
   }
 
   then "a second node joins: the waiting one is placed there" {
-    facts = {
-      "observed/node/node-2/state"           = "alive"
-      "observed/node/node-2/capacity/cpu"    = 4
-      "observed/node/node-2/capacity/memory" = "8Gi"
-      "observed/node/node-2/network"         = "host"
-      "lease/node/node-2"                    = {}
-      "observed/node/node-2/leased"          = true
+    worlds = [node("node-2"), capacity("node-2", 4, "8Gi")]
+    facts  = {
+      "observed/node/node-2/network" = "host"
     }
     expect {
       writes  = { "placement/instance/b0001" = "node-2" }
@@ -40,10 +29,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
   }
 
   then "another instance of one: 8080 is taken on both nodes" {
-    facts = {
-      "observed/instance/a0002/service" = "one"
-      "observed/instance/a0002/state"   = "pending"
-    }
+    worlds = [instance("a0002", "one", "pending")]
     expect {
       rejections = ["schedule node=node-1: port", "schedule node=node-2: port"]
       firings    = {}
@@ -52,18 +38,11 @@ test "two services on 8080, one host-network node: one placed, the other pending
 }
 
 test "nodes that give each instance its own address (sim, the key schema's example) share ports" {
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi"), instance("a0001", "one", "pending"),
+    instance("a0002", "one", "pending")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/leased"          = true
-    "desired/service/one"                  = {}
-    "desired/service/one/expose/8080"      = {}
-    "observed/instance/a0001/service"      = "one"
-    "observed/instance/a0001/state"        = "pending"
-    "observed/instance/a0002/service"      = "one"
-    "observed/instance/a0002/state"        = "pending"
+    "desired/service/one"             = {}
+    "desired/service/one/expose/8080" = {}
   }
   expect {
     writes  = { "placement/instance/a0001" = "node-1", "placement/instance/a0002" = "node-1" }

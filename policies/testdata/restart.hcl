@@ -1,28 +1,14 @@
 # The restart policy (restart.hcl): backoff after failures, the reason kept,
 # a fresh start after a quiet interval.
 test "a crash loop: each failure doubles the wait, the reason is kept, another node is preferred" {
-  seed = 3
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 3
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("bad", "nope:1", 1), node("node-1"), node("node-2"),
+    capacity("node-1", 4, "8Gi"), capacity("node-2", 4, "8Gi"),
+    placed("a0001", "bad", "pending", "node-1")]
   facts = {
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "observed/node/node-2/leased"          = true
-    "desired/service/bad"                  = {}
-    "desired/service/bad/image"            = "nope:1"
-    "desired/service/bad/instances"        = 1
-    "intent/user/service/bad/instances"    = 1
-    "effective/service/bad/instances"      = 1
-    "observed/instance/a0001/service"      = "bad"
-    "observed/instance/a0001/state"        = "pending"
-    "placement/instance/a0001"             = "node-1"
+    "observed/clock"                = "2026-11-29T12:00:00Z"
+    "desired/service/bad/instances" = 1
   }
   expect {
     firings = {}
@@ -119,17 +105,16 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
 }
 
 test "restart settings: attempts at the base delay, then doubling up to max_delay" {
-  now = "2026-11-29T12:00:00Z"
-  facts = {
-    "desired/service/web"                    = {}
-    "desired/service/web/restart/delay"      = "10s"
-    "desired/service/web/restart/max_delay"  = "25s"
-    "desired/service/web/restart/attempts"   = 2
-    "observed/service/web/restart/failures"  = 1
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [instance("a0001", "web", "failed")]
+  facts  = {
+    "desired/service/web"                       = {}
+    "desired/service/web/restart/delay"         = "10s"
+    "desired/service/web/restart/max_delay"     = "25s"
+    "desired/service/web/restart/attempts"      = 2
+    "observed/service/web/restart/failures"     = 1
     "observed/service/web/restart/last_failure" = "2026-11-29T11:59:00Z"
     "observed/service/web/restart/image"        = "unknown"
-    "observed/instance/a0001/service"        = "web"
-    "observed/instance/a0001/state"          = "failed"
   }
   expect {
     # the second failure: still within attempts, 10s
@@ -143,11 +128,8 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
     firings = { note_failed = 1, count_failure = 1 }
   }
   then "the third: 20s" {
-    now   = "2026-11-29T12:00:30Z"
-    facts = {
-      "observed/instance/a0002/service" = "web"
-      "observed/instance/a0002/state"   = "failed"
-    }
+    now    = "2026-11-29T12:00:30Z"
+    worlds = [instance("a0002", "web", "failed")]
     expect {
       writes = {
         "observed/instance/a0002/failed_at"         = "2026-11-29T12:00:30Z"
@@ -159,11 +141,8 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
     }
   }
   then "the fourth: 40s, capped at max_delay 25s" {
-    now   = "2026-11-29T12:01:00Z"
-    facts = {
-      "observed/instance/a0003/service" = "web"
-      "observed/instance/a0003/state"   = "failed"
-    }
+    now    = "2026-11-29T12:01:00Z"
+    worlds = [instance("a0003", "web", "failed")]
     expect {
       writes = {
         "observed/instance/a0003/failed_at"         = "2026-11-29T12:01:00Z"
@@ -177,14 +156,10 @@ test "restart settings: attempts at the base delay, then doubling up to max_dela
 }
 
 test "failures noted together count once" {
+  worlds = [instance("a0001", "web", "failed"), instance("a0002", "web", "failed"),
+    instance("a0003", "web", "failed")]
   facts = {
-    "desired/service/web"             = {}
-    "observed/instance/a0001/service" = "web"
-    "observed/instance/a0001/state"   = "failed"
-    "observed/instance/a0002/service" = "web"
-    "observed/instance/a0002/state"   = "failed"
-    "observed/instance/a0003/service" = "web"
-    "observed/instance/a0003/state"   = "failed"
+    "desired/service/web" = {}
   }
   expect {
     writes = {
@@ -202,17 +177,9 @@ test "failures noted together count once" {
 }
 
 test "a fixed image is tried at once: the backoff ends when the image changes" {
-  now = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"                = "alive"
-    "observed/node/node-1/capacity/cpu"         = 4
-    "observed/node/node-1/capacity/memory"      = "8Gi"
-    "desired/service/web"                       = {}
-    "lease/node/node-1"                         = {}
-    "observed/node/node-1/leased"               = true
-    "desired/service/web/image"                 = "web:1-typo"
-    "intent/user/service/web/instances"         = 1
-    "effective/service/web/instances"           = 1
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "web:1-typo", 1), node("node-1"), capacity("node-1", 4, "8Gi")]
+  facts  = {
     "observed/service/web/restart/failures"     = 6
     "observed/service/web/restart/last_failure" = "2026-11-29T11:59:30Z"
     "observed/service/web/restart/reason"       = "image web:1-typo could not be pulled"

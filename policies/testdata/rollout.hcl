@@ -2,57 +2,25 @@
 # update/max_extra; an old one stops only when a new one is running and
 # healthy; an image whose instances fail or are unhealthy halts the rollout.
 test "image change: one new instance first, an old one stopped when it is healthy" {
-  seed = 5
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 5
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:2", 6), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("b0001", "web", "node-1", "nginx:1"),
+    serving_image("b0002", "web", "node-1", "nginx:1"),
+    serving_image("b0003", "web", "node-1", "nginx:1"),
+    serving_image("b0004", "web", "node-1", "nginx:1"),
+    serving_image("b0005", "web", "node-1", "nginx:1"),
+    serving_image("b0006", "web", "node-1", "nginx:1")]
   facts = {
-    "observed/node/node-1/state"                = "alive"
-    "observed/node/node-1/leased"               = true
-    "observed/node/node-1/capacity/cpu"         = 16
-    "observed/node/node-1/capacity/memory"      = "16Gi"
-    "lease/node/node-1"                         = {}
-    "desired/service/web"                       = {}
-    "desired/service/web/image"                 = "nginx:2"
-    "desired/service/web/update/max_extra"      = 1
+    "desired/service/web/update/max_extra"       = 1
     "desired/service/web/update/max_unavailable" = 1
-    "intent/user/service/web/instances"         = 6
-    "effective/service/web/instances"           = 6
-    "observed/clock"                            = "2026-11-29T12:00:00Z"
-    "observed/instance/b0001/service"    = "web"
-    "observed/instance/b0001/state"      = "running"
-    "observed/instance/b0001/health"     = "healthy"
-    "observed/instance/b0001/image"      = "nginx:1"
-    "observed/instance/b0001/started_at" = "2026-11-29T10:00:01Z"
-    "placement/instance/b0001"           = "node-1"
-    "observed/instance/b0002/service"    = "web"
-    "observed/instance/b0002/state"      = "running"
-    "observed/instance/b0002/health"     = "healthy"
-    "observed/instance/b0002/image"      = "nginx:1"
-    "observed/instance/b0002/started_at" = "2026-11-29T10:00:02Z"
-    "placement/instance/b0002"           = "node-1"
-    "observed/instance/b0003/service"    = "web"
-    "observed/instance/b0003/state"      = "running"
-    "observed/instance/b0003/health"     = "healthy"
-    "observed/instance/b0003/image"      = "nginx:1"
-    "observed/instance/b0003/started_at" = "2026-11-29T10:00:03Z"
-    "placement/instance/b0003"           = "node-1"
-    "observed/instance/b0004/service"    = "web"
-    "observed/instance/b0004/state"      = "running"
-    "observed/instance/b0004/health"     = "healthy"
-    "observed/instance/b0004/image"      = "nginx:1"
-    "observed/instance/b0004/started_at" = "2026-11-29T10:00:04Z"
-    "placement/instance/b0004"           = "node-1"
-    "observed/instance/b0005/service"    = "web"
-    "observed/instance/b0005/state"      = "running"
-    "observed/instance/b0005/health"     = "healthy"
-    "observed/instance/b0005/image"      = "nginx:1"
-    "observed/instance/b0005/started_at" = "2026-11-29T10:00:05Z"
-    "placement/instance/b0005"           = "node-1"
-    "observed/instance/b0006/service"    = "web"
-    "observed/instance/b0006/state"      = "running"
-    "observed/instance/b0006/health"     = "healthy"
-    "observed/instance/b0006/image"      = "nginx:1"
-    "observed/instance/b0006/started_at" = "2026-11-29T10:00:06Z"
-    "placement/instance/b0006"           = "node-1"
+    "observed/clock"                             = "2026-11-29T12:00:00Z"
+    "observed/instance/b0001/started_at"         = "2026-11-29T10:00:01Z"
+    "observed/instance/b0002/started_at"         = "2026-11-29T10:00:02Z"
+    "observed/instance/b0003/started_at"         = "2026-11-29T10:00:03Z"
+    "observed/instance/b0004/started_at"         = "2026-11-29T10:00:04Z"
+    "observed/instance/b0005/started_at"         = "2026-11-29T10:00:05Z"
+    "observed/instance/b0006/started_at"         = "2026-11-29T10:00:06Z"
   }
   expect {
     writes = {
@@ -65,10 +33,8 @@ test "image change: one new instance first, an old one stopped when it is health
   }
 
   then "the new instance runs healthy on nginx:2: the first old one is stopped" {
-    facts = {
-      "observed/instance/51e1c/state"      = "running"
-      "observed/instance/51e1c/health"     = "healthy"
-      "observed/instance/51e1c/image"      = "nginx:2"
+    worlds = [report("51e1c", "running", "healthy", "nginx:2")]
+    facts  = {
       "observed/instance/51e1c/started_at" = "2026-11-29T12:00:01Z"
     }
     expect {
@@ -140,24 +106,10 @@ test "image change: one new instance first, an old one stopped when it is health
 }
 
 test "a rollout to the end: the view is gone once no instance runs the old image" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/api"                  = {}
-    "desired/service/api/image"            = "api:2"
-    "effective/service/api/instances"      = 1
-    "intent/user/service/api/instances"    = 1
-    "observed/instance/c0001/service"      = "api"
-    "observed/instance/c0001/state"        = "running"
-    "observed/instance/c0001/health"       = "healthy"
-    "observed/instance/c0001/image"        = "api:1"
-    "placement/instance/c0001"             = "node-1"
-  }
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("api", "api:2", 1), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1")]
   expect {
     writes = {
       "observed/service/api/rollout" = { image = "api:2", updated = 0, total = 1, state = "progressing", reason = "" }
@@ -168,11 +120,7 @@ test "a rollout to the end: the view is gone once no instance runs the old image
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
   then "the new one runs but is not healthy yet: the old one keeps serving" {
-    facts = {
-      "observed/instance/103a3/state"  = "running"
-      "observed/instance/103a3/health" = "unknown"
-      "observed/instance/103a3/image"  = "api:2"
-    }
+    worlds = [report("103a3", "running", "unknown", "api:2")]
     expect {
       firings = {}
     }
@@ -187,30 +135,14 @@ test "a rollout to the end: the view is gone once no instance runs the old image
 }
 
 test "max_extra = 0: an old one stops first within max_unavailable, the next only when its replacement is healthy" {
-  seed = 9
-  now  = "2026-11-29T12:00:00Z"
+  seed   = 9
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [service("api", "api:2", 2), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("c0001", "api", "node-1", "api:1"),
+    serving_image("c0002", "api", "node-1", "api:1")]
   facts = {
-    "observed/node/node-1/state"                 = "alive"
-    "observed/node/node-1/leased"                = true
-    "observed/node/node-1/capacity/cpu"          = 16
-    "observed/node/node-1/capacity/memory"       = "16Gi"
-    "lease/node/node-1"                          = {}
-    "desired/service/api"                        = {}
-    "desired/service/api/image"                  = "api:2"
     "desired/service/api/update/max_extra"       = 0
     "desired/service/api/update/max_unavailable" = 1
-    "effective/service/api/instances"            = 2
-    "intent/user/service/api/instances"          = 2
-    "observed/instance/c0001/service"            = "api"
-    "observed/instance/c0001/state"              = "running"
-    "observed/instance/c0001/health"             = "healthy"
-    "observed/instance/c0001/image"              = "api:1"
-    "placement/instance/c0001"                   = "node-1"
-    "observed/instance/c0002/service"            = "api"
-    "observed/instance/c0002/state"              = "running"
-    "observed/instance/c0002/health"             = "healthy"
-    "observed/instance/c0002/image"              = "api:1"
-    "placement/instance/c0002"                   = "node-1"
   }
   expect {
     writes = {
@@ -223,11 +155,7 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
     firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
   }
   then "the replacement runs, not yet healthy: the second old one is not stopped (one unavailable at most)" {
-    facts = {
-      "observed/instance/a87fe/state"  = "running"
-      "observed/instance/a87fe/health" = "unknown"
-      "observed/instance/a87fe/image"  = "api:2"
-    }
+    worlds = [report("a87fe", "running", "unknown", "api:2")]
     expect {
       firings = {}
     }
@@ -247,31 +175,13 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
 }
 
 test "a changed cpu request replaces instances like a changed image; agents that do not say keep theirs" {
-  seed = 19
-  now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"            = "alive"
-    "observed/node/node-1/leased"           = true
-    "observed/node/node-1/capacity/cpu"     = 16
-    "observed/node/node-1/capacity/memory"  = "16Gi"
-    "lease/node/node-1"                     = {}
-    "desired/service/api"                   = {}
-    "desired/service/api/image"             = "api:1"
+  seed   = 19
+  now    = "2026-11-29T12:00:00Z"
+  # c0002's agent does not report resources: nothing to compare
+  worlds = ["api_two_serving"]
+  facts  = {
     "desired/service/api/resources/cpu"     = "500m"
-    "intent/user/service/api/instances"     = 2
-    "effective/service/api/instances"       = 2
-    "observed/instance/c0001/service"       = "api"
-    "observed/instance/c0001/state"         = "running"
-    "observed/instance/c0001/health"        = "healthy"
-    "observed/instance/c0001/image"         = "api:1"
     "observed/instance/c0001/resources/cpu" = 0.25
-    "placement/instance/c0001"              = "node-1"
-    # an agent that does not report resources: nothing to compare
-    "observed/instance/c0002/service"       = "api"
-    "observed/instance/c0002/state"         = "running"
-    "observed/instance/c0002/health"        = "healthy"
-    "observed/instance/c0002/image"         = "api:1"
-    "placement/instance/c0002"              = "node-1"
   }
   expect {
     writes = {
@@ -290,10 +200,8 @@ test "a changed cpu request replaces instances like a changed image; agents that
     }
   }
   then "once it runs, the newest extra is stopped" {
-    facts = {
-      "observed/instance/d96ef/state"         = "running"
-      "observed/instance/d96ef/health"        = "healthy"
-      "observed/instance/d96ef/image"         = "api:1"
+    worlds = [report("d96ef", "running", "healthy", "api:1")]
+    facts  = {
       "observed/instance/d96ef/resources/cpu" = 0.25
       "observed/instance/d96ef/started_at"    = "2026-11-29T12:00:05Z"
     }

@@ -5,33 +5,15 @@
 # instance whose digest differs is replaced, new first. An instance whose
 # agent reports no digest is left as it is.
 test "a changed env: one new instance first, the old one stopped once the new one is healthy" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/api"                  = {}
-    "desired/service/api/image"            = "api:1"
-    "desired/service/api/env/GREETING"     = "hello"
-    "desired/service/api/spec_digest"      = "00000000000000b2"
-    "effective/service/api/instances"      = 2
-    "intent/user/service/api/instances"    = 2
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
+  # c0002's agent does not report the digest: nothing to compare
+  worlds = ["api_two_serving"]
+  facts  = {
+    "desired/service/api/env/GREETING"    = "hello"
+    "desired/service/api/spec_digest"     = "00000000000000b2"
     # started before GREETING changed
-    "observed/instance/c0001/service"     = "api"
-    "observed/instance/c0001/state"       = "running"
-    "observed/instance/c0001/health"      = "healthy"
-    "observed/instance/c0001/image"       = "api:1"
     "observed/instance/c0001/spec_digest" = "00000000000000b1"
-    "placement/instance/c0001"            = "node-1"
-    # an agent that does not report the digest: nothing to compare
-    "observed/instance/c0002/service" = "api"
-    "observed/instance/c0002/state"   = "running"
-    "observed/instance/c0002/health"  = "healthy"
-    "observed/instance/c0002/image"   = "api:1"
-    "placement/instance/c0002"        = "node-1"
   }
   expect {
     writes = {
@@ -43,11 +25,9 @@ test "a changed env: one new instance first, the old one stopped once the new on
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
   then "the new one runs the new env but is not healthy yet: nothing stops, no second new one" {
-    facts = {
+    worlds = [report("103a3", "running", "unknown", "api:1")]
+    facts  = {
       "observed/instance/103a3/node"        = "node-1"
-      "observed/instance/103a3/state"       = "running"
-      "observed/instance/103a3/health"      = "unknown"
-      "observed/instance/103a3/image"       = "api:1"
       "observed/instance/103a3/spec_digest" = "00000000000000b2"
     }
     expect {
@@ -64,29 +44,11 @@ test "a changed env: one new instance first, the old one stopped once the new on
 }
 
 test "env removed: an instance started with a digest is replaced, one reported without is not" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/api"                  = {}
-    "desired/service/api/image"            = "api:1"
-    "effective/service/api/instances"      = 2
-    "intent/user/service/api/instances"    = 2
-    "observed/instance/c0001/service"     = "api"
-    "observed/instance/c0001/state"       = "running"
-    "observed/instance/c0001/health"      = "healthy"
-    "observed/instance/c0001/image"       = "api:1"
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
+  worlds = ["api_two_serving"]
+  facts  = {
     "observed/instance/c0001/spec_digest" = "00000000000000b1"
-    "placement/instance/c0001"            = "node-1"
-    "observed/instance/c0002/service" = "api"
-    "observed/instance/c0002/state"   = "running"
-    "observed/instance/c0002/health"  = "healthy"
-    "observed/instance/c0002/image"   = "api:1"
-    "placement/instance/c0002"        = "node-1"
   }
   expect {
     writes = {
@@ -100,46 +62,25 @@ test "env removed: an instance started with a digest is replaced, one reported w
 }
 
 test "an old spec's failure does not halt the rollout; the new spec's does" {
-  seed = 7
-  now  = "2026-11-29T12:00:00Z"
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "observed/clock"                       = "2026-11-29T12:00:00Z"
-    "desired/service/api"                  = {}
-    "desired/service/api/image"            = "api:1"
-    "desired/service/api/spec_digest"      = "00000000000000b2"
-    "effective/service/api/instances"      = 2
-    "intent/user/service/api/instances"    = 2
+  seed   = 7
+  now    = "2026-11-29T12:00:00Z"
+  worlds = ["api_two_serving", placed("c0009", "api", "failed", "node-1")]
+  facts  = {
+    "observed/clock"                            = "2026-11-29T12:00:00Z"
+    "desired/service/api/spec_digest"           = "00000000000000b2"
     # the restart policy has counted the failure below already
     "observed/service/api/restart/failures"     = 1
     "observed/service/api/restart/last_failure" = "2026-11-29T12:00:00Z"
     "observed/service/api/restart/image"        = "api:1"
     "observed/service/api/restart/reason"       = "exit status 1"
     "observed/service/api/restart/hold"         = "2026-11-29T12:00:01Z"
-    "observed/instance/c0001/service"     = "api"
-    "observed/instance/c0001/state"       = "running"
-    "observed/instance/c0001/health"      = "healthy"
-    "observed/instance/c0001/image"       = "api:1"
-    "observed/instance/c0001/spec_digest" = "00000000000000b1"
-    "placement/instance/c0001"            = "node-1"
-    "observed/instance/c0002/service"     = "api"
-    "observed/instance/c0002/state"       = "running"
-    "observed/instance/c0002/health"      = "healthy"
-    "observed/instance/c0002/image"       = "api:1"
-    "observed/instance/c0002/spec_digest" = "00000000000000b1"
-    "placement/instance/c0002"            = "node-1"
+    "observed/instance/c0001/spec_digest"       = "00000000000000b1"
+    "observed/instance/c0002/spec_digest"       = "00000000000000b1"
     # failed with the old env: not the new spec's failure
-    "observed/instance/c0009/service"     = "api"
-    "observed/instance/c0009/node"        = "node-1"
-    "observed/instance/c0009/state"       = "failed"
-    "observed/instance/c0009/image"       = "api:1"
-    "observed/instance/c0009/spec_digest" = "00000000000000b1"
-    "observed/instance/c0009/failed_at"   = "2026-11-29T12:00:00Z"
-    "placement/instance/c0009"            = "node-1"
+    "observed/instance/c0009/node"              = "node-1"
+    "observed/instance/c0009/image"             = "api:1"
+    "observed/instance/c0009/spec_digest"       = "00000000000000b1"
+    "observed/instance/c0009/failed_at"         = "2026-11-29T12:00:00Z"
   }
   expect {
     writes = {

@@ -1,26 +1,9 @@
 test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, every node rejected for cpu" {
-  seed = 7
+  seed   = 7
+  worlds = [node("node-1"), node("node-2"), node("node-3"), node("node-4"),
+    capacity("node-1", 2, "4Gi"), capacity("node-2", 2, "4Gi"), capacity("node-3", 2, "4Gi"),
+    capacity("node-4", 2, "4Gi")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1" = {}
-    "observed/node/node-1/capacity/cpu"    = 2
-    "observed/node/node-1/capacity/memory" = "4Gi"
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "lease/node/node-2" = {}
-    "observed/node/node-2/capacity/cpu"    = 2
-    "observed/node/node-2/capacity/memory" = "4Gi"
-    "observed/node/node-3/state"           = "alive"
-    "observed/node/node-3/leased"          = true
-    "lease/node/node-3" = {}
-    "observed/node/node-3/capacity/cpu"    = 2
-    "observed/node/node-3/capacity/memory" = "4Gi"
-    "observed/node/node-4/state"           = "alive"
-    "observed/node/node-4/leased"          = true
-    "lease/node/node-4" = {}
-    "observed/node/node-4/capacity/cpu"    = 2
-    "observed/node/node-4/capacity/memory" = "4Gi"
     "desired/service/batch"                  = {}
     "desired/service/batch/image"            = "busybox:1"
     "desired/service/batch/resources/cpu"    = 1
@@ -49,41 +32,25 @@ test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, ev
 }
 
 test "placement constraints: architecture and zone filter nodes; memory counts too" {
+  worlds = [node("arm-1"), node("amd-1"), node("amd-2"), capacity("arm-1", 8, "8Gi"),
+    capacity("amd-1", 8, "8Gi"), capacity("amd-2", 8, "1Gi"), capacity("amd-3", 8, "8Gi"),
+    instance("a0001", "api", "pending")]
   facts = {
-    "observed/node/arm-1/state"            = "alive"
-    "observed/node/arm-1/leased"           = true
-    "lease/node/arm-1" = {}
-    "observed/node/arm-1/capacity/cpu"     = 8
-    "observed/node/arm-1/capacity/memory"  = "8Gi"
-    "observed/node/arm-1/architecture"     = "arm64"
-    "observed/node/arm-1/zone"             = "eu-1a"
-    "observed/node/amd-1/state"            = "alive"
-    "observed/node/amd-1/leased"           = true
-    "lease/node/amd-1" = {}
-    "observed/node/amd-1/capacity/cpu"     = 8
-    "observed/node/amd-1/capacity/memory"  = "8Gi"
-    "observed/node/amd-1/architecture"     = "amd64"
-    "observed/node/amd-1/zone"             = "eu-1b"
-    "observed/node/amd-2/state"            = "alive"
-    "observed/node/amd-2/leased"           = true
-    "lease/node/amd-2" = {}
-    "observed/node/amd-2/capacity/cpu"     = 8
-    "observed/node/amd-2/capacity/memory"  = "1Gi"
-    "observed/node/amd-2/architecture"     = "amd64"
-    "observed/node/amd-2/zone"             = "eu-1a"
-    "observed/node/amd-3/state"            = "draining"
-    "observed/node/amd-3/leased"           = true
-    "lease/node/amd-3" = {}
-    "observed/node/amd-3/capacity/cpu"     = 8
-    "observed/node/amd-3/capacity/memory"  = "8Gi"
-    "observed/node/amd-3/architecture"     = "amd64"
-    "observed/node/amd-3/zone"             = "eu-1a"
+    "observed/node/arm-1/architecture"           = "arm64"
+    "observed/node/arm-1/zone"                   = "eu-1a"
+    "observed/node/amd-1/architecture"           = "amd64"
+    "observed/node/amd-1/zone"                   = "eu-1b"
+    "observed/node/amd-2/architecture"           = "amd64"
+    "observed/node/amd-2/zone"                   = "eu-1a"
+    "observed/node/amd-3/state"                  = "draining"
+    "observed/node/amd-3/leased"                 = true
+    "lease/node/amd-3"                           = {}
+    "observed/node/amd-3/architecture"           = "amd64"
+    "observed/node/amd-3/zone"                   = "eu-1a"
     "desired/service/api"                        = {}
     "desired/service/api/resources/memory"       = "2Gi"
     "desired/service/api/placement/architecture" = "amd64"
     "desired/service/api/placement/zone"         = "eu-1a"
-    "observed/instance/a0001/service"            = "api"
-    "observed/instance/a0001/state"              = "pending"
   }
   expect {
     rejections = [
@@ -96,24 +63,11 @@ test "placement constraints: architecture and zone filter nodes; memory counts t
 }
 
 test "spread: a service's instances go to different zones and nodes before doubling up" {
+  worlds = [node("a-1"), node("b-1"), capacity("a-1", 4, "4Gi"), capacity("b-1", 4, "4Gi"),
+    instance("a0001", "web", "pending"), instance("a0002", "web", "pending"),
+    instance("a0003", "web", "pending")]
   facts = {
-    "observed/node/a-1/state"           = "alive"
-    "observed/node/a-1/leased"          = true
-    "lease/node/a-1" = {}
-    "observed/node/a-1/capacity/cpu"    = 4
-    "observed/node/a-1/capacity/memory" = "4Gi"
-    "observed/node/b-1/state"           = "alive"
-    "observed/node/b-1/leased"          = true
-    "lease/node/b-1" = {}
-    "observed/node/b-1/capacity/cpu"    = 4
-    "observed/node/b-1/capacity/memory" = "4Gi"
-    "desired/service/web"               = {}
-    "observed/instance/a0001/service"   = "web"
-    "observed/instance/a0001/state"     = "pending"
-    "observed/instance/a0002/service"   = "web"
-    "observed/instance/a0002/state"     = "pending"
-    "observed/instance/a0003/service"   = "web"
-    "observed/instance/a0003/state"     = "pending"
+    "desired/service/web" = {}
   }
   expect {
     writes = {

@@ -2,60 +2,26 @@
 # ranked by a sort key list (order), on counts the commit guards (guard).
 
 test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the newest" {
+  worlds = [node("node-1"), node("node-2"), capacity("node-1", 8, "8Gi"),
+    capacity("node-2", 8, "8Gi"), serving("a0001", "web", "node-1"),
+    serving("a0002", "web", "node-2"), placed("a0003", "web", "running", "node-1"),
+    serving("a0004", "web", "node-2"), placed("a0005", "web", "running", "node-1"),
+    serving("a0006", "web", "node-2"), serving("a0007", "web", "node-1"),
+    serving("a0008", "web", "node-2")]
   facts = {
-    "desired/service/web"               = {}
-    "intent/user/service/web/instances" = 2
-    "effective/service/web/instances"   = 8
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "lease/node/node-2"                    = {}
-    "observed/node/node-2/capacity/cpu"    = 8
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
-    "observed/instance/a0001/health"     = "healthy"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 2
+    "effective/service/web/instances"    = 8
     "observed/instance/a0001/started_at" = "2026-11-29T09:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
-    "observed/instance/a0002/health"     = "healthy"
     "observed/instance/a0002/started_at" = "2026-11-29T09:10:00Z"
-    "placement/instance/a0002"           = "node-2"
-    "observed/instance/a0003/service"    = "web"
-    "observed/instance/a0003/state"      = "running"
     "observed/instance/a0003/health"     = "unhealthy"
     "observed/instance/a0003/started_at" = "2026-11-29T08:00:00Z"
-    "placement/instance/a0003"           = "node-1"
-    "observed/instance/a0004/service"    = "web"
-    "observed/instance/a0004/state"      = "running"
-    "observed/instance/a0004/health"     = "healthy"
     "observed/instance/a0004/started_at" = "2026-11-29T09:30:00Z"
-    "placement/instance/a0004"           = "node-2"
-    "observed/instance/a0005/service"    = "web"
-    "observed/instance/a0005/state"      = "running"
     "observed/instance/a0005/health"     = "unhealthy"
     "observed/instance/a0005/started_at" = "2026-11-29T08:30:00Z"
-    "placement/instance/a0005"           = "node-1"
-    "observed/instance/a0006/service"    = "web"
-    "observed/instance/a0006/state"      = "running"
-    "observed/instance/a0006/health"     = "healthy"
     "observed/instance/a0006/started_at" = "2026-11-29T09:50:00Z"
-    "placement/instance/a0006"           = "node-2"
-    "observed/instance/a0007/service"    = "web"
-    "observed/instance/a0007/state"      = "running"
-    "observed/instance/a0007/health"     = "healthy"
     "observed/instance/a0007/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0007"           = "node-1"
-    "observed/instance/a0008/service"    = "web"
-    "observed/instance/a0008/state"      = "running"
-    "observed/instance/a0008/health"     = "healthy"
     "observed/instance/a0008/started_at" = "2026-11-29T10:10:00Z"
-    "placement/instance/a0008"           = "node-2"
   }
   expect {
     writes = {
@@ -83,34 +49,19 @@ test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the 
 }
 
 test "the only healthy instance stays, the newest though it is: three of four stopped at once" {
+  worlds = [node("node-1"), capacity("node-1", 8, "8Gi"),
+    placed("a0001", "web", "running", "node-1"), placed("a0002", "web", "running", "node-1"),
+    placed("a0003", "web", "running", "node-1"), serving("a0004", "web", "node-1")]
   facts = {
-    "desired/service/web"               = {}
-    "intent/user/service/web/instances" = 1
-    "effective/service/web/instances"   = 1
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 1
+    "effective/service/web/instances"    = 1
     "observed/instance/a0001/health"     = "unhealthy"
     "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
     "observed/instance/a0002/started_at" = "2026-11-29T08:10:00Z"
-    "placement/instance/a0002"           = "node-1"
-    "observed/instance/a0003/service"    = "web"
-    "observed/instance/a0003/state"      = "running"
     "observed/instance/a0003/health"     = "unhealthy"
     "observed/instance/a0003/started_at" = "2026-11-29T08:20:00Z"
-    "placement/instance/a0003"           = "node-1"
-    "observed/instance/a0004/service"    = "web"
-    "observed/instance/a0004/state"      = "running"
-    "observed/instance/a0004/health"     = "healthy"
     "observed/instance/a0004/started_at" = "2026-11-29T11:00:00Z"
-    "placement/instance/a0004"           = "node-1"
   }
   expect {
     writes = {
@@ -124,50 +75,23 @@ test "the only healthy instance stays, the newest though it is: three of four st
 }
 
 test "a frozen node returns: its originals stay, every replacement is stopped in the round it is back" {
+  worlds = [node("node-2"), capacity("node-1", 8, "8Gi"), capacity("node-2", 8, "8Gi"),
+    serving("a0001", "web", "node-1"), serving("a0002", "web", "node-1"),
+    serving("a0003", "web", "node-1"), serving("b0001", "web", "node-2"),
+    serving("b0002", "web", "node-2"), serving("b0003", "web", "node-2")]
   facts = {
-    "desired/service/web"               = {}
-    "intent/user/service/web/instances" = 3
-    "effective/service/web/instances"   = 3
-    "observed/node/node-1/state"           = "unreachable"
-    "observed/node/node-1/leased"          = true
-    "lease/node/node-1"                    = {}
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "lease/node/node-2"                    = {}
-    "observed/node/node-2/capacity/cpu"    = 8
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
-    "observed/instance/a0001/health"     = "healthy"
+    "desired/service/web"                = {}
+    "intent/user/service/web/instances"  = 3
+    "effective/service/web/instances"    = 3
+    "observed/node/node-1/state"         = "unreachable"
+    "observed/node/node-1/leased"        = true
+    "lease/node/node-1"                  = {}
     "observed/instance/a0001/started_at" = "2026-11-29T08:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
-    "observed/instance/a0002/health"     = "healthy"
     "observed/instance/a0002/started_at" = "2026-11-29T08:00:00Z"
-    "placement/instance/a0002"           = "node-1"
-    "observed/instance/a0003/service"    = "web"
-    "observed/instance/a0003/state"      = "running"
-    "observed/instance/a0003/health"     = "healthy"
     "observed/instance/a0003/started_at" = "2026-11-29T08:05:00Z"
-    "placement/instance/a0003"           = "node-1"
-    "observed/instance/b0001/service"    = "web"
-    "observed/instance/b0001/state"      = "running"
-    "observed/instance/b0001/health"     = "healthy"
     "observed/instance/b0001/started_at" = "2026-11-29T11:00:00Z"
-    "placement/instance/b0001"           = "node-2"
-    "observed/instance/b0002/service"    = "web"
-    "observed/instance/b0002/state"      = "running"
-    "observed/instance/b0002/health"     = "healthy"
     "observed/instance/b0002/started_at" = "2026-11-29T11:00:01Z"
-    "placement/instance/b0002"           = "node-2"
-    "observed/instance/b0003/service"    = "web"
-    "observed/instance/b0003/state"      = "running"
-    "observed/instance/b0003/health"     = "healthy"
     "observed/instance/b0003/started_at" = "2026-11-29T11:00:02Z"
-    "placement/instance/b0003"           = "node-2"
   }
   expect {
     writes  = { "observed/node/node-1/state" = "alive" }
@@ -178,20 +102,13 @@ test "a frozen node returns: its originals stay, every replacement is stopped in
 }
 
 test "unplaced pending extras are cancelled all at once" {
+  worlds = [instance("a0001", "web", "pending"), instance("a0002", "web", "pending"),
+    instance("a0003", "web", "pending"), instance("a0004", "web", "pending"),
+    instance("a0005", "web", "pending")]
   facts = {
     "desired/service/web"               = {}
     "intent/user/service/web/instances" = 1
     "effective/service/web/instances"   = 1
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "pending"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "pending"
-    "observed/instance/a0003/service"    = "web"
-    "observed/instance/a0003/state"      = "pending"
-    "observed/instance/a0004/service"    = "web"
-    "observed/instance/a0004/state"      = "pending"
-    "observed/instance/a0005/service"    = "web"
-    "observed/instance/a0005/state"      = "pending"
   }
   expect {
     writes = { "observed/instance/*/state" = ["stopped", "stopped", "stopped", "stopped"] }

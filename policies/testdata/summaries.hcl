@@ -1,36 +1,25 @@
 # Summaries (summaries.hcl): observed/service/{svc}/summary counts what
 # `ccattler get services` shows. A test runs summaries only when it says
 # summaries = true; the others assert the rules' writes alone.
+
+# Three instances of web on node-1: one serving, one running unhealthy,
+# one pending.
+world "web_one_of_each" {
+  worlds = [service("web", "nginx:2", 3), node("node-1"), capacity("node-1", 16, "16Gi"),
+    serving_image("a0001", "web", "node-1", "nginx:2"),
+    placed("a0002", "web", "running", "node-1"), placed("a0003", "web", "pending", "node-1")]
+  facts = {
+    "observed/node/node-1/address"   = "10.1.0.5"
+    "desired/service/web/instances"  = 3
+    "observed/instance/a0001/node"   = "node-1"
+    "observed/instance/a0002/health" = "unhealthy"
+    "observed/instance/a0002/image"  = "nginx:2"
+    "observed/instance/a0002/node"   = "node-1"
+  }
+}
 test "a service's summary counts running, healthy and updated instances" {
   summaries = true
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:2"
-    "desired/service/web/instances"        = 3
-    "intent/user/service/web/instances"    = 3
-    "effective/service/web/instances"      = 3
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
-    "observed/instance/a0001/image"        = "nginx:2"
-    "observed/instance/a0001/node"         = "node-1"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "unhealthy"
-    "observed/instance/a0002/image"        = "nginx:2"
-    "observed/instance/a0002/node"         = "node-1"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/a0003/service"      = "web"
-    "observed/instance/a0003/state"        = "pending"
-    "placement/instance/a0003"             = "node-1"
-  }
+  worlds    = ["web_one_of_each"]
   expect {
     writes = {
       "observed/service/web/summary"            = { running = 2, healthy = 1, updated = 1, target = 3 }
@@ -75,34 +64,7 @@ test "a service's summary counts running, healthy and updated instances" {
 }
 
 test "without summaries = true the same facts run the rules alone" {
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 16
-    "observed/node/node-1/capacity/memory" = "16Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:2"
-    "desired/service/web/instances"        = 3
-    "intent/user/service/web/instances"    = 3
-    "effective/service/web/instances"      = 3
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
-    "observed/instance/a0001/image"        = "nginx:2"
-    "observed/instance/a0001/node"         = "node-1"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "unhealthy"
-    "observed/instance/a0002/image"        = "nginx:2"
-    "observed/instance/a0002/node"         = "node-1"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/a0003/service"      = "web"
-    "observed/instance/a0003/state"        = "pending"
-    "placement/instance/a0003"             = "node-1"
-  }
+  worlds = ["web_one_of_each"]
   expect {
     # No summary is written (none runs), and the rules decide as before.
     writes  = { "observed/instance/a0002/unhealthy_since" = "2026-11-29T12:00:00Z" }

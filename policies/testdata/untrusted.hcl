@@ -4,15 +4,10 @@
 # holds back only the bindings that read it.
 
 test "a lease key put without an etcd lease keeps no node alive: it is failed over after the grace" {
-  facts = {
+  worlds = [node("node-2"), node("node-3")]
+  facts  = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
-    "observed/node/node-2/state"  = "alive"
-    "observed/node/node-2/leased" = true
-    "lease/node/node-2"           = {}
-    "observed/node/node-3/state"  = "alive"
-    "observed/node/node-3/leased" = true
-    "lease/node/node-3"           = {}
     "observed/clock"              = "2026-11-29T12:00:00Z"
   }
   expect {
@@ -36,18 +31,15 @@ test "a lease key put without an etcd lease keeps no node alive: it is failed ov
 }
 
 test "a node that never held a lease gets no placement, however big: the lease filter names it" {
-  facts = {
-    "observed/node/big/state"            = "alive"
-    "observed/node/big/capacity/cpu"     = 1000000
-    "observed/node/big/capacity/memory"  = "1000Gi"
-    "lease/node/big"                     = {}
-    "observed/node/small/state"          = "alive"
-    "observed/node/small/capacity/cpu"   = 8
-    "observed/node/small/capacity/memory" = "8Gi"
-    "lease/node/small"                   = {}
-    "desired/service/big"                = {}
-    "desired/service/big/resources/cpu"  = 1
-    "intent/user/service/big/instances"  = 4
+  worlds = [capacity("big", 1000000, "1000Gi"), capacity("small", 8, "8Gi")]
+  facts  = {
+    "observed/node/big/state"           = "alive"
+    "lease/node/big"                    = {}
+    "observed/node/small/state"         = "alive"
+    "lease/node/small"                  = {}
+    "desired/service/big"               = {}
+    "desired/service/big/resources/cpu" = 1
+    "intent/user/service/big/instances" = 4
   }
   unleased = ["lease/node/big"]
   expect {
@@ -64,15 +56,10 @@ test "a node that never held a lease gets no placement, however big: the lease f
 }
 
 test "nodes that never held a lease do not count in the mass-loss shares" {
-  facts = {
+  worlds = [node("node-2"), node("node-3")]
+  facts  = {
     "observed/node/node-1/state"  = "alive"
     "observed/node/node-1/leased" = true
-    "observed/node/node-2/state"  = "alive"
-    "observed/node/node-2/leased" = true
-    "lease/node/node-2"           = {}
-    "observed/node/node-3/state"  = "alive"
-    "observed/node/node-3/leased" = true
-    "lease/node/node-3"           = {}
     "observed/node/fake-01/state" = "alive"
     "observed/node/fake-02/state" = "alive"
     "observed/node/fake-03/state" = "alive"
@@ -103,35 +90,22 @@ test "nodes that never held a lease do not count in the mass-loss shares" {
 }
 
 test "a report naming another node than the placement is not believed: no endpoint, and it is recorded" {
+  worlds = [node("node-2"), node("node-3"), serving("71446", "web", "node-2"),
+    address("71446", "node-2", "10.1.0.9")]
   facts = {
-    "observed/node/node-2/state"         = "alive"
-    "observed/node/node-2/leased"        = true
-    "observed/node/node-2/address"       = "10.1.0.9"
-    "lease/node/node-2"                  = {}
-    "observed/node/node-3/state"         = "alive"
-    "observed/node/node-3/leased"        = true
-    "observed/node/node-3/address"       = "10.1.0.12"
-    "lease/node/node-3"                  = {}
-    "desired/service/web"                = {}
-    "desired/service/web/expose/8080"    = {}
-    "intent/user/service/web/instances"  = 1
-    "effective/service/web/instances"    = 1
-    "observed/instance/71446/service"    = "web"
-    "observed/instance/71446/state"      = "running"
-    "observed/instance/71446/health"     = "healthy"
-    "observed/instance/71446/node"       = "node-2"
-    "observed/instance/71446/ip"         = "10.1.0.9"
-    "placement/instance/71446"           = "node-2"
+    "observed/node/node-2/address"      = "10.1.0.9"
+    "observed/node/node-3/address"      = "10.1.0.12"
+    "desired/service/web"               = {}
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 1
+    "effective/service/web/instances"   = 1
   }
   expect {
     writes  = { "endpoint/service/web/71446" = { ip = "10.1.0.9", port = 8080 } }
     firings = { publish_endpoint = 1 }
   }
   then "a rogue report: the instance runs on node-3 at 1.2.3.4" {
-    facts = {
-      "observed/instance/71446/node" = "node-3"
-      "observed/instance/71446/ip"   = "1.2.3.4"
-    }
+    worlds = [address("71446", "node-3", "1.2.3.4")]
     expect {
       # Not counted as live any more: a replacement is created (more
       # instances, never fewer; no node here has capacity facts to place it).
@@ -145,10 +119,7 @@ test "a report naming another node than the placement is not believed: no endpoi
     }
   }
   then "its own agent reports again: believed, the endpoint is back at node-2's address" {
-    facts = {
-      "observed/instance/71446/node" = "node-2"
-      "observed/instance/71446/ip"   = "6.6.6.6"
-    }
+    worlds = [address("71446", "node-2", "6.6.6.6")]
     expect {
       # Counted again: the waiting replacement is cancelled.
       writes = {
@@ -162,41 +133,24 @@ test "a report naming another node than the placement is not believed: no endpoi
 }
 
 test "fake instances placed on a node that never held a lease stop no real one and get no endpoint" {
+  worlds = [node("node-1"), serving("a0001", "web", "node-1"), serving("a0002", "web", "node-1"),
+    serving("f0001", "web", "fake"), serving("f0002", "web", "fake")]
   facts = {
-    "observed/node/node-1/state"         = "alive"
-    "observed/node/node-1/leased"        = true
     "observed/node/node-1/address"       = "10.1.0.5"
-    "lease/node/node-1"                  = {}
     "observed/node/fake/state"           = "alive"
     "observed/node/fake/address"         = "6.6.6.6"
     "desired/service/web"                = {}
     "desired/service/web/expose/8080"    = {}
     "intent/user/service/web/instances"  = 2
     "effective/service/web/instances"    = 2
-    "observed/instance/a0001/service"    = "web"
-    "observed/instance/a0001/state"      = "running"
-    "observed/instance/a0001/health"     = "healthy"
     "observed/instance/a0001/node"       = "node-1"
     "observed/instance/a0001/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0001"           = "node-1"
-    "observed/instance/a0002/service"    = "web"
-    "observed/instance/a0002/state"      = "running"
-    "observed/instance/a0002/health"     = "healthy"
     "observed/instance/a0002/node"       = "node-1"
     "observed/instance/a0002/started_at" = "2026-11-29T10:00:00Z"
-    "placement/instance/a0002"           = "node-1"
-    "observed/instance/f0001/service"    = "web"
-    "observed/instance/f0001/state"      = "running"
-    "observed/instance/f0001/health"     = "healthy"
     "observed/instance/f0001/node"       = "fake"
     "observed/instance/f0001/started_at" = "2020-01-01T00:00:00Z"
-    "placement/instance/f0001"           = "fake"
-    "observed/instance/f0002/service"    = "web"
-    "observed/instance/f0002/state"      = "running"
-    "observed/instance/f0002/health"     = "healthy"
     "observed/instance/f0002/node"       = "fake"
     "observed/instance/f0002/started_at" = "2020-01-01T00:00:00Z"
-    "placement/instance/f0002"           = "fake"
   }
   expect {
     writes = {
@@ -208,18 +162,14 @@ test "fake instances placed on a node that never held a lease stop no real one a
 }
 
 test "a bad fact past apply is absent for the bindings that read it; other services converge" {
-  facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "desired/service/web"                  = {}
-    "desired/service/web/expose/8080"      = {}
-    "intent/user/service/web/instances"    = 1
-    "desired/service/api"                  = {}
-    "intent/user/service/api/instances"    = 1
+  worlds = [node("node-1"), capacity("node-1", 4, "8Gi")]
+  facts  = {
+    "observed/node/node-1/address"      = "10.1.0.5"
+    "desired/service/web"               = {}
+    "desired/service/web/expose/8080"   = {}
+    "intent/user/service/web/instances" = 1
+    "desired/service/api"               = {}
+    "intent/user/service/api/instances" = 1
   }
   raw = {
     "desired/service/web/image"          = "12345"
@@ -259,43 +209,19 @@ test "an endpoint someone else wrote under the network view, bad value or not, i
 }
 
 test "fake instances of the new image on a fake node make no real instance of a rollout look replaced" {
-  seed = 3
+  seed   = 3
+  worlds = [service("web", "nginx:2", 2), node("node-1"), capacity("node-1", 8, "8Gi"),
+    serving_image("a0001", "web", "node-1", "nginx:1"),
+    serving_image("a0002", "web", "node-1", "nginx:1"),
+    serving_image("f0001", "web", "fake", "nginx:2"),
+    serving_image("f0002", "web", "fake", "nginx:2")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/address"         = "10.1.0.5"
-    "observed/node/node-1/capacity/cpu"    = 8
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/fake/state"             = "alive"
-    "desired/service/web"                  = {}
-    "desired/service/web/image"            = "nginx:2"
-    "intent/user/service/web/instances"    = 2
-    "effective/service/web/instances"      = 2
-    "observed/instance/a0001/service"      = "web"
-    "observed/instance/a0001/state"        = "running"
-    "observed/instance/a0001/health"       = "healthy"
-    "observed/instance/a0001/image"        = "nginx:1"
-    "observed/instance/a0001/node"         = "node-1"
-    "placement/instance/a0001"             = "node-1"
-    "observed/instance/a0002/service"      = "web"
-    "observed/instance/a0002/state"        = "running"
-    "observed/instance/a0002/health"       = "healthy"
-    "observed/instance/a0002/image"        = "nginx:1"
-    "observed/instance/a0002/node"         = "node-1"
-    "placement/instance/a0002"             = "node-1"
-    "observed/instance/f0001/service"      = "web"
-    "observed/instance/f0001/state"        = "running"
-    "observed/instance/f0001/health"       = "healthy"
-    "observed/instance/f0001/image"        = "nginx:2"
-    "observed/instance/f0001/node"         = "fake"
-    "placement/instance/f0001"             = "fake"
-    "observed/instance/f0002/service"      = "web"
-    "observed/instance/f0002/state"        = "running"
-    "observed/instance/f0002/health"       = "healthy"
-    "observed/instance/f0002/image"        = "nginx:2"
-    "observed/instance/f0002/node"         = "fake"
-    "placement/instance/f0002"             = "fake"
+    "observed/node/node-1/address" = "10.1.0.5"
+    "observed/node/fake/state"     = "alive"
+    "observed/instance/a0001/node" = "node-1"
+    "observed/instance/a0002/node" = "node-1"
+    "observed/instance/f0001/node" = "fake"
+    "observed/instance/f0002/node" = "fake"
   }
   # The rollout goes on as without the fakes: one new instance first
   # (max_extra 1), and no old one is stopped before a real new one serves.

@@ -1,28 +1,20 @@
 # Volumes (volumes.hcl): a single-node volume pins its service's instances to
 # the node it is attached to.
 test "a single-node volume pins instances to its node" {
-  seed  = 17
-  now   = "2026-11-29T12:00:00Z"
+  seed   = 17
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [node("node-1"), node("node-2"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "desired/volume/data"                  = {}
-    "desired/volume/data/access_mode"      = "single-node"
-    "desired/volume/data/persistent"       = true
-    "observed/volume/data/attached_node"   = "node-2"
-    "observed/volume/data/state"           = "detached"
-    "desired/service/db"                   = {}
-    "desired/service/db/image"             = "postgres:17"
-    "desired/service/db/volume"            = "data"
-    "intent/user/service/db/instances"     = 1
+    "desired/volume/data"                = {}
+    "desired/volume/data/access_mode"    = "single-node"
+    "desired/volume/data/persistent"     = true
+    "observed/volume/data/attached_node" = "node-2"
+    "observed/volume/data/state"         = "detached"
+    "desired/service/db"                 = {}
+    "desired/service/db/image"           = "postgres:17"
+    "desired/service/db/volume"          = "data"
+    "intent/user/service/db/instances"   = 1
   }
   expect {
     writes = {
@@ -47,30 +39,17 @@ test "a single-node volume pins instances to its node" {
 }
 
 test "before its single-node volume is attached, a service's instances join the first one" {
-  seed  = 23
-  now   = "2026-11-29T12:00:00Z"
+  seed   = 23
+  now    = "2026-11-29T12:00:00Z"
+  worlds = [node("node-1"), node("node-2"), node("node-3"), capacity("node-1", 4, "8Gi"),
+    capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
   facts = {
-    "observed/node/node-1/state"           = "alive"
-    "observed/node/node-1/leased"          = true
-    "observed/node/node-1/capacity/cpu"    = 4
-    "observed/node/node-1/capacity/memory" = "8Gi"
-    "lease/node/node-1"                    = {}
-    "observed/node/node-2/state"           = "alive"
-    "observed/node/node-2/leased"          = true
-    "observed/node/node-2/capacity/cpu"    = 4
-    "observed/node/node-2/capacity/memory" = "8Gi"
-    "lease/node/node-2"                    = {}
-    "observed/node/node-3/state"           = "alive"
-    "observed/node/node-3/leased"          = true
-    "observed/node/node-3/capacity/cpu"    = 4
-    "observed/node/node-3/capacity/memory" = "8Gi"
-    "lease/node/node-3"                    = {}
-    "desired/volume/data"                  = {}
-    "desired/volume/data/access_mode"      = "single-node"
-    "desired/service/db"                   = {}
-    "desired/service/db/image"             = "postgres:17"
-    "desired/service/db/volume"            = "data"
-    "intent/user/service/db/instances"     = 3
+    "desired/volume/data"              = {}
+    "desired/volume/data/access_mode"  = "single-node"
+    "desired/service/db"               = {}
+    "desired/service/db/image"         = "postgres:17"
+    "desired/service/db/volume"        = "data"
+    "intent/user/service/db/instances" = 3
   }
   expect {
     writes = {

@@ -7,6 +7,11 @@
 // people, which no rule reads) run only in a test that says
 // summaries = true.
 //
+// Facts many tests share are written once as worlds (worlds.go): a
+// top-level world block, with params if it is included like a function
+// call, that a test or step names in worlds = [...]; its own facts win.
+// The worlds of a directory's test files are shared by all of them.
+//
 //	test "an endpoint for a running, healthy instance" {
 //	  facts = {
 //	    "desired/service/web/expose/8080" = {}

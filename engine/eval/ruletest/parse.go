@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,13 +63,15 @@ type Expect struct {
 // FixtureLease is the etcd lease id a fixture's leased facts are attached to.
 const FixtureLease = 1
 
-var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "test", LabelNames: []string{"name"}}}}
+var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+	{Type: "test", LabelNames: []string{"name"}}, {Type: "world", LabelNames: []string{"name"}},
+}}
 var testSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}, {Name: "summaries"}},
+	Attributes: []hcl.AttributeSchema{{Name: "worlds"}, {Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "seed"}, {Name: "now"}, {Name: "summaries"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}, {Type: "then", LabelNames: []string{"name"}}},
 }
 var stepSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "now"}},
+	Attributes: []hcl.AttributeSchema{{Name: "worlds"}, {Name: "facts"}, {Name: "raw"}, {Name: "unleased"}, {Name: "delete"}, {Name: "now"}},
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "expect"}},
 }
 var expectSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -100,39 +101,87 @@ func Find(dir string) ([]string, error) {
 	return out, nil
 }
 
-// Parse reads test files against schema (to encode fact values).
+// Parse reads test files against schema (to encode fact values). The
+// worlds of a directory's test files are shared by all of them.
 func Parse(paths []string, schema *facts.Schema) ([]*Test, map[string]*hcl.File, hcl.Diagnostics) {
 	var tests []*Test
 	var diags hcl.Diagnostics
 	files := map[string]*hcl.File{}
+	byDir := map[string][]source{}
+	var dirs []string
 	for _, p := range paths {
 		src, err := hclcheck.ReadFile(p)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read test file", Detail: err.Error()})
 			continue
 		}
-		ts, f, d := ParseFile(p, src, schema)
-		files[p] = f
+		d := filepath.Dir(p)
+		if _, ok := byDir[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], source{p, src})
+	}
+	for _, d := range dirs {
+		ts, fs, ds := parseSources(byDir[d], schema)
 		tests = append(tests, ts...)
-		diags = append(diags, d...)
+		diags = append(diags, ds...)
+		for n, f := range fs {
+			files[n] = f
+		}
 	}
 	return tests, files, diags
 }
 
-// ParseFile parses one test file.
+// ParseFile parses one test file; it sees only its own worlds.
 func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.File, hcl.Diagnostics) {
-	// Size and depth before the parser, which recurses per level.
-	if diags := hclcheck.Source(name, src); diags.HasErrors() {
-		return nil, nil, diags
+	tests, files, diags := parseSources([]source{{name, src}}, schema)
+	return tests, files[name], diags
+}
+
+type source struct {
+	name string
+	src  []byte
+}
+
+// parseSources parses the test files of one directory: first every file's
+// worlds, then the tests, which may include any of them.
+func parseSources(srcs []source, schema *facts.Schema) ([]*Test, map[string]*hcl.File, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	files := map[string]*hcl.File{}
+	ws := worlds{}
+	var contents []*hcl.BodyContent
+	var names []string
+	for _, s := range srcs {
+		// Size and depth before the parser, which recurses per level.
+		if d := hclcheck.Source(s.name, s.src); d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
+		f, d := hclsyntax.ParseConfig(s.src, s.name, hcl.InitialPos)
+		files[s.name] = f
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		content, d := f.Body.Content(fileSchema)
+		diags = append(diags, d...)
+		diags = append(diags, ws.define(content.Blocks.OfType("world"), schema)...)
+		contents = append(contents, content)
+		names = append(names, s.name)
 	}
-	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-	if diags.HasErrors() {
-		return nil, f, diags
-	}
-	content, d := f.Body.Content(fileSchema)
-	diags = append(diags, d...)
 	var tests []*Test
-	for _, b := range content.Blocks {
+	for i, content := range contents {
+		ts, d := parseTests(names[i], content, schema, ws)
+		tests = append(tests, ts...)
+		diags = append(diags, d...)
+	}
+	return tests, files, append(diags, ws.unused(schema)...)
+}
+
+func parseTests(name string, content *hcl.BodyContent, schema *facts.Schema, ws worlds) ([]*Test, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	var tests []*Test
+	for _, b := range content.Blocks.OfType("test") {
 		t := &Test{Name: b.Labels[0], File: name, Range: b.DefRange, Seed: 1}
 		c, d := b.Body.Content(testSchema)
 		diags = append(diags, d...)
@@ -164,7 +213,7 @@ func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.Fil
 			t.Now = tm
 		}
 		first := &Step{Name: "", Range: b.DefRange}
-		diags = append(diags, parseStep(c, first, schema)...)
+		diags = append(diags, parseStep(c, first, schema, ws)...)
 		t.Steps = append(t.Steps, first)
 		for _, tb := range c.Blocks.OfType("then") {
 			sc, d := tb.Body.Content(stepSchema)
@@ -173,12 +222,12 @@ func ParseFile(name string, src []byte, schema *facts.Schema) ([]*Test, *hcl.Fil
 			tm, d := parseNow(sc)
 			diags = append(diags, d...)
 			s.Now = tm
-			diags = append(diags, parseStep(sc, s, schema)...)
+			diags = append(diags, parseStep(sc, s, schema, ws)...)
 			t.Steps = append(t.Steps, s)
 		}
 		tests = append(tests, t)
 	}
-	return tests, f, diags
+	return tests, diags
 }
 
 // parseNow reads a now = "RFC 3339 time" attribute; zero when there is none.
@@ -205,58 +254,20 @@ func parseNow(c *hcl.BodyContent) (time.Time, hcl.Diagnostics) {
 	return tm, diags
 }
 
-func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	if a := c.Attributes["facts"]; a != nil {
-		pairs, d := hcl.ExprMap(a.Expr)
+func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema, ws worlds) hcl.Diagnostics {
+	own, unleased, diags := parseFacts(c, schema, nil)
+	leases(own, unleased, schema)
+	if a := c.Attributes["worlds"]; a != nil {
+		var d hcl.Diagnostics
+		s.Puts, d = ws.include(a, own, schema)
 		diags = append(diags, d...)
-		for _, kv := range pairs {
-			k, d := kv.Key.Value(nil)
-			diags = append(diags, d...)
-			v, d2 := kv.Value.Value(nil)
-			diags = append(diags, d2...)
-			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String {
-				continue
+		for i := range s.Puts {
+			if unleased[s.Puts[i].Key] {
+				s.Puts[i].Lease = 0
 			}
-			raw, err := encode(schema, k.AsString(), v)
-			if err != nil {
-				rng := kv.Value.Range()
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid fact", Detail: err.Error(), Subject: &rng})
-				continue
-			}
-			s.Puts = append(s.Puts, facts.Fact{Key: k.AsString(), Value: raw})
 		}
 	}
-	// raw facts are stored as written, unchecked: what a rogue or careless
-	// writer puts past apply, for rules to treat as absent.
-	if a := c.Attributes["raw"]; a != nil {
-		pairs, d := hcl.ExprMap(a.Expr)
-		diags = append(diags, d...)
-		for _, kv := range pairs {
-			k, d := kv.Key.Value(nil)
-			diags = append(diags, d...)
-			v, d2 := kv.Value.Value(nil)
-			diags = append(diags, d2...)
-			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String || v.Type() != cty.String {
-				rng := kv.Value.Range()
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid raw fact",
-					Detail: "A raw fact is a key and the stored bytes as a string, such as \"desired/service/web/image\" = \"12345\".", Subject: &rng})
-				continue
-			}
-			s.Puts = append(s.Puts, facts.Fact{Key: k.AsString(), Value: []byte(v.AsString())})
-		}
-	}
-	// A fixture's fact of a leased type (lease/node/{id}) stands for one an
-	// agent holds on a live etcd lease, unless it is listed in unleased.
-	var unleased []string
-	if a := c.Attributes["unleased"]; a != nil {
-		unleased, diags = strList(a, diags)
-	}
-	for i := range s.Puts {
-		if k, err := schema.Parse(s.Puts[i].Key); err == nil && k.Type.Leased && !slices.Contains(unleased, s.Puts[i].Key) {
-			s.Puts[i].Lease = FixtureLease
-		}
-	}
+	s.Puts = append(s.Puts, own...)
 	if a := c.Attributes["delete"]; a != nil {
 		s.Dels, diags = strList(a, diags)
 	}
@@ -271,6 +282,72 @@ func parseStep(c *hcl.BodyContent, s *Step, schema *facts.Schema) hcl.Diagnostic
 		s.Expect = e
 	}
 	return diags
+}
+
+// parseFacts reads the facts, raw facts and unleased keys of a test, a
+// step or a world.
+func parseFacts(c *hcl.BodyContent, schema *facts.Schema, ctx *hcl.EvalContext) ([]facts.Fact, map[string]bool, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	var puts []facts.Fact
+	if a := c.Attributes["facts"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(ctx)
+			diags = append(diags, d...)
+			v, d2 := kv.Value.Value(ctx)
+			diags = append(diags, d2...)
+			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String {
+				continue
+			}
+			raw, err := encode(schema, k.AsString(), v)
+			if err != nil {
+				rng := kv.Value.Range()
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid fact", Detail: err.Error(), Subject: &rng})
+				continue
+			}
+			puts = append(puts, facts.Fact{Key: k.AsString(), Value: raw})
+		}
+	}
+	// raw facts are stored as written, unchecked: what a rogue or careless
+	// writer puts past apply, for rules to treat as absent.
+	if a := c.Attributes["raw"]; a != nil {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(ctx)
+			diags = append(diags, d...)
+			v, d2 := kv.Value.Value(ctx)
+			diags = append(diags, d2...)
+			if d.HasErrors() || d2.HasErrors() || k.Type() != cty.String || v.Type() != cty.String {
+				rng := kv.Value.Range()
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid raw fact",
+					Detail: "A raw fact is a key and the stored bytes as a string, such as \"desired/service/web/image\" = \"12345\".", Subject: &rng})
+				continue
+			}
+			puts = append(puts, facts.Fact{Key: k.AsString(), Value: []byte(v.AsString())})
+		}
+	}
+	unleased := map[string]bool{}
+	if a := c.Attributes["unleased"]; a != nil {
+		var keys []string
+		keys, diags = strListIn(a, ctx, diags)
+		for _, k := range keys {
+			unleased[k] = true
+		}
+	}
+	return puts, unleased, diags
+}
+
+// leases attaches the fixture lease to the facts of a leased type
+// (lease/node/{id}) not listed in unleased: they stand for ones an agent
+// holds on a live etcd lease.
+func leases(puts []facts.Fact, unleased map[string]bool, schema *facts.Schema) {
+	for i := range puts {
+		if k, err := schema.Parse(puts[i].Key); err == nil && k.Type.Leased && !unleased[puts[i].Key] {
+			puts[i].Lease = FixtureLease
+		}
+	}
 }
 
 func parseExpect(b *hcl.Block, schema *facts.Schema) (*Expect, hcl.Diagnostics) {
@@ -358,7 +435,11 @@ func ruleCounts(a *hcl.Attribute, out map[string]int, diags hcl.Diagnostics) hcl
 }
 
 func strList(a *hcl.Attribute, diags hcl.Diagnostics) ([]string, hcl.Diagnostics) {
-	v, d := a.Expr.Value(nil)
+	return strListIn(a, nil, diags)
+}
+
+func strListIn(a *hcl.Attribute, ctx *hcl.EvalContext, diags hcl.Diagnostics) ([]string, hcl.Diagnostics) {
+	v, d := a.Expr.Value(ctx)
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		return nil, diags
