@@ -1,7 +1,9 @@
 package eval
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
@@ -48,5 +50,48 @@ func TestJSONNumber(t *testing.T) {
 		if got := jsonNumber([]byte(tc.raw)); got != tc.want {
 			t.Errorf("jsonNumber(%q) = %v, want %v", tc.raw, got, tc.want)
 		}
+	}
+}
+
+// TestValueCacheIsBounded: the decoded values an evaluator keeps are
+// bounded per fact type, in number and in size, whatever an agent writes;
+// a value past the bounds still decodes, the same as a kept one; a value
+// that breaks the schema is an error and is not kept.
+func TestValueCacheIsBounded(t *testing.T) {
+	typ, _ := facts.Default.Type("observed.instance.image")
+	c := valueCache{}
+	for i := range maxCachedValues + 500 {
+		raw := []byte(fmt.Sprintf(`"img-%d"`, i))
+		v, err := c.decode(typ, raw)
+		if err != nil || v.str != fmt.Sprintf("img-%d", i) {
+			t.Fatalf("decode %s = %q, %v", raw, v.str, err)
+		}
+	}
+	if n := len(c[typ]); n != maxCachedValues {
+		t.Errorf("kept %d values of one type; want the bound %d", n, maxCachedValues)
+	}
+	big := []byte(`"` + strings.Repeat("x", 1000) + `"`) // under the image's own limit
+	c = valueCache{}
+	for range 3 {
+		v, err := c.decode(typ, big)
+		if err != nil || len(v.str) != 1000 {
+			t.Fatalf("decode of a 1,000-byte value: %d bytes, %v", len(v.str), err)
+		}
+	}
+	if len(c[typ]) != 0 {
+		t.Errorf("a 1,000-byte value was kept; values over %d bytes are not", maxCachedValueBytes)
+	}
+	state, _ := facts.Default.Type("observed.instance.state")
+	if _, err := c.decode(state, []byte(`"sideways"`)); err == nil {
+		t.Error(`state "sideways" decoded; want the schema's error`)
+	}
+	if len(c[state]) != 0 {
+		t.Error("a value that breaks the schema was kept")
+	}
+	// A kept value and its optional form are the same value each time.
+	a, _ := c.optional(state, []byte(`"running"`))
+	b, _ := c.optional(state, []byte(`"running"`))
+	if a.str != "running" || a.cel != b.cel {
+		t.Errorf("optional running: %q, %v then %v", a.str, a.cel, b.cel)
 	}
 }

@@ -67,6 +67,12 @@ type cachedVal struct{ v, opt val }
 // many as the instances, and meet a join once or twice).
 const maxCachedValues = 4096
 
+// maxCachedValueBytes bounds the size of a value kept: the values joins
+// meet again and again are short (states, names, quantities), and a fact
+// type's values may each be as large as etcd takes, so that 4,096 of them
+// unbounded could hold hundreds of megabytes.
+const maxCachedValueBytes = 256
+
 // decode is decode(t.Value, raw) as a bound value.
 func (c valueCache) decode(t *facts.FactType, raw []byte) (val, error) {
 	cv, err := c.lookup(t, raw)
@@ -94,7 +100,7 @@ func (c valueCache) lookup(t *facts.FactType, raw []byte) (cachedVal, error) {
 		m = map[string]cachedVal{}
 		c[t] = m
 	}
-	if len(m) < maxCachedValues {
+	if len(m) < maxCachedValues && len(raw) <= maxCachedValueBytes {
 		m[string(raw)] = cv
 	}
 	return cv, nil
