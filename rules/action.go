@@ -2,8 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -62,15 +62,6 @@ func (c *compiler) actionDef(b *hcl.Block) *actDef {
 		params: c.params(content), file: c.file}
 }
 
-func actNames(d *defs) []string {
-	var out []string
-	for n := range d.acts {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // actionOf looks up the action a do block takes, reporting an unknown one
 // at its name with the closest defined.
 func (c *compiler) actionOf(b *hcl.Block) *actDef {
@@ -79,7 +70,7 @@ func (c *compiler) actionOf(b *hcl.Block) *actDef {
 		return ad
 	}
 	detail := fmt.Sprintf("No action %q is defined in the rule set.", name)
-	if n, ok := closest(name, actNames(c.defs)); ok {
+	if n, ok := Closest(name, slices.Sorted(maps.Keys(c.defs.acts))); ok {
 		detail += fmt.Sprintf(" Did you mean %q?", n)
 	}
 	c.errorf(b.LabelRanges[0], "Unknown action", "%s", detail)
@@ -123,7 +114,7 @@ func (c *compiler) doAction(r *Rule, b *hcl.Block, vs *vars) {
 				detail += "; its params: " + strings.Join(ad.params, ", ")
 			}
 			detail += "."
-			if n, ok := closest(a.Name, ad.params); ok {
+			if n, ok := Closest(a.Name, ad.params); ok {
 				detail += fmt.Sprintf(" Did you mean %s?", n)
 			}
 			c.errorf(a.NameRange, "Unknown param", "%s", detail)

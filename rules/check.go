@@ -26,7 +26,7 @@ func check(rs *RuleSet) hcl.Diagnostics {
 		for i, a := range r.After {
 			if _, ok := rs.byName[a]; !ok {
 				detail := fmt.Sprintf("Rule %q is ordered after %q, which is not a rule of this set.", r.Name, a)
-				if n, ok := closest(a, names); ok {
+				if n, ok := Closest(a, names); ok {
 					detail += fmt.Sprintf(" Did you mean %q?", n)
 				}
 				errorf(r.afterRanges[i], "Unknown rule", "%s", detail)

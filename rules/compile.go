@@ -113,7 +113,7 @@ func (c *compiler) rule(block *hcl.Block) *Rule {
 			c.diags = append(c.diags, d...)
 		} else if _, ok := Principals[s.val]; !ok {
 			detail := fmt.Sprintf("%q is not a principal; expected one of %s.", s.val, strings.Join(principalNames(), ", "))
-			if n, ok := closest(s.val, principalNames()); ok {
+			if n, ok := Closest(s.val, principalNames()); ok {
 				detail += fmt.Sprintf(" Did you mean %q?", n)
 			}
 			c.errorf(a.Expr.Range(), "Unknown principal", "%s", detail)
@@ -586,7 +586,7 @@ func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
 			switch {
 			case call.Name != "asc" && call.Name != "desc":
 				detail := fmt.Sprintf("%s(...) is not a sort direction; write asc(\"expr\") or desc(\"expr\").", call.Name)
-				if n, ok := closest(call.Name, []string{"asc", "desc"}); ok {
+				if n, ok := Closest(call.Name, []string{"asc", "desc"}); ok {
 					detail += fmt.Sprintf(" Did you mean %s?", n)
 				}
 				c.errorf(call.NameRange, "Unknown sort direction", "%s", detail)
@@ -660,7 +660,7 @@ func (c *compiler) head(b *hcl.Block, k HeadKind, vs *vars) *Head {
 			if !vs.has(sg.Var) {
 				names := append([]string(nil), vs.names...)
 				detail := fmt.Sprintf("{%s} in the head %q is bound by no pattern, choice or fresh id of the rule.", sg.Var, s.val)
-				if n, ok := closest(sg.Var, names); ok {
+				if n, ok := Closest(sg.Var, names); ok {
 					detail += fmt.Sprintf(" Did you mean {%s}?", n)
 				}
 				c.errorf(s.rangeAt(off, len(sg.Var)+2), "Unbound variable in head", "%s", detail)

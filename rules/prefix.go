@@ -62,7 +62,7 @@ func (c *compiler) prefixHeads(b *hcl.Block, vs *vars) []*Head {
 	for _, sg := range prefix {
 		if sg.Var != "" && !vs.has(sg.Var) {
 			detail := fmt.Sprintf("{%s} in the head %q is bound by no pattern, choice or fresh id of the rule.", sg.Var, label)
-			if n, ok := closest(sg.Var, vs.names); ok {
+			if n, ok := Closest(sg.Var, vs.names); ok {
 				detail += fmt.Sprintf(" Did you mean {%s}?", n)
 			}
 			c.errorf(b.LabelRanges[0], "Unbound variable in head", "%s", detail)

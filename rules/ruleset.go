@@ -1,10 +1,11 @@
 package rules
 
 import (
+	"slices"
+
 	"cel.dev/cel-go/cel"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/hashicorp/hcl/v2"
-	"slices"
 )
 
 // RuleSet is a loaded, compiled and checked set of rules. It is immutable:

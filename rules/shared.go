@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -553,7 +554,7 @@ func (c *compiler) overRelation(content *hcl.BodyContent) (*hcl.BodyContent, []*
 			rel := c.defs.rels[s.val]
 			if rel == nil {
 				detail := fmt.Sprintf("No relation %q is defined in the rule set.", s.val)
-				if n, ok := closest(s.val, relNames(c.defs)); ok {
+				if n, ok := Closest(s.val, slices.Sorted(maps.Keys(c.defs.rels))); ok {
 					detail += fmt.Sprintf(" Did you mean %q?", n)
 				}
 				c.errorf(e.Range(), "Unknown relation", "%s", detail)
@@ -598,15 +599,6 @@ func (c *compiler) markRelations(a *hcl.Attribute, src []byte) {
 			}
 		}
 	}
-}
-
-func relNames(d *defs) []string {
-	var out []string
-	for n := range d.rels {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // srcOf returns the source of the file a range is in: a relation's
@@ -772,7 +764,7 @@ func (c *compiler) undeclared(name string, vs *vars) string {
 	if c.defs != nil {
 		cands = append(cands, c.defs.names()...)
 	}
-	if n, ok := closest(name, cands); ok && n != name {
+	if n, ok := Closest(name, cands); ok && n != name {
 		return fmt.Sprintf(" Did you mean %s?", n)
 	}
 	return ""
@@ -782,7 +774,7 @@ func (c *compiler) undeclared(name string, vs *vars) string {
 // takes.
 func (d *defs) unused() hcl.Diagnostics {
 	var out hcl.Diagnostics
-	for _, n := range append(d.names(), actNames(d)...) {
+	for _, n := range append(d.names(), slices.Sorted(maps.Keys(d.acts))...) {
 		df := d.lookup(n)
 		if a := d.acts[n]; a != nil {
 			df = &a.def

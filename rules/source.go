@@ -144,9 +144,10 @@ func levenshtein(a, b string) int {
 	return prev[len(rb)]
 }
 
-// closest returns the candidate nearest to s, if it is near enough to be a
-// plausible typo.
-func closest(s string, candidates []string) (string, bool) {
+// Closest returns the candidate nearest to s, if it is near enough to be a
+// plausible typo: what a "did you mean" names, here and in the rule tests
+// (engine/eval/ruletest).
+func Closest(s string, candidates []string) (string, bool) {
 	best, bestD := "", -1
 	for _, c := range candidates {
 		if d := levenshtein(s, c); bestD < 0 || d < bestD {

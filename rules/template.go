@@ -118,7 +118,7 @@ func unknownKeyForm(schema *facts.Schema, s strLit, segs []Seg) *hcl.Diagnostic 
 		byNorm[n] = t.Template
 	}
 	detail := fmt.Sprintf("%q matches no key form of the schema (see `ccattler facts schema`).", s.val)
-	if c, ok := closest(norm, cands); ok {
+	if c, ok := Closest(norm, cands); ok {
 		detail += fmt.Sprintf(" Did you mean %q?", byNorm[c])
 	}
 	rng := s.rng

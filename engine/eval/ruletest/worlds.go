@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -153,7 +154,7 @@ func (ws worlds) expand(e hcl.Expression, schema *facts.Schema, ctx *hcl.EvalCon
 	w := ws[name]
 	if w == nil {
 		detail := fmt.Sprintf("No world %q is defined in this directory's test files.", name)
-		if c, ok := ws.closest(name); ok {
+		if c, ok := rules.Closest(name, ws.names()); ok {
 			detail += fmt.Sprintf(" Did you mean %q?", c)
 		}
 		return nil, "", append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown world", Detail: detail, Subject: &rng})
@@ -252,38 +253,6 @@ func (ws worlds) names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// closest returns the world name nearest to s, if near enough to be a typo.
-func (ws worlds) closest(s string) (string, bool) {
-	best, bestD := "", -1
-	for _, c := range ws.names() {
-		if d := distance(strings.ToLower(s), strings.ToLower(c)); bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best, bestD >= 0 && bestD <= max(3, len(s)/3)
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			c := prev[j-1]
-			if ra[i-1] != rb[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // argText shows an argument as it is written.
