@@ -243,28 +243,33 @@ func (b *binding) cloneRoom(room int) *binding {
 // borrow returns a copy of b to work on, from the round's spares; hand it
 // back with giveBack once nothing refers to it.
 func (rd *round) borrow(b *binding) *binding {
-	var w *binding
-	if n := len(rd.spares); n > 0 {
-		w, rd.spares = rd.spares[n-1], rd.spares[:n-1]
-		w.names, w.vals = append(w.names[:0], b.names...), append(w.vals[:0], b.vals...)
-		return w
+	w := rd.spare()
+	if w == nil {
+		return b.clone()
 	}
-	return b.clone()
+	w.names, w.vals = append(w.names, b.names...), append(w.vals, b.vals...)
+	return w
 }
 
-// borrowOnly is b restricted to names, in a binding borrowed from the
+// borrowOnly is b.restrict to names, in a binding borrowed from the
 // round (giveBack).
 func (rd *round) borrowOnly(b *binding, names []string) *binding {
-	w := &binding{}
-	if n := len(rd.spares); n > 0 {
-		w, rd.spares = rd.spares[n-1], rd.spares[:n-1]
-		w.names, w.vals = w.names[:0], w.vals[:0]
+	w := rd.spare()
+	if w == nil {
+		w = &binding{}
 	}
-	for i, n := range b.names {
-		if slices.Contains(names, n) && !w.has(n) {
-			w.push(n, b.vals[i])
-		}
+	return b.restrictTo(w, func(n string) bool { return slices.Contains(names, n) })
+}
+
+// spare is an empty binding handed back to the round, or nil when there is none.
+func (rd *round) spare() *binding {
+	n := len(rd.spares)
+	if n == 0 {
+		return nil
 	}
+	w := rd.spares[n-1]
+	rd.spares = rd.spares[:n-1]
+	w.names, w.vals = w.names[:0], w.vals[:0]
 	return w
 }
 
@@ -314,7 +319,12 @@ func (b *binding) restrict(keep func(string) bool) *binding {
 			n++
 		}
 	}
-	out := &binding{names: make([]string, 0, n), vals: make([]val, 0, n)}
+	return b.restrictTo(&binding{names: make([]string, 0, n), vals: make([]val, 0, n)}, keep)
+}
+
+// restrictTo pushes onto out, empty, the values of b that keep names, the
+// first of each name, and returns it.
+func (b *binding) restrictTo(out *binding, keep func(string) bool) *binding {
 	for i, n := range b.names {
 		if keep(n) && !out.has(n) {
 			out.push(n, b.vals[i])
