@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -333,17 +334,28 @@ func TestPluginRegistration(t *testing.T) {
 	}
 }
 
+// FuzzParseKey: a key Parse accepts renders back as itself with valid
+// segments; KeyType gives Parse's type or its error, and SplitKey splits as
+// strings.Split does.
 func FuzzParseKey(f *testing.F) {
 	for _, k := range []string{
 		"desired/service/web/expose/8080", "observed/instance/a8f31/state", "intent/user/service/web/instances",
 		"event/20261129T185454.000000001Z-000001", "placement/instance/d41ab", "endpoint/service/web/b72c9",
 		"", "/", "desired//", "desired/service/{name}", "schema/a.b",
+		"observed/instance/a8f31/state/extra/1/2/3/4/5/6/7/8/9", "observed/instance/A B/state",
 	} {
 		f.Add(k)
 	}
 	s := NewSchema()
 	f.Fuzz(func(t *testing.T, key string) {
+		if got, want := SplitKey(nil, key), strings.Split(key, "/"); !slices.Equal(got, want) {
+			t.Fatalf("SplitKey(%q) = %q; strings.Split gives %q", key, got, want)
+		}
 		k, err := s.Parse(key)
+		kt, kerr := s.KeyType(key)
+		if (err == nil) != (kerr == nil) || (err != nil && err.Error() != kerr.Error()) || (err == nil && kt != k.Type) {
+			t.Fatalf("KeyType(%q) = %v, %v; Parse gives %v, %v", key, kt, kerr, k.Type, err)
+		}
 		if err != nil {
 			return
 		}
