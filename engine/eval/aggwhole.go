@@ -170,6 +170,9 @@ func (ra *roundAggs) computeWhole(ag *rules.Aggregate, info *aggInfo, w *wholeSt
 	rd.ov.rec = parent
 	// In member order, as a group's own join lists them (its outer values
 	// are the same in each member and do not change the order).
+	for _, m := range members {
+		m.keyed()
+	}
 	sort.Slice(members, func(i, j int) bool { return members[i].key < members[j].key })
 	groups := map[string][]*sol{}
 	var order []string

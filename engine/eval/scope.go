@@ -19,7 +19,15 @@ import (
 type sol struct {
 	b     *binding
 	reads []Read
-	key   string // b.key() at the time the scope was solved, for ordering
+	key   string // b.key() at the time the scope was solved, for ordering: set when it found more than one (keyed)
+}
+
+// keyed sets s.key when solve left it unset, for callers that order the
+// solutions of several solves together.
+func (s *sol) keyed() {
+	if s.key == "" {
+		s.key = s.b.key()
+	}
 }
 
 // solve enumerates the bindings of a scope's match, optional and absent
@@ -35,16 +43,21 @@ func (rd *round) solve(sc *rules.Scope, b *binding, reads []Read) []*sol {
 		if rd.optionalAndAbsent(sc, bb, &rs) {
 			// Completing the solution pushes its aggregates and lets (and a
 			// fresh id); an aggregate's members push nothing.
-			s := &sol{b: rd.borrow(bb), reads: append([]Read(nil), rs...)}
-			s.key = s.b.key()
-			out = append(out, s)
+			out = append(out, &sol{b: rd.borrow(bb), reads: append([]Read(nil), rs...)})
 		}
 		bb.truncate(mark)
 		rs = rs[:rmark]
 		return true
 	})
 	rd.e.stats.Bindings += int64(len(out))
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	// Most scopes solve to one binding (an instance's facts): its key,
+	// built for the sort alone, was a string allocated per solution.
+	if len(out) > 1 {
+		for _, s := range out {
+			s.keyed()
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	}
 	return out
 }
 

@@ -106,8 +106,20 @@ func (c valueCache) lookup(t *facts.FactType, raw []byte) (cachedVal, error) {
 	return cv, nil
 }
 
-// celVal wraps a value computed by CEL.
+// celVal wraps a value computed by CEL. The scalars every let, aggregate
+// and score computes take their string form directly: through native they
+// were boxed into an interface first, an allocation for each.
 func celVal(c ref.Val) val {
+	switch x := c.(type) {
+	case types.String:
+		return val{cel: c, str: string(x)}
+	case types.Int:
+		return val{cel: c, str: strconv.FormatInt(int64(x), 10)}
+	case types.Double:
+		return val{cel: c, str: strconv.FormatFloat(float64(x), 'f', -1, 64)}
+	case types.Bool:
+		return val{cel: c, str: strconv.FormatBool(bool(x))}
+	}
 	n, err := native(c)
 	if err != nil {
 		return val{cel: c, str: fmt.Sprint(c.Value())}
