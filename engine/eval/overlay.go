@@ -35,7 +35,17 @@ type overlay struct {
 	// overlay of the state before a batch of changes (aggstore.go).
 	committed bool
 	buf       []byte // the key getPattern looks up
+	// absent interns the keys getPattern found nowhere (maxAbsentKeys at
+	// most): a choice reads the same absent facts of a candidate for
+	// every binding it places (a node's architecture, its network), and
+	// copying the key for each read was a tenth of what a converging
+	// round allocated.
+	absent map[string]string
 }
+
+// maxAbsentKeys bounds the absent keys an overlay interns: past it, a key
+// found nowhere is copied for each read, as before.
+const maxAbsentKeys = 1 << 16
 
 type ovEntry struct {
 	f       facts.Fact
@@ -157,7 +167,7 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 	o.buf = p.AppendFormat(o.buf[:0], b.str)
 	f, ok, own = o.lookup(unsafe.String(unsafe.SliceData(o.buf), len(o.buf))) // the key is not kept beyond the lookup
 	if key = f.Key; key == "" {
-		key = string(o.buf)
+		key = o.absentKey()
 	}
 	if o.rec != nil {
 		o.rec.get(key)
@@ -166,6 +176,21 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 		}
 	}
 	return key, f, ok, own
+}
+
+// absentKey is o.buf as a string, the same one for every read of it.
+func (o *overlay) absentKey() string {
+	if k, ok := o.absent[string(o.buf)]; ok {
+		return k
+	}
+	k := string(o.buf)
+	if len(o.absent) < maxAbsentKeys {
+		if o.absent == nil {
+			o.absent = map[string]string{}
+		}
+		o.absent[k] = k
+	}
+	return k
 }
 
 // visitor receives candidate facts; returning false stops the scan.

@@ -49,6 +49,46 @@ func TestGetPatternKeys(t *testing.T) {
 
 func unsafeData(s string) *byte { return unsafe.StringData(s) }
 
+// TestGetPatternAbsentKeysShared: an absent key read again is the same
+// string, not a copy for each read; once the round writes the fact, the
+// read finds it (the interned absent key serves no lookup); and past
+// maxAbsentKeys a key is still right, only copied.
+func TestGetPatternAbsentKeysShared(t *testing.T) {
+	rs, _, diags := rules.LoadFilesWithSources(map[string][]byte{"count.hcl": []byte(countPlaced)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p := rs.Rules[0].Body.Aggregates[0].Body.Match[0] // observed/instance/{i}/service
+	ov := newOverlay(facts.NewTable(nil), rs.Schema)
+	bind := func(id string) *binding { b := &binding{}; b.push("i", strVal(id)); return b }
+
+	first, _, ok, _ := ov.getPattern(p, bind("c2d3e"))
+	ov.getPattern(p, bind("zzzzz"))
+	again, _, ok2, _ := ov.getPattern(p, bind("c2d3e"))
+	if ok || ok2 || first != facts.InstanceService("c2d3e") || again != first {
+		t.Fatalf("absent reads: %q (found %v), %q (found %v)", first, ok, again, ok2)
+	}
+	if unsafeData(again) != unsafeData(first) {
+		t.Errorf("an absent key read again is a new copy, want the first one's string")
+	}
+	ov.put(facts.InstanceService("c2d3e"), []byte(`"web"`))
+	key, f, ok, own := ov.getPattern(p, bind("c2d3e"))
+	if !ok || !own || string(f.Value) != `"web"` || key != first {
+		t.Fatalf("after the write: key %q ok %v own %v value %s", key, ok, own, f.Value)
+	}
+
+	for i := len(ov.absent); i < maxAbsentKeys; i++ {
+		ov.getPattern(p, bind(fmt.Sprintf("f%07d", i)))
+	}
+	if len(ov.absent) != maxAbsentKeys {
+		t.Fatalf("%d absent keys interned, want %d", len(ov.absent), maxAbsentKeys)
+	}
+	over, _, ok, _ := ov.getPattern(p, bind("e9f8a"))
+	if ok || over != facts.InstanceService("e9f8a") || len(ov.absent) != maxAbsentKeys {
+		t.Fatalf("past the bound: key %q found %v, %d interned", over, ok, len(ov.absent))
+	}
+}
+
 // TestOverlayOverAnyReader: a reader that is not a *facts.Table is read
 // through a copy of its facts.
 func TestOverlayOverAnyReader(t *testing.T) {
