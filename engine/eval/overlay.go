@@ -35,11 +35,12 @@ type overlay struct {
 	// overlay of the state before a batch of changes (aggstore.go).
 	committed bool
 	buf       []byte // the key getPattern looks up
-	// absent interns the keys getPattern found nowhere (maxAbsentKeys at
+	// absent holds the keys getPattern found nowhere, interned, to be
+	// found absent again without a look in the base (maxAbsentKeys at
 	// most): a choice reads the same absent facts of a candidate for
 	// every binding it places (a node's architecture, its network), and
 	// copying the key for each read was a tenth of what a converging
-	// round allocated.
+	// round allocated. A write of one is in w, which is looked in first.
 	absent map[string]string
 }
 
@@ -162,12 +163,20 @@ func (o *overlay) lookup(key string) (f facts.Fact, ok, own bool) {
 // getPattern is get for p's key under b, looked up without allocating the
 // key: the key returned is the stored fact's own when there is one (a
 // written or deleted entry keeps its key too), so a read recorded by the
-// caller shares it; only a key found nowhere is copied.
+// caller shares it; a key found nowhere is interned (absent).
 func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.Fact, ok, own bool) {
 	o.buf = p.AppendFormat(o.buf[:0], b.str)
-	f, ok, own = o.lookup(unsafe.String(unsafe.SliceData(o.buf), len(o.buf))) // the key is not kept beyond the lookup
-	if key = f.Key; key == "" {
-		key = o.absentKey()
+	k := unsafe.String(unsafe.SliceData(o.buf), len(o.buf)) // not kept beyond the lookups
+	if e, hit := o.w[k]; hit {
+		key, f, ok, own = e.f.Key, e.f, !e.deleted, !o.committed
+	} else if a, known := o.absent[k]; known {
+		// Absent from the base, which is the round's snapshot: it does
+		// not change while the overlay is in use.
+		key = a
+	} else if f, ok = o.base.Get(k); ok {
+		key = f.Key
+	} else {
+		key = o.internAbsent()
 	}
 	if o.rec != nil {
 		o.rec.get(key)
@@ -178,11 +187,10 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 	return key, f, ok, own
 }
 
-// absentKey is o.buf as a string, the same one for every read of it.
-func (o *overlay) absentKey() string {
-	if k, ok := o.absent[string(o.buf)]; ok {
-		return k
-	}
+// internAbsent copies o.buf, a key the base does not hold, and remembers
+// it (maxAbsentKeys at most), so that reading it again neither looks in
+// the base nor copies it.
+func (o *overlay) internAbsent() string {
 	k := string(o.buf)
 	if len(o.absent) < maxAbsentKeys {
 		if o.absent == nil {
