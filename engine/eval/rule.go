@@ -310,6 +310,14 @@ func dedupWrites(in []Write) []Write {
 }
 
 func dedupReads(in []Read) []Read {
+	if len(in) <= dedupLinear {
+		return dedupReadsLinear(in)
+	}
+	return dedupReadsMap(in)
+}
+
+// dedupReadsMap is dedupReads by a map of the keys kept.
+func dedupReadsMap(in []Read) []Read {
 	seen := make(map[string]int, len(in))
 	out := in[:0]
 	for _, r := range in {
@@ -328,6 +336,42 @@ func dedupReads(in []Read) []Read {
 		out = append(out, r)
 	}
 	return out
+}
+
+// dedupLinear is the reads up to which dedupReads compares each with those
+// kept rather than building a map: most firings read a handful of keys,
+// and the map (made per firing, every key hashed) cost more than the scan.
+const dedupLinear = 16
+
+// dedupReadsLinear is dedupReads by comparison, the same keys the same.
+func dedupReadsLinear(in []Read) []Read {
+	out := in[:0]
+next:
+	for _, r := range in {
+		for i := range out {
+			if sameReadKey(out[i], r) {
+				if out[i].NoGuard && !r.NoGuard {
+					out[i] = r
+				}
+				continue next
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// sameReadKey reports whether dedupReads' map keys a and b the same: the
+// key, with "\x00prefix" after it for a prefix read.
+func sameReadKey(a, b Read) bool {
+	if a.Prefix == b.Prefix {
+		return a.Key == b.Key
+	}
+	if a.Prefix {
+		a, b = b, a
+	}
+	const suffix = "\x00prefix"
+	return len(a.Key) == len(b.Key)+len(suffix) && strings.HasPrefix(a.Key, b.Key) && strings.HasSuffix(a.Key, suffix)
 }
 
 // derived is one key a derive rule derives, with the binding that derived it.
