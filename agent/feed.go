@@ -35,7 +35,26 @@ type Feed struct {
 	lookedUp    map[string]time.Time     // instance -> last failed service lookup
 	subs        map[string]chan struct{} // node -> change notification (buffered 1)
 	badKeys     map[string]bool          // placement keys ignored as invalid, logged once each
+	// wants holds, by subscribed node, what Desired last built and the
+	// node's poke count then: every change a node's wants depend on pokes
+	// it (pokeLocked; a relist pokes all), so until the next poke the
+	// result stands; it is rebuilt after wantsMaxAge all the same, should
+	// a change ever miss its poke. A node reconciles every Resync whether
+	// poked or not: 5,000 simulated nodes in one process rebuilt their
+	// wants 2,500 times a second, a sixth of the large bench's CPU.
+	wants map[string]nodeWants
+	pokes map[string]uint64 // subscribed node -> times poked
 }
+
+// nodeWants is a node's wants as Desired built them, at, after pokes pokes.
+type nodeWants struct {
+	pokes uint64
+	at    time.Time
+	out   map[string]Want
+}
+
+// wantsMaxAge is how long Desired returns wants it built without a poke.
+var wantsMaxAge = 30 * time.Second // a variable for tests
 
 // NewFeed returns a feed over store; call Run to fill it.
 func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
@@ -53,6 +72,8 @@ func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
 		lookedUp:    map[string]time.Time{},
 		subs:        map[string]chan struct{}{},
 		badKeys:     map[string]bool{},
+		wants:       map[string]nodeWants{},
+		pokes:       map[string]uint64{},
 	}
 }
 
@@ -73,33 +94,49 @@ type Want struct {
 	Err   string // the spec is invalid (e.g. a bad memory quantity): the instance cannot run
 }
 
-// Desired returns what is placed on node. ok is false until the feed has
-// listed etcd once: a node must not act destructively on an empty feed.
+// Desired returns what is placed on node; the caller must not modify the
+// map. ok is false until the feed has listed etcd once: a node must not
+// act destructively on an empty feed.
 func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
 	f.mirror.View(func(r facts.Reader) {
 		if r.Rev() == 0 {
 			return
 		}
 		ok = true
-		out = map[string]Want{}
-		attrs := map[string]map[string][]byte{} // per service, read once
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, id := range placedOn(r, f.placement, node) {
-			svc, known := f.instService[id]
-			if !known {
-				out[id] = Want{Spec: Spec{ID: id}}
-				continue
-			}
-			a, read := attrs[svc]
-			if !read {
-				a = serviceAttrs(r, svc)
-				attrs[svc] = a
-			}
-			out[id] = buildWant(id, svc, a, f.store.Schema)
+		_, subscribed := f.subs[node]
+		now := time.Now()
+		if w, kept := f.wants[node]; kept && subscribed && w.pokes == f.pokes[node] && now.Sub(w.at) < wantsMaxAge {
+			out = w.out
+			return
+		}
+		out = f.buildLocked(r, node)
+		if subscribed {
+			f.wants[node] = nodeWants{f.pokes[node], now, out}
 		}
 	})
 	return out, ok
+}
+
+// buildLocked builds what is placed on node from r. f.mu is held.
+func (f *Feed) buildLocked(r facts.Reader, node string) map[string]Want {
+	out := map[string]Want{}
+	attrs := map[string]map[string][]byte{} // per service, read once
+	for _, id := range placedOn(r, f.placement, node) {
+		svc, known := f.instService[id]
+		if !known {
+			out[id] = Want{Spec: Spec{ID: id}}
+			continue
+		}
+		a, read := attrs[svc]
+		if !read {
+			a = serviceAttrs(r, svc)
+			attrs[svc] = a
+		}
+		out[id] = buildWant(id, svc, a, f.store.Schema)
+	}
+	return out
 }
 
 // placedOn returns the instances placed on node, as the mirror's index of
@@ -204,8 +241,8 @@ func (f *Feed) apply(b facts.Batch) {
 		}
 	}
 	if b.Relist {
-		for _, ch := range f.subs {
-			poke(ch)
+		for node := range f.subs {
+			f.pokeLocked(node)
 		}
 	}
 	f.mu.Unlock()
@@ -263,6 +300,7 @@ func (f *Feed) placementChangedLocked(id string, c facts.Change, relist bool) {
 
 func (f *Feed) pokeLocked(node string) {
 	if ch, ok := f.subs[node]; ok {
+		f.pokes[node]++
 		poke(ch)
 	}
 }

@@ -250,18 +250,25 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 // answer, the same transaction is retried with backoff: its record keys make
 // a retry after a lost answer harmless. It returns only on ctx's end or the
 // loss of leadership.
-func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
+func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) (err error) {
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
 	pending := e.stage(run, p.Firings, p.RuleSetVersion)
+	reeval := map[string]bool{}
 	// A firing that does not commit leaves its binding holding although
-	// the evaluator saw it fire: tell it, since it may keep bindings.
+	// the evaluator saw it fire: tell it, since it may keep bindings. When
+	// the term ends first, the next term evaluates them again (resume.go).
 	planned, committed := len(p.Firings), 0
 	defer func() {
 		if committed < planned {
 			ev.Uncommitted()
 		}
+		if err != nil {
+			for _, st := range pending {
+				e.unsettle(&st.f)
+			}
+			e.unsettleKeys(reeval)
+		}
 	}()
-	reeval := map[string]bool{}
 	stuck := 0
 	backoff := e.cfg.BackoffMin
 	// Firings leave pending by committing (their writes are then in

@@ -21,8 +21,9 @@ import (
 // evaluator must not assume its plans commit: what does not commit comes
 // back to it as changes, and Uncommitted says so. Calls never overlap.
 //
-// The engine calls Full for a term's first round and after a swap, a relist
-// or an abandoned plan, and Continue for every other round; Incremental only
+// The engine calls Full for a term's first round (unless the term goes on
+// from the previous one's, resume.go) and after a swap, a relist or an
+// abandoned plan, and Continue for every other round; Incremental only
 // to evaluate again the bindings whose firings a conflict dropped.
 type Evaluator interface {
 	// Full evaluates every rule binding, keeping nothing from earlier calls.
@@ -68,6 +69,14 @@ type Engine struct {
 	// needFull is set by apply when a plan was abandoned; only the round
 	// loop's goroutine touches it.
 	needFull bool
+	// unsettled holds the keys of firings this term planned and did not
+	// commit (resume.go); only the round loop's goroutine touches it.
+	unsettled map[string]bool
+	// resume is the round loop's state an ended term handed on to the
+	// next, dropped by resumeTimer after resumeWindow; resumeMu guards both.
+	resumeMu    sync.Mutex
+	resume      *leader
+	resumeTimer *time.Timer
 	// maxOps and maxBytes are the transaction limits in force (opsLimit).
 	maxOps, maxBytes atomic.Int64
 	// loseAnswer, set by tests, makes a committed transaction look as if
@@ -153,6 +162,7 @@ type term struct {
 	key  string
 	rev  int64
 	done <-chan struct{}
+	run  context.Context // the engine's Run: done when the engine stops, not when the term ends
 }
 
 func (t *term) lost() bool {
@@ -223,7 +233,7 @@ func (e *Engine) term(ctx context.Context) error {
 		return err
 	}
 	defer el.Close() // revokes the lease: the key goes, a standby wins at once
-	t := &term{key: el.Key(), rev: el.Rev(), done: el.Done()}
+	t := &term{key: el.Key(), rev: el.Rev(), done: el.Done(), run: ctx}
 	e.m.update(func(s *Stats) { s.Terms++; s.Leading = true })
 	defer e.m.update(func(s *Stats) { s.Leading = false })
 	e.log.Info("engine: leading", "key", t.key, "rev", t.rev)

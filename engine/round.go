@@ -18,8 +18,12 @@ import (
 // round waits for work, evaluates it and commits the plan (wait, evaluate,
 // commit); lead returns only on ctx's end or an error of the commit step.
 func (e *Engine) lead(ctx context.Context, t *term) error {
-	sub := e.mirror.Subscribe()
-	defer sub.Close()
+	l := e.resumed() // the previous term's rounds, to go on with (resume.go)
+	if l == nil {
+		l = &leader{e: e, sub: e.mirror.Subscribe(), full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}}
+	}
+	l.t = t
+	defer e.handOn(t.run, l)
 	if err := e.catchUp(ctx); err != nil {
 		return err
 	}
@@ -33,15 +37,21 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	}
 
 	e.needFull = false
-	l := &leader{e: e, t: t, sub: sub, ticker: time.NewTicker(e.cfg.TickInterval),
-		full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}}
+	l.ticker = time.NewTicker(e.cfg.TickInterval)
 	defer l.ticker.Stop()
+	resuming := !l.full
 	for {
 		ev, swapped := e.evaluator()
 		if swapped {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
 			l.full = true
 		}
+		if resuming && !l.full {
+			if err := l.settleResumed(ctx, ev); err != nil {
+				return err
+			}
+		}
+		resuming = false
 		w, ok, err := l.wait(ctx, ev)
 		if err != nil {
 			return err
@@ -51,7 +61,10 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		}
 		p, ok := l.evaluate(ev, &w)
 		if ctx.Err() != nil {
-			return ctx.Err() // the round was cut for it (eval.WithStop): not worth a commit
+			// The round was cut for it (eval.WithStop): not worth a
+			// commit, but the next term evaluates its firings again.
+			l.discard(ev, p)
+			return ctx.Err()
 		}
 		if !ok {
 			continue
@@ -62,13 +75,14 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	}
 }
 
-// leader is the state one term's rounds hand on to the next. Only the
-// round loop's goroutine touches it.
+// leader is the state one term's rounds hand on to the next, and, when the
+// term ends, to the next term's (resume.go). Only the round loop's
+// goroutine touches it.
 type leader struct {
 	e      *Engine
 	t      *term
-	sub    *facts.Subscription
-	ticker *time.Ticker // tick rounds, for the rules that read the clock
+	sub    *facts.Subscription // kept from one term to the next (resume.go)
+	ticker *time.Ticker        // tick rounds, for the rules that read the clock
 
 	full     bool              // the next round evaluates everything
 	retry    <-chan time.Time  // makes the next round full when it fires (after a failure)
@@ -77,6 +91,9 @@ type leader struct {
 	more     bool              // the evaluator stopped at its firing budget with work left (eval.Plan.More)
 	rejected map[string]string // unplaced binding -> its last rejection record (recordRejections)
 	invalid  invalidMemory     // invalid fact -> the revision it was recorded at (recordInvalid)
+	// unsettled: keys the previous term's uncommitted firings read and
+	// wrote, evaluated again before this term's first round (resume.go)
+	unsettled map[string]bool
 }
 
 // work is what one round evaluates.
@@ -209,17 +226,19 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 	if w.full {
 		bad = e.mirror.Invalid()
 	}
-	if err := e.recordInvalid(ctx, l.t, bad, p.RuleSetVersion, l.invalid); err != nil {
-		return err
+	err := e.recordInvalid(ctx, l.t, bad, p.RuleSetVersion, l.invalid)
+	if err == nil {
+		err = e.recordRejections(ctx, l.t, p, l.rejected)
 	}
-	if err := e.recordRejections(ctx, l.t, p, l.rejected); err != nil {
+	if err != nil { // the term ended before the plan was applied
+		l.discard(ev, p)
 		return err
 	}
 	if len(p.Firings) == 0 {
 		return nil
 	}
 	applying := time.Now()
-	err := e.apply(ctx, l.t, ev, p)
+	err = e.apply(ctx, l.t, ev, p)
 	e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
 	if err != nil {
 		return err
