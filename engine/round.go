@@ -15,8 +15,10 @@ import (
 // evaluates the changes the mirror delivered since the previous one. The
 // engine's own writes come back this way too; the evaluator plans nothing
 // for a value that is already there, so they cost one cheap round. Each
-// round waits for work, evaluates it and commits the plan (wait, evaluate,
-// commit); lead returns only on ctx's end or an error of the commit step.
+// round waits for work, evaluates it and starts committing the plan (wait,
+// evaluate, commit), which the next round's evaluation overlaps (launch,
+// land: overlap.go); lead returns only on ctx's end or an error of the
+// commit step.
 func (e *Engine) lead(ctx context.Context, t *term) error {
 	sub := e.mirror.Subscribe()
 	defer sub.Close()
@@ -34,13 +36,29 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 
 	e.needFull = false
 	l := &leader{e: e, t: t, sub: sub, ticker: time.NewTicker(e.cfg.TickInterval),
-		full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}}
+		full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}, extra: map[string]bool{}}
 	defer l.ticker.Stop()
+	// A plan in flight when the term ends stops with it.
+	fctx, stopFlight := context.WithCancel(ctx)
+	defer func() {
+		stopFlight()
+		if l.fly != nil {
+			<-l.fly.done
+		}
+	}()
 	for {
 		ev, swapped := e.evaluator()
 		if swapped {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
 			l.full = true
+		}
+		if l.full && l.fly != nil {
+			// Everything is evaluated on committed state: after a
+			// swap, a retry, as before a term's first round.
+			if err := l.land(ctx, nil, nil); err != nil {
+				return err
+			}
+			continue
 		}
 		w, ok, err := l.wait(ctx, ev)
 		if err != nil {
@@ -53,10 +71,19 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // the round was cut for it (eval.WithStop): not worth a commit
 		}
+		if l.fly != nil {
+			next := &p
+			if !ok {
+				next = nil
+			}
+			if err := l.land(ctx, ev, next); err != nil {
+				return err
+			}
+		}
 		if !ok {
 			continue
 		}
-		if err := l.commit(ctx, ev, w, p); err != nil {
+		if err := l.commit(fctx, ev, w, p); err != nil {
 			return err
 		}
 	}
@@ -77,6 +104,10 @@ type leader struct {
 	more     bool              // the evaluator stopped at its firing budget with work left (eval.Plan.More)
 	rejected map[string]string // unplaced binding -> its last rejection record (recordRejections)
 	invalid  invalidMemory     // invalid fact -> the revision it was recorded at (recordInvalid)
+
+	fly   *flight         // the plan committing while the next round evaluates (overlap.go); nil: none
+	laid  []facts.Laid    // the writes laid over the latest evaluation's view
+	extra map[string]bool // keys to evaluate again in the next round: firings dropped when a flight landed
 }
 
 // work is what one round evaluates.
@@ -85,6 +116,7 @@ type work struct {
 	batches []facts.Batch
 	changes []facts.Change // batches merged; after evaluate, with what it took under the view
 	full    bool           // set by evaluate: the round evaluated everything
+	idle    bool           // set by evaluate: nothing new to evaluate, the evaluator was not called
 }
 
 // wait returns the next round's work once there is some: batches from the
@@ -99,8 +131,10 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 	if err := ctx.Err(); err != nil {
 		return w, false, err
 	}
-	if !l.full && !l.more {
-		l.e.settle(l.sub, l.seen)
+	if !l.full && !l.more && len(l.extra) == 0 {
+		if l.fly == nil {
+			l.e.settle(l.sub, l.seen) // not with a plan in flight: its changes are not committed
+		}
 		select {
 		case <-ctx.Done():
 			return w, false, ctx.Err()
@@ -115,6 +149,8 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 			}
 			w.ticked = true
 		case <-l.sub.Ready():
+		case <-l.landing():
+			return w, false, l.land(ctx, nil, nil)
 		}
 	}
 	// Taken before the view: a change that lands after it arrives in
@@ -133,7 +169,7 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 		return w, false, err
 	}
 	l.e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
-	if !l.full && !w.ticked && !l.more && len(w.changes) == 0 {
+	if !l.full && !w.ticked && !l.more && len(w.changes) == 0 && len(l.extra) == 0 {
 		return w, false, nil
 	}
 	return w, true, nil
@@ -145,16 +181,25 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	e := l.e
 	start := time.Now()
-	p, err := e.evaluate(func(r facts.Reader) eval.Plan {
+	p, err := l.evaluateOver(func(r facts.Reader, laid []facts.Laid) eval.Plan {
 		// Under the view the mirror applies nothing: what it
 		// applied since the batches were taken is queued, and
 		// taking it too makes the changes all there is.
 		more := l.sub.Take()
 		if l.full || relisted(more) {
-			l.full, l.from = true, r.Rev()
+			l.full, l.from, l.laid = true, r.Rev(), laid
+			clear(l.extra)
 			return ev.Full(r)
 		}
-		w.changes = merge(append(w.batches, more...))
+		w.changes = l.logical(r, merge(append(w.batches, more...)), laid)
+		l.laid = laid
+		clear(l.extra)
+		if len(w.changes) == 0 && !w.ticked && !l.more {
+			// Only laid writes came back: the view is the one the
+			// evaluator saw last, and from still names it.
+			w.idle = true
+			return eval.Plan{Rev: r.Rev()}
+		}
 		f := l.from
 		l.from = r.Rev()
 		return ev.Continue(f, r, w.changes, w.ticked)
@@ -168,7 +213,9 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	took := time.Since(start)
 	e.m.update(func(s *Stats) {
 		s.EvalTime += took
-		s.Rounds++
+		if !w.idle {
+			s.Rounds++
+		}
 		if w.full {
 			s.FullRounds++
 		}
@@ -199,8 +246,8 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	return p, true
 }
 
-// commit records the round's invalid facts and rejections and commits its
-// plan. An abandoned plan schedules a full round after BackoffMax. It
+// commit records the round's invalid facts and rejections and starts
+// committing its plan, which the next round overlaps (launch, land). It
 // returns only on ctx's end or the loss of leadership.
 func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
 	e := l.e
@@ -218,16 +265,7 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 	if len(p.Firings) == 0 {
 		return nil
 	}
-	applying := time.Now()
-	err := e.apply(ctx, l.t, ev, p)
-	e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
-	if err != nil {
-		return err
-	}
-	if e.needFull {
-		e.needFull = false
-		l.retry = time.After(e.cfg.BackoffMax)
-	}
+	l.launch(ctx, ev, p)
 	return nil
 }
 
