@@ -11,7 +11,8 @@
 //     (Continue); every TickInterval the rules that read the clock are
 //     evaluated too (Continue with tick). A swapped evaluator takes over
 //     between rounds.
-//   - overlap.go: a round's plan commits while the next round evaluates.
+//   - overlap.go: with Config.OverlapCommit, a round's plan commits while
+//     the next round evaluates.
 //     At most one plan is in flight; the next round's view has its writes
 //     laid over the mirror (facts.Mirror.ViewOver, read-your-writes until
 //     they come back through the watch), and the next plan commits only

@@ -11,10 +11,10 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-// A round's plan commits while the round loop goes on to the next round
-// (a flight); the next round's view has the flight's writes laid over the
-// mirror (facts.Mirror.ViewOver), so it plans on them as if they had come
-// back through the watch. Before the next plan commits, the flight lands:
+// With Config.OverlapCommit a round's plan commits while the round loop
+// goes on to the next round (a flight); the next round's view has the
+// flight's writes laid over the mirror (facts.Mirror.ViewOver), so it plans
+// on them as if they had come back through the watch. Before the next plan commits, the flight lands:
 // the next plan's reads of laid writes that committed get those writes'
 // revisions (the guards compare them like any other read), and its firings
 // that read a write that did not commit are dropped, and their keys

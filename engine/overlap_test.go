@@ -10,6 +10,32 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
+// overlapConfig is testConfig with the next round evaluated while a plan
+// commits.
+func overlapConfig() Config {
+	c := testConfig()
+	c.OverlapCommit = true
+	return c
+}
+
+// eachCommitMode runs test with plans committed before the next round
+// (the default) and while it evaluates (Config.OverlapCommit).
+func eachCommitMode(t *testing.T, test func(t *testing.T, cfg Config)) {
+	t.Parallel()
+	for _, overlap := range []bool{false, true} {
+		name := "serial"
+		if overlap {
+			name = "overlap"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.OverlapCommit = overlap
+			test(t, cfg)
+		})
+	}
+}
+
 // chainEval derives in two steps, one per round: effective x copies
 // desired x, and effective y copies effective x. The second step reads
 // the first's write, so the round after the first plans on it.
@@ -114,7 +140,7 @@ func TestNextRoundEvaluatesWhilePlanCommits(t *testing.T) {
 	v := newEnv(t)
 	v.put(t, chainDX, "3")
 	ev := &chainEval{}
-	e := v.engine(t, ev, testConfig())
+	e := v.engine(t, ev, overlapConfig())
 	g := newGate(chainEX)
 	defer g.open()
 	e.beforeCommit = g.hold
@@ -196,7 +222,7 @@ func TestFailedCommitDiscardsWhatWasPlannedOnIt(t *testing.T) {
 	v := newEnv(t)
 	v.put(t, chainDX, "3")
 	ev := &chainEval{}
-	e := v.engine(t, ev, testConfig())
+	e := v.engine(t, ev, overlapConfig())
 	g := newGate(chainEX)
 	defer g.open()
 	e.beforeCommit = g.hold
@@ -249,7 +275,7 @@ func TestSwapWaitsForThePlanInFlight(t *testing.T) {
 	t.Parallel()
 	v := newEnv(t)
 	v.put(t, chainDX, "3")
-	e := v.engine(t, &chainEval{}, testConfig())
+	e := v.engine(t, &chainEval{}, overlapConfig())
 	g := newGate(chainEX)
 	defer g.open()
 	e.beforeCommit = g.hold
@@ -274,5 +300,145 @@ func TestSwapWaitsForThePlanInFlight(t *testing.T) {
 	views := swapped.seen()
 	if len(views) == 0 || !views[0].xOK || views[0].x.ModRevision != x.ModRevision {
 		t.Fatalf("the swapped-in set's first view: %+v, want %s at its committed revision %d", views, chainEX, x.ModRevision)
+	}
+}
+
+// Without Config.OverlapCommit the round after a plan is evaluated only
+// once the plan committed: the held transaction holds the round loop.
+func TestSerialCommitHoldsTheNextRound(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, testConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, facts.ServiceInstances("z"), "1") // a change: another round, once the plan committed
+	// Long enough for a round that did not wait to have run: one that
+	// waits passes whatever this is.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(ev.seen()); n != 1 {
+		t.Fatalf("%d evaluations while the first plan's transaction was held, want 1", n)
+	}
+	g.open()
+	x := v.waitValue(t, chainEX, "3")
+	v.waitValue(t, chainEY, "3")
+	for _, s := range ev.seen() {
+		if s.xOK && s.x.ModRevision != x.ModRevision {
+			t.Errorf("a round read %s at revision %d, want only its committed revision %d", chainEX, s.x.ModRevision, x.ModRevision)
+		}
+	}
+	if st := e.Stats(); st.ApplyOverlapTime != 0 || st.ApplyTime <= 0 {
+		t.Errorf("ApplyTime %v, ApplyOverlapTime %v: want the commit waited for, none overlapped", st.ApplyTime, st.ApplyOverlapTime)
+	}
+}
+
+// A leader whose session ends while a plan is in flight writes nothing
+// more: the held transaction fails its leader compare, the plan evaluated
+// on it is not committed, and the standby that takes over evaluates
+// committed state and writes both steps itself.
+func TestLeadershipLostDuringAnOverlappedCommit(t *testing.T) {
+	t.Parallel()
+	a := newEnv(t)
+	b := envOn(t, a.etcd)
+	a.put(t, chainDX, "3")
+	cfgA, cfgB := overlapConfig(), overlapConfig()
+	cfgB.Identity = "engine-b"
+	evA := &chainEval{}
+	ea := a.engine(t, evA, cfgA)
+	g := newGate(chainEX)
+	defer g.open()
+	ea.beforeCommit = g.hold
+	a.run(t, ea)
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	eb := b.engine(t, &chainEval{}, cfgB)
+	b.run(t, eb)
+	a.put(t, facts.ServiceInstances("z"), "1") // a change: engine-a plans y on its held write
+	waitFor(t, "engine-a plans on the held write", 20*time.Second, func() bool {
+		for _, s := range evA.seen() {
+			if s.xOK {
+				return true
+			}
+		}
+		return false
+	})
+	var keys []facts.Fact
+	waitFor(t, "engine-b campaigns", 20*time.Second, func() bool { keys = leaderKeys(t, a); return len(keys) == 2 })
+	if string(keys[0].Value) != "engine-a" {
+		t.Fatalf("election keys: %v", keys)
+	}
+	bRev, err := a.store.RevokeAt(a.ctx, facts.LeaseID(keys[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "engine-b takes over", 20*time.Second, func() bool { return eb.Stats().Leading })
+	g.open()
+	a.waitValue(t, chainEX, "3")
+	a.waitValue(t, chainEY, "3")
+	waitFor(t, "engine-a steps down", 20*time.Second, func() bool { return !ea.Stats().Leading })
+	for _, r := range a.events(t) {
+		if r.Leader != "engine-b" || r.Rev <= bRev {
+			t.Errorf("record %s (rule %s) by %s at %d; want every record by engine-b, after its election at %d", r.Key, r.Rule, r.Leader, r.Rev, bRev)
+		}
+	}
+}
+
+// A shutdown while a plan is in flight stops it and the round loop: Run
+// returns, the held transaction does not commit, nor does anything
+// planned on its writes.
+func TestShutdownStopsThePlanInFlight(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, overlapConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	stop := v.run(t, e)
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, facts.ServiceInstances("z"), "1")
+	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if s.xOK {
+				return true
+			}
+		}
+		return false
+	})
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stop() }()
+	// The transaction is sent once released, with the term's context
+	// already over.
+	time.Sleep(50 * time.Millisecond)
+	g.open()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended with a plan in flight")
+	}
+	for _, k := range []string{chainEX, chainEY} {
+		if f, ok := v.get(t, k); ok {
+			t.Errorf("%s = %s committed after the shutdown", k, f.Value)
+		}
+	}
+	if evs := v.events(t); len(evs) != 0 {
+		t.Errorf("records after the shutdown: %+v", evs)
 	}
 }

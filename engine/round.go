@@ -246,9 +246,10 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	return p, true
 }
 
-// commit records the round's invalid facts and rejections and starts
-// committing its plan, which the next round overlaps (launch, land). It
-// returns only on ctx's end or the loss of leadership.
+// commit records the round's invalid facts and rejections and commits its
+// plan, or with Config.OverlapCommit starts committing it while the next
+// round evaluates (launch, land). An abandoned plan schedules a full round
+// after BackoffMax. It returns only on ctx's end or the loss of leadership.
 func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
 	e := l.e
 	// A full round looks at every fact, an incremental one at what changed.
@@ -265,7 +266,20 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 	if len(p.Firings) == 0 {
 		return nil
 	}
-	l.launch(ctx, ev, p)
+	if e.cfg.OverlapCommit {
+		l.launch(ctx, ev, p)
+		return nil
+	}
+	applying := time.Now()
+	err := e.apply(ctx, l.t, ev, p)
+	e.m.update(func(s *Stats) { s.ApplyTime += time.Since(applying) })
+	if err != nil {
+		return err
+	}
+	if e.needFull {
+		e.needFull = false
+		l.retry = time.After(e.cfg.BackoffMax)
+	}
 	return nil
 }
 

@@ -54,8 +54,9 @@ type benchResult struct {
 	EngineFirings     int64   `json:"engine_firings"` // each committed with one record
 	EngineTxns        int64   `json:"engine_transactions"`
 	EngineRounds      int64   `json:"engine_rounds"`
-	RoundFirings      int     `json:"round_firings"` // the engine's firing budget per round (0: none)
-	AgentCache        bool    `json:"agent_cache"`   // whether the simulated nodes kept their local caches (--agent-cache)
+	RoundFirings      int     `json:"round_firings"`  // the engine's firing budget per round (0: none)
+	OverlapCommit     bool    `json:"overlap_commit"` // whether a plan committed while the next round evaluated (--overlap-commit)
+	AgentCache        bool    `json:"agent_cache"`    // whether the simulated nodes kept their local caches (--agent-cache)
 	Conflicts         int64   `json:"compare_conflicts"`
 	AgentOps          int64   `json:"agent_keys_written"`
 	AgentTxns         int64   `json:"agent_transactions"`
@@ -138,7 +139,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	row("engine time", fmt.Sprintf("%.1fs evaluate", r.EngineEvalSeconds), fmt.Sprintf("%.1fs applying plans (%.1fs more under evaluation), %.1fs waiting for its writes through the watch, %.1fs idle; agents' commits %.1fs",
 		r.EngineApplySeconds, r.EngineApplyOverlapSeconds, r.EngineWatchWaitSeconds, r.EngineIdleSeconds, r.AgentCommitSeconds))
 	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
-	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds (%s), agents %d", r.EngineTxns, r.EngineRounds, budgetText(r.RoundFirings), r.AgentTxns))
+	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds (%s%s), agents %d", r.EngineTxns, r.EngineRounds, budgetText(r.RoundFirings), overlapText(r.OverlapCommit), r.AgentTxns))
 	row("compare conflicts", fmt.Sprintf("%d", r.Conflicts), "engine transactions whose compares failed")
 	row("committed keys/s", fmt.Sprintf("%.0f", r.KeysPerSecond), "")
 	row("raw etcd keys/s", fmt.Sprintf("%.0f", r.RawEtcdKeysPerSecond), fmt.Sprintf("batched put loop, %d puts per transaction, same etcd", r.RawBatch))
@@ -272,4 +273,12 @@ func budgetText(n int) string {
 		return "no firing budget"
 	}
 	return fmt.Sprintf("at most %d firings each", n)
+}
+
+// overlapText says whether plans committed while the next round evaluated.
+func overlapText(on bool) string {
+	if on {
+		return ", each committed while the next evaluated"
+	}
+	return ""
 }
