@@ -228,6 +228,9 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 		}
 		txn.Ops = append(txn.Ops, facts.Put(key, rec))
 	}
+	if e.beforeCommit != nil {
+		e.beforeCommit(chunk)
+	}
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.CommitTimeout)
 	defer cancel()
@@ -250,73 +253,167 @@ func (e *Engine) commitChunk(ctx context.Context, t *term, run *planRun, chunk [
 // answer, the same transaction is retried with backoff: its record keys make
 // a retry after a lost answer harmless. It returns only on ctx's end or the
 // loss of leadership.
-func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) (err error) {
+func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) error {
+	a := e.newApplier(t, p)
+	defer func() { e.noteCommitted(a.run.lastRev) }()
+	if err := a.commitAll(ctx); err != nil {
+		a.report(ev)
+		a.unsettle()
+		return err
+	}
+	if err := a.finish(ctx, ev); err != nil {
+		a.unsettle()
+		return err
+	}
+	return nil
+}
+
+// unsettle hands what the plan left uncommitted when the term ended to the
+// next term (resume.go): its pending firings and the keys it had yet to
+// evaluate again.
+func (a *applier) unsettle() {
+	for _, st := range a.pending {
+		a.e.unsettle(&st.f)
+	}
+	a.e.unsettleKeys(a.reeval)
+	a.e.unsettleKeys(a.lost)
+}
+
+// applier is one plan on its way to etcd. commitAll makes no evaluator
+// call, so it may run while the round loop evaluates the next round;
+// finish, which evaluates dropped bindings again, runs on the round loop.
+type applier struct {
+	e       *Engine
+	t       *term
+	run     *planRun
+	pending []*staged
+	reeval  map[string]bool // keys to evaluate again: stale reads, orphans, dropped writes
+	stuck   int             // conflicts since the last commit
+	backoff time.Duration
+	// check: look for orphans before the next chunk. Firings leave pending
+	// by committing (their writes are then in run.ownRev) or by being
+	// dropped; only a drop can orphan a firing that read a write, so
+	// orphans are looked for after drops alone: a pass over every pending
+	// firing's reads after each chunk made committing a plan of 200,000
+	// firings quadratic.
+	check bool
+	// planned and committed count firings; lost holds the keys of the
+	// writes of every firing that did not commit.
+	planned, committed int
+	lost               map[string]bool
+	gaveUp             bool // past RetryLimit: the plan is abandoned
+}
+
+func (e *Engine) newApplier(t *term, p eval.Plan) *applier {
 	run := &planRun{version: p.RuleSetVersion, ownRev: map[string]int64{}}
-	pending := e.stage(run, p.Firings, p.RuleSetVersion)
-	reeval := map[string]bool{}
-	// A firing that does not commit leaves its binding holding although
-	// the evaluator saw it fire: tell it, since it may keep bindings. When
-	// the term ends first, the next term evaluates them again (resume.go).
-	planned, committed := len(p.Firings), 0
-	defer func() {
-		if committed < planned {
-			ev.Uncommitted()
-		}
-		if err != nil {
-			for _, st := range pending {
-				e.unsettle(&st.f)
-			}
-			e.unsettleKeys(reeval)
-		}
-	}()
-	stuck := 0
-	backoff := e.cfg.BackoffMin
-	// Firings leave pending by committing (their writes are then in
-	// run.ownRev) or by being dropped; only a drop can orphan a firing
-	// that read a write, so orphans are looked for after drops alone: a
-	// pass over every pending firing's reads after each chunk made
-	// committing a plan of 200,000 firings quadratic.
-	check := true
-	for {
-		if check {
-			var orphaned []string
-			pending, orphaned = run.dropOrphans(pending)
-			for _, k := range orphaned {
-				reeval[k] = true
-			}
-			check = false
-		}
-		if len(pending) == 0 {
-			if len(reeval) == 0 {
-				return nil
-			}
-			if err := e.mirror.WaitRev(ctx, run.lastRev); err != nil {
-				return err
-			}
-			p2, err := e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changesFor(r, reeval)) })
-			if err != nil {
-				e.log.Error("engine: evaluating again after a conflict failed", "err", err, "version", run.version)
-				e.needFull = true
-				return nil
-			}
-			e.noteProblems(p2)
-			e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
-			reeval = map[string]bool{}
-			planned += len(p2.Firings)
-			pending = e.stage(run, p2.Firings, run.version)
-			check = true
+	a := &applier{e: e, t: t, run: run, reeval: map[string]bool{}, backoff: e.cfg.BackoffMin, check: true,
+		planned: len(p.Firings), lost: map[string]bool{}}
+	a.pending = e.stage(run, p.Firings, p.RuleSetVersion)
+	if len(a.pending) < len(p.Firings) {
+		a.loseAll(p.Firings, a.pending)
+	}
+	return a
+}
+
+// loseAll notes the writes of the firings of fs that stage set aside.
+func (a *applier) loseAll(fs []eval.Firing, kept []*staged) {
+	k := 0
+	for i := range fs {
+		if k < len(kept) && kept[k].seq == i {
+			k++
 			continue
 		}
-		n := e.chunkLen(t, pending)
-		chunk := pending[:n]
+		for _, w := range fs[i].Writes {
+			a.lost[w.Key] = true
+		}
+	}
+}
+
+// lose notes that the firings of sts will not commit.
+func (a *applier) lose(sts ...*staged) {
+	for _, st := range sts {
+		for _, w := range st.f.Writes {
+			a.lost[w.Key] = true
+		}
+	}
+}
+
+// whole reports whether every firing of the plan committed.
+func (a *applier) whole() bool { return a.committed == a.planned && !a.gaveUp }
+
+// report tells the evaluator that firings did not commit: it may keep
+// bindings, and one it saw fire may still hold.
+func (a *applier) report(ev Evaluator) {
+	if a.committed < a.planned {
+		ev.Uncommitted()
+	}
+}
+
+// finish evaluates the bindings of the dropped firings again and commits
+// what that plans, until nothing is left to evaluate again.
+func (a *applier) finish(ctx context.Context, ev Evaluator) error {
+	e := a.e
+	defer a.report(ev)
+	for !a.gaveUp && len(a.reeval) > 0 {
+		if err := e.mirror.WaitRev(ctx, a.run.lastRev); err != nil {
+			return err
+		}
+		reeval := a.reeval
+		p2, err := e.evaluate(func(r facts.Reader) eval.Plan { return ev.Incremental(r, changesFor(r, reeval)) })
+		if err != nil {
+			e.log.Error("engine: evaluating again after a conflict failed", "err", err, "version", a.run.version)
+			e.needFull = true
+			return nil
+		}
+		e.noteProblems(p2)
+		e.m.update(func(s *Stats) { s.Reevaluated += int64(len(reeval)); s.PlanFirings += int64(len(p2.Firings)) })
+		a.reeval = map[string]bool{}
+		a.planned += len(p2.Firings)
+		a.pending = e.stage(a.run, p2.Firings, a.run.version)
+		a.loseAll(p2.Firings, a.pending)
+		a.check = true
+		if err := a.commitAll(ctx); err != nil {
+			return err
+		}
+	}
+	if a.gaveUp {
+		e.needFull = true
+	}
+	return nil
+}
+
+// commitAll commits the pending firings, dropping the stale ones and those
+// that read their writes, until none is left or the plan is abandoned
+// (gaveUp). The keys to evaluate again collect in reeval. It touches no
+// state of the round loop but through the metrics, and calls no evaluator.
+// It returns only on ctx's end or the loss of leadership.
+func (a *applier) commitAll(ctx context.Context) error {
+	e, t, run := a.e, a.t, a.run
+	for {
+		if a.check {
+			var orphaned []string
+			before := a.pending
+			var kept []*staged
+			kept, orphaned = run.dropOrphans(append([]*staged(nil), before...))
+			a.loseDropped(before, kept)
+			a.pending = kept
+			for _, k := range orphaned {
+				a.reeval[k] = true
+			}
+			a.check = false
+		}
+		if len(a.pending) == 0 {
+			return nil
+		}
+		n := e.chunkLen(t, a.pending)
+		chunk := a.pending[:n]
 		rev, err := e.commitChunk(ctx, t, run, chunk)
 		switch {
 		case err == nil:
 			run.committed(chunk, rev)
-			e.noteCommitted(rev)
-			pending = pending[n:]
-			committed += n
-			stuck, backoff = 0, e.cfg.BackoffMin
+			a.pending = a.pending[n:]
+			a.committed += n
+			a.stuck, a.backoff = 0, e.cfg.BackoffMin
 			e.log.Debug("engine: committed", "rev", rev, "firings", n, "rule", chunk[0].f.Rule)
 		case errors.Is(err, facts.ErrConflict):
 			e.m.update(func(s *Stats) { s.Conflicts++ })
@@ -331,14 +428,16 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				// The same transaction again, its ids unchanged: its
 				// guard conflicts again if the earlier attempt did
 				// commit, and the record is read again then.
-				e.log.Warn("engine: cannot read a firing record after a conflict; retrying", "err", err, "retry_in", backoff)
-				if !facts.Sleep(ctx, backoff) {
+				e.log.Warn("engine: cannot read a firing record after a conflict; retrying", "err", err, "retry_in", a.backoff)
+				if !facts.Sleep(ctx, a.backoff) {
 					return ctx.Err()
 				}
-				backoff = min(backoff*2, e.cfg.BackoffMax)
+				a.backoff = min(a.backoff*2, e.cfg.BackoffMax)
 				continue
 			}
 			var stale []string
+			before := a.pending
+			var kept []*staged
 			if !done {
 				e.mirror.View(func(r facts.Reader) {
 					for _, st := range chunk {
@@ -346,30 +445,32 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 							st.id, st.at = e.ids.Next()
 						}
 					}
-					pending, stale = dropStale(r, run, pending)
+					kept, stale = dropStale(r, run, append([]*staged(nil), before...))
 				})
 			}
-			check = true
+			a.check = true
 			if done {
 				e.m.committed(chunk, doneRev, 0)
 				run.committed(chunk, doneRev)
-				e.noteCommitted(doneRev)
-				pending = pending[n:]
-				committed += n
-				stuck = 0
+				a.pending = a.pending[n:]
+				a.committed += n
+				a.stuck = 0
 				continue
 			}
+			a.loseDropped(before, kept)
+			a.pending = kept
 			for _, k := range stale {
-				reeval[k] = true
+				a.reeval[k] = true
 			}
-			stuck++
+			a.stuck++
 			e.log.Info("engine: conflict; evaluating stale firings again", "rev", rev, "rule", chunk[0].f.Rule,
-				"stale_keys", len(stale), "attempt", stuck, "version", run.version)
-			if stuck > e.cfg.RetryLimit {
-				e.log.Error("engine: plan still conflicts after the retry limit; evaluating everything again", "attempts", stuck,
-					"pending", len(pending), "version", run.version)
+				"stale_keys", len(stale), "attempt", a.stuck, "version", run.version)
+			if a.stuck > e.cfg.RetryLimit {
+				e.log.Error("engine: plan still conflicts after the retry limit; evaluating everything again", "attempts", a.stuck,
+					"pending", len(a.pending), "version", run.version)
 				e.m.update(func(s *Stats) { s.GaveUp++ })
-				e.needFull = true
+				a.lose(a.pending...)
+				a.gaveUp = true
 				return nil
 			}
 		case ctx.Err() != nil:
@@ -379,23 +480,40 @@ func (e *Engine) apply(ctx context.Context, t *term, ev Evaluator, p eval.Plan) 
 				e.log.Error("engine: etcd refuses a firing as too large; skipped", "rule", chunk[0].f.Rule,
 					"bindings", chunk[0].f.Bindings, "err", err)
 				e.m.update(func(s *Stats) { s.Rejected++ })
-				run.drop(pending[0])
-				pending = pending[1:]
-				check = true
+				run.drop(a.pending[0])
+				a.lose(a.pending[0])
+				a.pending = a.pending[1:]
+				a.check = true
 				continue
 			}
 			e.shrinkLimits(chunk, err)
 		default:
 			e.m.update(func(s *Stats) { s.Unavailable++ })
-			e.log.Warn("engine: commit failed; retrying", "err", err, "firings", n, "retry_in", backoff)
+			e.log.Warn("engine: commit failed; retrying", "err", err, "firings", n, "retry_in", a.backoff)
 			if t.lost() {
 				return errLostLeadership
 			}
-			if !facts.Sleep(ctx, backoff) {
+			if !facts.Sleep(ctx, a.backoff) {
 				return ctx.Err()
 			}
-			backoff = min(backoff*2, e.cfg.BackoffMax)
+			a.backoff = min(a.backoff*2, e.cfg.BackoffMax)
 		}
+	}
+}
+
+// loseDropped notes the writes of the firings of before that are not in
+// kept (a subsequence of it).
+func (a *applier) loseDropped(before, kept []*staged) {
+	if len(kept) == len(before) {
+		return
+	}
+	k := 0
+	for _, st := range before {
+		if k < len(kept) && kept[k] == st {
+			k++
+			continue
+		}
+		a.lose(st)
 	}
 }
 

@@ -74,6 +74,15 @@ type Config struct {
 	// budget of that kind.
 	RoundCost uint64
 	RoundTime time.Duration
+	// OverlapCommit commits a round's plan while the next round is
+	// evaluated on a view with the plan's writes laid over the mirror
+	// (overlap.go), rather than evaluating only once the plan committed.
+	// Every write keeps its guards and its record in one transaction
+	// either way. Off by default: on a 2-core machine shared by etcd, the
+	// agents and the engine the commit's wait moved into evaluation and
+	// convergence was not faster (BENCHMARKS.md, "Overlapped commit on
+	// current main").
+	OverlapCommit bool
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
 	// WhileLeading, when set, runs for each term of leadership, from its

@@ -11,6 +11,22 @@
 //     (Continue); every TickInterval the rules that read the clock are
 //     evaluated too (Continue with tick). A swapped evaluator takes over
 //     between rounds.
+//   - overlap.go: with Config.OverlapCommit, a round's plan commits while
+//     the next round evaluates.
+//     At most one plan is in flight; the next round's view has its writes
+//     laid over the mirror (facts.Mirror.ViewOver, read-your-writes until
+//     they come back through the watch), and the next plan commits only
+//     after it landed: its reads of laid writes then get the revisions
+//     those committed at, compared like any read, and its firings that
+//     read a write that did not commit (or AfterAll ones, when any did
+//     not) are dropped and evaluated again the round after. So every
+//     write still commits with its guards and its record in one
+//     transaction, and nothing commits on a write that did not. The
+//     evaluator is handed the exact difference between the views it saw
+//     (laid values included), so the results it keeps do not drift. A
+//     full round (first, after a swap or an abandoned plan) waits for the
+//     plan in flight and evaluates committed state, as does the loop
+//     before it waits for changes, so SettledRev still means committed.
 //   - commit.go: a Plan becomes etcd transactions. Every write is guarded by
 //     the ModRevision of each fact its firing read (0: still absent), every
 //     transaction by the leader key, so a deposed leader writes nothing.

@@ -82,6 +82,9 @@ type Engine struct {
 	// loseAnswer, set by tests, makes a committed transaction look as if
 	// its answer never came, when it returns true.
 	loseAnswer func() bool
+	// beforeCommit, set by tests, runs before each chunk's transaction,
+	// on the goroutine that commits it.
+	beforeCommit func(chunk []*staged)
 	// lastRev is the revision of the engine's latest commit; a round waits
 	// until the mirror holds it, so it never plans against its own past.
 	// Only the round loop's goroutine touches it.

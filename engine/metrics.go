@@ -33,7 +33,10 @@ type Stats struct {
 	// mirror's view), applying plans (commits with their conflicts and
 	// retries), and waiting for its own writes to come back through the
 	// watch before the next evaluation. The rest is waiting for changes.
+	// ApplyTime counts only the time the round loop waited for a commit;
+	// ApplyOverlapTime is commit time the next round's evaluation overlapped.
 	EvalTime, ApplyTime, WatchWaitTime time.Duration
+	ApplyOverlapTime                   time.Duration
 	MaxCommitTime                      time.Duration // slowest successful commit
 	EventsPruned                       int64         // firing records deleted by retention
 	RejectionRecords                   int64         // records of choices that placed nothing

@@ -26,7 +26,8 @@ import (
 //
 // The state is kept for resumeWindow only: an engine that lost its term to
 // a standby would otherwise queue every change of the cluster while it
-// waits. It is not kept when the next round was to be full anyway.
+// waits. It is not kept when the next round was to be full anyway, nor
+// with Config.OverlapCommit, whose plan in flight stops with the term.
 var resumeWindow = 30 * time.Second // a variable for tests
 
 // handOn keeps l for the next term, or closes its subscription when the
@@ -37,7 +38,7 @@ func (e *Engine) handOn(run context.Context, l *leader) {
 	e.resumeMu.Lock()
 	defer e.resumeMu.Unlock()
 	e.dropResumeLocked()
-	if run == nil || run.Err() != nil || l.full || l.retry != nil || l.from < 0 || e.needFull || e.mostUnsettled(l.unsettled) {
+	if run == nil || run.Err() != nil || e.cfg.OverlapCommit || l.full || l.retry != nil || l.from < 0 || e.needFull || e.mostUnsettled(l.unsettled) {
 		l.sub.Close()
 		return
 	}

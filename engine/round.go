@@ -15,12 +15,15 @@ import (
 // evaluates the changes the mirror delivered since the previous one. The
 // engine's own writes come back this way too; the evaluator plans nothing
 // for a value that is already there, so they cost one cheap round. Each
-// round waits for work, evaluates it and commits the plan (wait, evaluate,
-// commit); lead returns only on ctx's end or an error of the commit step.
+// round waits for work, evaluates it and starts committing the plan (wait,
+// evaluate, commit), which the next round's evaluation overlaps (launch,
+// land: overlap.go); lead returns only on ctx's end or an error of the
+// commit step.
 func (e *Engine) lead(ctx context.Context, t *term) error {
 	l := e.resumed() // the previous term's rounds, to go on with (resume.go)
 	if l == nil {
-		l = &leader{e: e, sub: e.mirror.Subscribe(), full: true, from: -1, rejected: map[string]string{}, invalid: invalidMemory{}}
+		l = &leader{e: e, sub: e.mirror.Subscribe(), full: true, from: -1, rejected: map[string]string{},
+			invalid: invalidMemory{}, extra: map[string]bool{}}
 	}
 	l.t = t
 	defer e.handOn(t.run, l)
@@ -40,11 +43,27 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 	l.ticker = time.NewTicker(e.cfg.TickInterval)
 	defer l.ticker.Stop()
 	resuming := !l.full
+	// A plan in flight when the term ends stops with it.
+	fctx, stopFlight := context.WithCancel(ctx)
+	defer func() {
+		stopFlight()
+		if l.fly != nil {
+			<-l.fly.done
+		}
+	}()
 	for {
 		ev, swapped := e.evaluator()
 		if swapped {
 			e.log.Info("engine: rule set swapped", "version", ev.Version())
 			l.full = true
+		}
+		if l.full && l.fly != nil {
+			// Everything is evaluated on committed state: after a
+			// swap, a retry, as before a term's first round.
+			if err := l.land(ctx, nil, nil); err != nil {
+				return err
+			}
+			continue
 		}
 		if resuming && !l.full {
 			if err := l.settleResumed(ctx, ev); err != nil {
@@ -66,10 +85,19 @@ func (e *Engine) lead(ctx context.Context, t *term) error {
 			l.discard(ev, p)
 			return ctx.Err()
 		}
+		if l.fly != nil {
+			next := &p
+			if !ok {
+				next = nil
+			}
+			if err := l.land(ctx, ev, next); err != nil {
+				return err
+			}
+		}
 		if !ok {
 			continue
 		}
-		if err := l.commit(ctx, ev, w, p); err != nil {
+		if err := l.commit(fctx, ev, w, p); err != nil {
 			return err
 		}
 	}
@@ -91,6 +119,10 @@ type leader struct {
 	more     bool              // the evaluator stopped at its firing budget with work left (eval.Plan.More)
 	rejected map[string]string // unplaced binding -> its last rejection record (recordRejections)
 	invalid  invalidMemory     // invalid fact -> the revision it was recorded at (recordInvalid)
+
+	fly   *flight         // the plan committing while the next round evaluates (overlap.go); nil: none
+	laid  []facts.Laid    // the writes laid over the latest evaluation's view
+	extra map[string]bool // keys to evaluate again in the next round: firings dropped when a flight landed
 	// unsettled: keys the previous term's uncommitted firings read and
 	// wrote, evaluated again before this term's first round (resume.go)
 	unsettled map[string]bool
@@ -102,6 +134,7 @@ type work struct {
 	batches []facts.Batch
 	changes []facts.Change // batches merged; after evaluate, with what it took under the view
 	full    bool           // set by evaluate: the round evaluated everything
+	idle    bool           // set by evaluate: nothing new to evaluate, the evaluator was not called
 }
 
 // wait returns the next round's work once there is some: batches from the
@@ -116,8 +149,10 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 	if err := ctx.Err(); err != nil {
 		return w, false, err
 	}
-	if !l.full && !l.more {
-		l.e.settle(l.sub, l.seen)
+	if !l.full && !l.more && len(l.extra) == 0 {
+		if l.fly == nil {
+			l.e.settle(l.sub, l.seen) // not with a plan in flight: its changes are not committed
+		}
 		select {
 		case <-ctx.Done():
 			return w, false, ctx.Err()
@@ -132,6 +167,8 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 			}
 			w.ticked = true
 		case <-l.sub.Ready():
+		case <-l.landing():
+			return w, false, l.land(ctx, nil, nil)
 		}
 	}
 	// Taken before the view: a change that lands after it arrives in
@@ -150,7 +187,7 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 		return w, false, err
 	}
 	l.e.m.update(func(s *Stats) { s.WatchWaitTime += time.Since(waited) })
-	if !l.full && !w.ticked && !l.more && len(w.changes) == 0 {
+	if !l.full && !w.ticked && !l.more && len(w.changes) == 0 && len(l.extra) == 0 {
 		return w, false, nil
 	}
 	return w, true, nil
@@ -162,16 +199,25 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	e := l.e
 	start := time.Now()
-	p, err := e.evaluate(func(r facts.Reader) eval.Plan {
+	p, err := l.evaluateOver(func(r facts.Reader, laid []facts.Laid) eval.Plan {
 		// Under the view the mirror applies nothing: what it
 		// applied since the batches were taken is queued, and
 		// taking it too makes the changes all there is.
 		more := l.sub.Take()
 		if l.full || relisted(more) {
-			l.full, l.from = true, r.Rev()
+			l.full, l.from, l.laid = true, r.Rev(), laid
+			clear(l.extra)
 			return ev.Full(r)
 		}
-		w.changes = merge(append(w.batches, more...))
+		w.changes = l.logical(r, merge(append(w.batches, more...)), laid)
+		l.laid = laid
+		clear(l.extra)
+		if len(w.changes) == 0 && !w.ticked && !l.more {
+			// Only laid writes came back: the view is the one the
+			// evaluator saw last, and from still names it.
+			w.idle = true
+			return eval.Plan{Rev: r.Rev()}
+		}
 		f := l.from
 		l.from = r.Rev()
 		return ev.Continue(f, r, w.changes, w.ticked)
@@ -185,7 +231,9 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	took := time.Since(start)
 	e.m.update(func(s *Stats) {
 		s.EvalTime += took
-		s.Rounds++
+		if !w.idle {
+			s.Rounds++
+		}
 		if w.full {
 			s.FullRounds++
 		}
@@ -217,8 +265,9 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 }
 
 // commit records the round's invalid facts and rejections and commits its
-// plan. An abandoned plan schedules a full round after BackoffMax. It
-// returns only on ctx's end or the loss of leadership.
+// plan, or with Config.OverlapCommit starts committing it while the next
+// round evaluates (launch, land). An abandoned plan schedules a full round
+// after BackoffMax. It returns only on ctx's end or the loss of leadership.
 func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
 	e := l.e
 	// A full round looks at every fact, an incremental one at what changed.
@@ -235,6 +284,10 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 		return err
 	}
 	if len(p.Firings) == 0 {
+		return nil
+	}
+	if e.cfg.OverlapCommit {
+		l.launch(ctx, ev, p)
 		return nil
 	}
 	applying := time.Now()

@@ -14,9 +14,11 @@ import (
 // committed: 40 pending instances on 4 nodes with a budget of 7 firings a
 // round end up all placed, never more than 7 firings to a revision, and
 // spread 10 to a node, which only holds if every slice saw the placements
-// of the slices before it.
-func TestRoundCommittedInSlices(t *testing.T) {
-	t.Parallel()
+// of the slices before it (with Config.OverlapCommit, the slice in flight
+// laid over the view).
+func TestRoundCommittedInSlices(t *testing.T) { eachCommitMode(t, testRoundCommittedInSlices) }
+
+func testRoundCommittedInSlices(t *testing.T, cfg Config) {
 	v := newEnv(t)
 	rs, diags := rules.Load("eval/testdata/choice", rules.WithSchema(v.store.Schema))
 	if diags.HasErrors() {
@@ -38,7 +40,7 @@ func TestRoundCommittedInSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	const budget = 7
-	e := v.engine(t, NewRuleSetEvaluator(rs, nil, eval.WithSeed(1), eval.WithMaxFirings(budget)), testConfig())
+	e := v.engine(t, NewRuleSetEvaluator(rs, nil, eval.WithSeed(1), eval.WithMaxFirings(budget)), cfg)
 	v.run(t, e)
 	settle(t, v, e)
 
@@ -69,5 +71,8 @@ func TestRoundCommittedInSlices(t *testing.T) {
 	}
 	if len(perRev) < 40/budget {
 		t.Errorf("%d revisions with firings, want at least %d slices", len(perRev), 40/budget)
+	}
+	if st := e.Stats(); cfg.OverlapCommit && st.ApplyOverlapTime <= 0 {
+		t.Errorf("ApplyOverlapTime %v: no slice was evaluated while the one before it committed", st.ApplyOverlapTime)
 	}
 }

@@ -15,10 +15,10 @@ import (
 // In the end every effective count equals its desired count, and every
 // effective key the engine wrote carries a firing record at its very
 // revision with its very value: no write is lost, none is unexplained.
-func TestConcurrentWritersConverge(t *testing.T) {
-	t.Parallel()
+func TestConcurrentWritersConverge(t *testing.T) { eachCommitMode(t, testConcurrentWritersConverge) }
+
+func testConcurrentWritersConverge(t *testing.T, cfg Config) {
 	v := newEnv(t)
-	cfg := testConfig()
 	cfg.MaxTxnOps = 16 // many small transactions: more chances to interleave
 	e := v.engine(t, &copyEval{version: "v1"}, cfg)
 	v.run(t, e)

@@ -48,6 +48,7 @@ type benchFlags struct {
 	keep         bool
 	noRecovery   bool
 	roundFirings int
+	overlap      bool
 	agentCache   bool
 	secure       bool
 	roundCost    uint64
@@ -160,6 +161,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
+	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit each engine round's plan while the next round evaluates, as `ccattler server --overlap-commit`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
@@ -265,13 +267,14 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg.Engine.Identity = "bench"
 	cfg.CompactEvery = f.compactEvery
 	cfg.Engine.RoundFirings = f.roundFirings
+	cfg.Engine.OverlapCommit = f.overlap
 	cfg.Engine.RoundCost, cfg.Engine.RoundTime = f.roundCost, f.roundTime
 	cfg.Ops.AdminAddr = "" // no /metrics: the bench reads the engine's counters itself
 	var eng *engine.Engine
 	cfg.OnEngine = func(e *engine.Engine) { eng = e }
 
 	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
-		Services: f.services, RoundFirings: f.roundFirings, CompactEverySeconds: f.compactEvery.Seconds(), AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+		Services: f.services, RoundFirings: f.roundFirings, OverlapCommit: f.overlap, CompactEverySeconds: f.compactEvery.Seconds(), AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phaseErr error

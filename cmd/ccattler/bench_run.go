@@ -229,6 +229,7 @@ func (b *bench) converge(ctx context.Context) error {
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	res.EngineEvalSeconds = (st1.EvalTime - st0.EvalTime).Seconds()
 	res.EngineApplySeconds = (st1.ApplyTime - st0.ApplyTime).Seconds()
+	res.EngineApplyOverlapSeconds = (st1.ApplyOverlapTime - st0.ApplyOverlapTime).Seconds()
 	res.EngineWatchWaitSeconds = (st1.WatchWaitTime - st0.WatchWaitTime).Seconds()
 	res.EngineIdleSeconds = max(0, time.Since(start).Seconds()-res.EngineEvalSeconds-res.EngineApplySeconds-res.EngineWatchWaitSeconds)
 	res.AgentCommitSeconds = (ag1.CommitTime - ag0.CommitTime).Seconds()

@@ -48,6 +48,7 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.DurationVar(&cfg.Engine.EventMaxAge, "event-max-age", cfg.Engine.EventMaxAge, "firing records older than this are deleted (0: no age limit)")
 	f.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", cfg.Engine.EventMaxCount, "the most firing records kept; the oldest go first (0: no limit)")
 	f.IntVar(&cfg.Engine.RoundFirings, "round-firings", cfg.Engine.RoundFirings, "the most firings a round plans before its plan is committed and the rest evaluated against it (0: no limit)")
+	f.BoolVar(&cfg.Engine.OverlapCommit, "overlap-commit", cfg.Engine.OverlapCommit, "commit each round's plan while the next round is evaluated on the plan's writes (the guards and firing records stay in the same transactions)")
 	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost one rule may spend in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long one rule may evaluate in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")

@@ -1,0 +1,444 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// overlapConfig is testConfig with the next round evaluated while a plan
+// commits.
+func overlapConfig() Config {
+	c := testConfig()
+	c.OverlapCommit = true
+	return c
+}
+
+// eachCommitMode runs test with plans committed before the next round
+// (the default) and while it evaluates (Config.OverlapCommit).
+func eachCommitMode(t *testing.T, test func(t *testing.T, cfg Config)) {
+	t.Parallel()
+	for _, overlap := range []bool{false, true} {
+		name := "serial"
+		if overlap {
+			name = "overlap"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.OverlapCommit = overlap
+			test(t, cfg)
+		})
+	}
+}
+
+// chainEval derives in two steps, one per round: effective x copies
+// desired x, and effective y copies effective x. The second step reads
+// the first's write, so the round after the first plans on it.
+type chainEval struct {
+	mu    sync.Mutex
+	views []chainView // what each call saw and planned
+}
+
+type chainView struct {
+	x      facts.Fact // effective x as the view held it
+	xOK    bool
+	firing []string // the rules that fired
+}
+
+var (
+	chainDX = facts.ServiceInstances("x")
+	chainEX = facts.EffectiveInstances("x")
+	chainEY = facts.EffectiveInstances("y")
+)
+
+func (c *chainEval) Version() string                                        { return "chain-v1" }
+func (c *chainEval) Full(r facts.Reader) eval.Plan                          { return c.plan(r) }
+func (c *chainEval) Incremental(r facts.Reader, _ []facts.Change) eval.Plan { return c.plan(r) }
+func (c *chainEval) Continue(_ int64, r facts.Reader, _ []facts.Change, _ bool) eval.Plan {
+	return c.plan(r)
+}
+func (c *chainEval) Uncommitted()         {}
+func (c *chainEval) TimedRules() []string { return nil }
+
+func (c *chainEval) plan(r facts.Reader) eval.Plan {
+	p := eval.Plan{RuleSetVersion: "chain-v1", Rev: r.Rev()}
+	d, dok := r.Get(chainDX)
+	x, xok := r.Get(chainEX)
+	y, yok := r.Get(chainEY)
+	view := chainView{x: x, xOK: xok}
+	if dok && (!xok || string(x.Value) != string(d.Value)) {
+		p.Firings = append(p.Firings, eval.Firing{Rule: "x", Kind: "derive",
+			Reads:  []eval.Read{{Key: chainDX, Rev: d.ModRevision}, {Key: chainEX, Rev: x.ModRevision}},
+			Writes: []eval.Write{{Key: chainEX, Value: d.Value}}})
+		view.firing = append(view.firing, "x")
+	}
+	if xok && (!yok || string(y.Value) != string(x.Value)) {
+		p.Firings = append(p.Firings, eval.Firing{Rule: "y", Kind: "derive",
+			Reads:  []eval.Read{{Key: chainEX, Rev: x.ModRevision}, {Key: chainEY, Rev: y.ModRevision}},
+			Writes: []eval.Write{{Key: chainEY, Value: x.Value}}})
+		view.firing = append(view.firing, "y")
+	}
+	c.mu.Lock()
+	c.views = append(c.views, view)
+	c.mu.Unlock()
+	return p
+}
+
+func (c *chainEval) seen() []chainView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]chainView(nil), c.views...)
+}
+
+// gate holds the first transaction that writes key until released.
+type gate struct {
+	key      string
+	held     atomic.Bool   // the transaction is being held now
+	arrived  chan struct{} // closed when it arrives
+	release  chan struct{}
+	once     sync.Once
+	released sync.Once
+}
+
+func newGate(key string) *gate {
+	return &gate{key: key, arrived: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) hold(chunk []*staged) {
+	for _, st := range chunk {
+		for _, w := range st.f.Writes {
+			if w.Key != g.key {
+				continue
+			}
+			first := false
+			g.once.Do(func() { first = true })
+			if !first {
+				return
+			}
+			g.held.Store(true)
+			close(g.arrived)
+			<-g.release
+			g.held.Store(false)
+			return
+		}
+	}
+}
+
+func (g *gate) open() { g.released.Do(func() { close(g.release) }) }
+
+// The round after a plan is evaluated while that plan's transaction is
+// still held, on a view that has the plan's writes (read-your-writes) that
+// no other reader of the mirror sees; its firing that read such a write
+// commits, guarded by the revision the write committed at.
+func TestNextRoundEvaluatesWhilePlanCommits(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, overlapConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, facts.ServiceInstances("z"), "1") // a change: another round
+	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if s.xOK {
+				return true
+			}
+		}
+		return false
+	})
+	if !g.held.Load() {
+		t.Fatal("the first plan's transaction was released before the next round was evaluated")
+	}
+	var planned chainView
+	for _, s := range ev.seen() {
+		if s.xOK {
+			planned = s
+			break
+		}
+	}
+	if string(planned.x.Value) != "3" || planned.x.ModRevision != facts.Uncommitted {
+		t.Errorf("the next round read %s = %q at revision %d, want the held write 3 at facts.Uncommitted", chainEX, planned.x.Value, planned.x.ModRevision)
+	}
+	if len(planned.firing) != 1 || planned.firing[0] != "y" {
+		t.Errorf("the next round fired %v, want y alone (x's write was already in its view)", planned.firing)
+	}
+	var visible bool
+	v.mirror.View(func(r facts.Reader) { _, visible = r.Get(chainEX) })
+	if visible {
+		t.Errorf("another reader of the mirror sees %s before it committed", chainEX)
+	}
+	if _, ok := v.get(t, chainEX); ok {
+		t.Fatalf("%s in etcd while its transaction is held", chainEX)
+	}
+
+	g.open()
+	x := v.waitValue(t, chainEX, "3")
+	y := v.waitValue(t, chainEY, "3")
+	evs := v.events(t)
+	if len(evs) != 2 || evs[0].Rule != "x" || evs[1].Rule != "y" {
+		t.Fatalf("records: %+v, want x then y", evs)
+	}
+	if evs[0].Rev != x.ModRevision || evs[1].Rev != y.ModRevision {
+		t.Errorf("records at %d and %d, writes at %d and %d", evs[0].Rev, evs[1].Rev, x.ModRevision, y.ModRevision)
+	}
+	var readX *facts.EventRead
+	for i := range evs[1].Reads {
+		if evs[1].Reads[i].Key == chainEX {
+			readX = &evs[1].Reads[i]
+		}
+	}
+	if readX == nil || readX.Rev != x.ModRevision {
+		t.Errorf("y's record read of %s: %+v, want the revision its write committed at (%d)", chainEX, readX, x.ModRevision)
+	}
+	st := e.Stats()
+	if st.Conflicts != 0 {
+		t.Errorf("conflicts %d: the read of the laid write was not given its revision", st.Conflicts)
+	}
+	if st.ApplyOverlapTime <= 0 {
+		t.Errorf("ApplyOverlapTime %v: no commit overlapped an evaluation", st.ApplyOverlapTime)
+	}
+}
+
+// A plan whose transaction fails its guard (a fact it read changed) takes
+// down with it what the round evaluated meanwhile planned on its writes:
+// nothing built on them commits, and the engine reaches the state the
+// facts call for.
+func TestFailedCommitDiscardsWhatWasPlannedOnIt(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, overlapConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, chainDX, "5") // the held firing read 3: its guard fails
+	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if s.xOK && string(s.x.Value) == "3" {
+				return true
+			}
+		}
+		return false
+	})
+	if !g.held.Load() {
+		t.Fatal("the held transaction was released before the next round was evaluated")
+	}
+	g.open()
+	v.waitValue(t, chainEX, "5")
+	v.waitValue(t, chainEY, "5")
+	waitFor(t, "the engine to settle", 20*time.Second, func() bool { return e.Stats().SettledRev >= v.mirror.Rev() })
+
+	for _, r := range v.events(t) {
+		for _, w := range r.Writes {
+			if string(w.Value) == "3" {
+				t.Errorf("record %s (rule %s) wrote %s = 3: planned on a write that never committed", r.Key, r.Rule, w.Key)
+			}
+		}
+	}
+	// One conflict, the held firing's: the firings planned on its write
+	// were dropped when it landed, not sent to fail their compares.
+	st := e.Stats()
+	if st.Conflicts != 1 || st.Reevaluated < 1 {
+		t.Errorf("want one conflict and a re-evaluation, stats %+v", st)
+	}
+	if y, _ := v.get(t, chainEY); string(y.Value) != "5" {
+		t.Errorf("%s = %s, want 5", chainEY, y.Value)
+	}
+}
+
+// A rule set swapped in while a plan commits evaluates everything on
+// committed state: its full round waits for the plan to land, and never
+// sees a write that might not commit.
+func TestSwapWaitsForThePlanInFlight(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	e := v.engine(t, &chainEval{}, overlapConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	swapped := &chainEval{}
+	e.Swap(swapped)
+	// Long enough for a full round that did not wait to have run: one
+	// that waits for the plan passes whatever this is.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(swapped.seen()); n != 0 {
+		t.Fatalf("the swapped-in rule set evaluated %d times while the plan was held", n)
+	}
+	g.open()
+	x := v.waitValue(t, chainEX, "3")
+	v.waitValue(t, chainEY, "3")
+	views := swapped.seen()
+	if len(views) == 0 || !views[0].xOK || views[0].x.ModRevision != x.ModRevision {
+		t.Fatalf("the swapped-in set's first view: %+v, want %s at its committed revision %d", views, chainEX, x.ModRevision)
+	}
+}
+
+// Without Config.OverlapCommit the round after a plan is evaluated only
+// once the plan committed: the held transaction holds the round loop.
+func TestSerialCommitHoldsTheNextRound(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, testConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, facts.ServiceInstances("z"), "1") // a change: another round, once the plan committed
+	// Long enough for a round that did not wait to have run: one that
+	// waits passes whatever this is.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(ev.seen()); n != 1 {
+		t.Fatalf("%d evaluations while the first plan's transaction was held, want 1", n)
+	}
+	g.open()
+	x := v.waitValue(t, chainEX, "3")
+	v.waitValue(t, chainEY, "3")
+	for _, s := range ev.seen() {
+		if s.xOK && s.x.ModRevision != x.ModRevision {
+			t.Errorf("a round read %s at revision %d, want only its committed revision %d", chainEX, s.x.ModRevision, x.ModRevision)
+		}
+	}
+	if st := e.Stats(); st.ApplyOverlapTime != 0 || st.ApplyTime <= 0 {
+		t.Errorf("ApplyTime %v, ApplyOverlapTime %v: want the commit waited for, none overlapped", st.ApplyTime, st.ApplyOverlapTime)
+	}
+}
+
+// A leader whose session ends while a plan is in flight writes nothing
+// more: the held transaction fails its leader compare, the plan evaluated
+// on it is not committed, and the standby that takes over evaluates
+// committed state and writes both steps itself.
+func TestLeadershipLostDuringAnOverlappedCommit(t *testing.T) {
+	t.Parallel()
+	a := newEnv(t)
+	b := envOn(t, a.etcd)
+	a.put(t, chainDX, "3")
+	cfgA, cfgB := overlapConfig(), overlapConfig()
+	cfgB.Identity = "engine-b"
+	evA := &chainEval{}
+	ea := a.engine(t, evA, cfgA)
+	g := newGate(chainEX)
+	defer g.open()
+	ea.beforeCommit = g.hold
+	a.run(t, ea)
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	eb := b.engine(t, &chainEval{}, cfgB)
+	b.run(t, eb)
+	a.put(t, facts.ServiceInstances("z"), "1") // a change: engine-a plans y on its held write
+	waitFor(t, "engine-a plans on the held write", 20*time.Second, func() bool {
+		for _, s := range evA.seen() {
+			if s.xOK {
+				return true
+			}
+		}
+		return false
+	})
+	var keys []facts.Fact
+	waitFor(t, "engine-b campaigns", 20*time.Second, func() bool { keys = leaderKeys(t, a); return len(keys) == 2 })
+	if string(keys[0].Value) != "engine-a" {
+		t.Fatalf("election keys: %v", keys)
+	}
+	bRev, err := a.store.RevokeAt(a.ctx, facts.LeaseID(keys[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "engine-b takes over", 20*time.Second, func() bool { return eb.Stats().Leading })
+	g.open()
+	a.waitValue(t, chainEX, "3")
+	a.waitValue(t, chainEY, "3")
+	waitFor(t, "engine-a steps down", 20*time.Second, func() bool { return !ea.Stats().Leading })
+	for _, r := range a.events(t) {
+		if r.Leader != "engine-b" || r.Rev <= bRev {
+			t.Errorf("record %s (rule %s) by %s at %d; want every record by engine-b, after its election at %d", r.Key, r.Rule, r.Leader, r.Rev, bRev)
+		}
+	}
+}
+
+// A shutdown while a plan is in flight stops it and the round loop: Run
+// returns, the held transaction does not commit, nor does anything
+// planned on its writes.
+func TestShutdownStopsThePlanInFlight(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &chainEval{}
+	e := v.engine(t, ev, overlapConfig())
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	stop := v.run(t, e)
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	v.put(t, facts.ServiceInstances("z"), "1")
+	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if s.xOK {
+				return true
+			}
+		}
+		return false
+	})
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stop() }()
+	// The transaction is sent once released, with the term's context
+	// already over.
+	time.Sleep(50 * time.Millisecond)
+	g.open()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended with a plan in flight")
+	}
+	for _, k := range []string{chainEX, chainEY} {
+		if f, ok := v.get(t, k); ok {
+			t.Errorf("%s = %s committed after the shutdown", k, f.Value)
+		}
+	}
+	if evs := v.events(t); len(evs) != 0 {
+		t.Errorf("records after the shutdown: %+v", evs)
+	}
+}
