@@ -35,6 +35,27 @@ type Feed struct {
 	lookedUp    map[string]time.Time     // instance -> last failed service lookup
 	subs        map[string]chan struct{} // node -> change notification (buffered 1)
 	badKeys     map[string]bool          // placement keys ignored as invalid, logged once each
+	specs       map[string]builtSpec     // service -> its instances' Want as last built from its facts
+}
+
+// builtSpec is a service's Want (Spec.ID empty) and what its facts held
+// when it was built. Every instance of a service has its spec, but for the
+// id: decoding the service's facts again for every instance in every
+// reconcile of every node was most of what a simulated node allocated.
+// The instances share its maps and slices, which nothing changes.
+type builtSpec struct {
+	sig  specSig
+	want Want
+}
+
+// specSig tells whether a service's facts changed: the largest ModRevision
+// of desired/service/{name} and its attributes, and how many there are. A
+// put raises the revision; facts whose largest revision is the same were
+// all there, unchanged, when it was taken, so the same count means the same
+// facts (a delete alone lowers it).
+type specSig struct {
+	rev int64
+	n   int
 }
 
 // NewFeed returns a feed over store; call Run to fill it.
@@ -53,6 +74,7 @@ func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
 		lookedUp:    map[string]time.Time{},
 		subs:        map[string]chan struct{}{},
 		badKeys:     map[string]bool{},
+		specs:       map[string]builtSpec{},
 	}
 }
 
@@ -82,7 +104,6 @@ func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
 		}
 		ok = true
 		out = map[string]Want{}
-		attrs := map[string]map[string][]byte{} // per service, read once
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, id := range placedOn(r, f.placement, node) {
@@ -91,15 +112,43 @@ func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
 				out[id] = Want{Spec: Spec{ID: id}}
 				continue
 			}
-			a, read := attrs[svc]
-			if !read {
-				a = serviceAttrs(r, svc)
-				attrs[svc] = a
-			}
-			out[id] = buildWant(id, svc, a, f.store.Schema)
+			w := f.serviceWantLocked(r, svc)
+			w.Spec.ID = id
+			out[id] = w
 		}
 	})
 	return out, ok
+}
+
+// serviceWantLocked returns the Want of svc's instances, without their id:
+// as last built when the service's facts are unchanged since.
+func (f *Feed) serviceWantLocked(r facts.Reader, svc string) Want {
+	sig := serviceSig(r, svc)
+	if b, ok := f.specs[svc]; ok && b.sig == sig {
+		return b.want
+	}
+	w := buildWant("", svc, serviceAttrs(r, svc), f.store.Schema)
+	if sig.rev > 0 { // facts without revisions (none from etcd) tell no change
+		f.specs[svc] = builtSpec{sig: sig, want: w}
+	} else {
+		delete(f.specs, svc)
+	}
+	return w
+}
+
+// serviceSig is what the facts of svc hold, as specSig tells it.
+func serviceSig(r facts.Reader, svc string) specSig {
+	var sig specSig
+	see := func(a facts.Fact) bool {
+		sig.rev = max(sig.rev, a.ModRevision)
+		sig.n++
+		return true
+	}
+	if f, ok := r.Get(facts.DesiredService(svc)); ok {
+		see(f)
+	}
+	r.Prefix(facts.DesiredService(svc)+"/", see)
+	return sig
 }
 
 // placedOn returns the instances placed on node, as the mirror's index of
@@ -196,7 +245,10 @@ func (f *Feed) apply(b facts.Batch) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(c.Key, "desired/service/"); ok && !b.Relist {
-			svc, _, _ := strings.Cut(rest, "/")
+			svc, _, attr := strings.Cut(rest, "/")
+			if !attr && c.Deleted {
+				delete(f.specs, svc) // removed: its instances go too
+			}
 			if svcs == nil {
 				svcs = map[string]bool{}
 			}
@@ -204,6 +256,7 @@ func (f *Feed) apply(b facts.Batch) {
 		}
 	}
 	if b.Relist {
+		clear(f.specs) // services removed meanwhile came as no change
 		for _, ch := range f.subs {
 			poke(ch)
 		}
