@@ -43,7 +43,28 @@ type Feed struct {
 	// poked or not: 5,000 simulated nodes in one process rebuilt their
 	// wants 2,500 times a second, a sixth of the large bench's CPU.
 	wants map[string]nodeWants
-	pokes map[string]uint64 // subscribed node -> times poked
+	pokes map[string]uint64    // subscribed node -> times poked
+	specs map[string]builtSpec // service -> its instances' Want as last built from its facts
+}
+
+// builtSpec is a service's Want (Spec.ID empty) and what its facts held
+// when it was built. Every instance of a service has its spec, but for the
+// id: decoding the service's facts again for every instance in every
+// reconcile of every node was most of what a simulated node allocated.
+// The instances share its maps and slices, which nothing changes.
+type builtSpec struct {
+	sig  specSig
+	want Want
+}
+
+// specSig tells whether a service's facts changed: the largest ModRevision
+// of desired/service/{name} and its attributes, and how many there are. A
+// put raises the revision; facts whose largest revision is the same were
+// all there, unchanged, when it was taken, so the same count means the same
+// facts (a delete alone lowers it).
+type specSig struct {
+	rev int64
+	n   int
 }
 
 // nodeWants is a node's wants as Desired built them, at, after pokes pokes.
@@ -74,6 +95,7 @@ func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
 		badKeys:     map[string]bool{},
 		wants:       map[string]nodeWants{},
 		pokes:       map[string]uint64{},
+		specs:       map[string]builtSpec{},
 	}
 }
 
@@ -122,21 +144,48 @@ func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
 // buildLocked builds what is placed on node from r. f.mu is held.
 func (f *Feed) buildLocked(r facts.Reader, node string) map[string]Want {
 	out := map[string]Want{}
-	attrs := map[string]map[string][]byte{} // per service, read once
 	for _, id := range placedOn(r, f.placement, node) {
 		svc, known := f.instService[id]
 		if !known {
 			out[id] = Want{Spec: Spec{ID: id}}
 			continue
 		}
-		a, read := attrs[svc]
-		if !read {
-			a = serviceAttrs(r, svc)
-			attrs[svc] = a
-		}
-		out[id] = buildWant(id, svc, a, f.store.Schema)
+		w := f.serviceWantLocked(r, svc)
+		w.Spec.ID = id
+		out[id] = w
 	}
 	return out
+}
+
+// serviceWantLocked returns the Want of svc's instances, without their id:
+// as last built when the service's facts are unchanged since.
+func (f *Feed) serviceWantLocked(r facts.Reader, svc string) Want {
+	sig := serviceSig(r, svc)
+	if b, ok := f.specs[svc]; ok && b.sig == sig {
+		return b.want
+	}
+	w := buildWant("", svc, serviceAttrs(r, svc), f.store.Schema)
+	if sig.rev > 0 { // facts without revisions (none from etcd) tell no change
+		f.specs[svc] = builtSpec{sig: sig, want: w}
+	} else {
+		delete(f.specs, svc)
+	}
+	return w
+}
+
+// serviceSig is what the facts of svc hold, as specSig tells it.
+func serviceSig(r facts.Reader, svc string) specSig {
+	var sig specSig
+	see := func(a facts.Fact) bool {
+		sig.rev = max(sig.rev, a.ModRevision)
+		sig.n++
+		return true
+	}
+	if f, ok := r.Get(facts.DesiredService(svc)); ok {
+		see(f)
+	}
+	r.Prefix(facts.DesiredService(svc)+"/", see)
+	return sig
 }
 
 // placedOn returns the instances placed on node, as the mirror's index of
@@ -233,7 +282,10 @@ func (f *Feed) apply(b facts.Batch) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(c.Key, "desired/service/"); ok && !b.Relist {
-			svc, _, _ := strings.Cut(rest, "/")
+			svc, _, attr := strings.Cut(rest, "/")
+			if !attr && c.Deleted {
+				delete(f.specs, svc) // removed: its instances go too
+			}
 			if svcs == nil {
 				svcs = map[string]bool{}
 			}
@@ -241,6 +293,7 @@ func (f *Feed) apply(b facts.Batch) {
 		}
 	}
 	if b.Relist {
+		clear(f.specs) // services removed meanwhile came as no change
 		for node := range f.subs {
 			f.pokeLocked(node)
 		}

@@ -130,6 +130,7 @@ func TestFrozenAgentReplacesItsExpiredLease(t *testing.T) {
 type childStats struct {
 	agent.Stats
 	HeapInuse uint64
+	HeapLive  uint64 // what the collection just before found live
 }
 
 func reportStats(ctx context.Context, a *agent.Agent) {
@@ -139,7 +140,7 @@ func reportStats(ctx context.Context, a *agent.Agent) {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		enc.Encode(childStats{Stats: a.Stats(), HeapInuse: ms.HeapInuse})
+		enc.Encode(childStats{Stats: a.Stats(), HeapInuse: ms.HeapInuse, HeapLive: ms.HeapAlloc})
 	}
 }
 

@@ -31,12 +31,11 @@ type node struct {
 	path   string          // cache file; "" keeps no cache
 
 	// Owned by the run goroutine.
-	cached      map[string]Spec    // placements as last saved to or loaded from the cache
-	cacheErr    string             // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
-	savedSig    []byte             // what the cache file holds, to skip rewriting it unchanged
-	have        map[string]string  // key -> value as last committed
-	enc         map[string]encoded // key -> the last value report encoded for it, and the encoding
-	haveEpoch   int64              // link epoch and lease generation `have` is valid for
+	cached      map[string]Spec     // placements as last saved to or loaded from the cache
+	cacheErr    string              // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
+	savedSig    []byte              // what the cache file holds, to skip rewriting it unchanged
+	reported    map[string]reported // key -> what report last encoded and committed for it
+	haveEpoch   int64               // link epoch and lease generation reported's commits are valid for
 	haveGen     int64
 	listFailing bool              // the runtime's last List failed (logged once per outage)
 	waiting     map[string]bool   // placed instances whose spec is incomplete (logged once each)
@@ -68,9 +67,9 @@ type failure struct {
 func newNode(a *Agent, nc NodeConfig) *node {
 	n := &node{
 		a: a, cfg: nc, rt: nc.Runtime,
-		log:  a.cfg.Log.With("node", nc.ID),
-		kick: make(chan struct{}, 1),
-		have: map[string]string{}, waiting: map[string]bool{},
+		log:      a.cfg.Log.With("node", nc.ID),
+		kick:     make(chan struct{}, 1),
+		reported: map[string]reported{}, waiting: map[string]bool{},
 		starting: map[string]bool{}, stopping: map[string]bool{}, stopped: map[string]bool{},
 		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]probeHandle{},
 	}

@@ -25,7 +25,10 @@ func (n *node) report(ctx context.Context) {
 	n.mu.Lock()
 	epoch, gen := n.a.link.epoch.Load(), n.leaseGen
 	if epoch != n.haveEpoch || gen != n.haveGen {
-		n.have = map[string]string{}
+		for k, r := range n.reported {
+			r.have = ""
+			n.reported[k] = r
+		}
 		n.haveEpoch, n.haveGen = epoch, gen
 	}
 	want := make(map[string]string, len(n.nodeFacts)+6*len(n.wants))
@@ -39,17 +42,15 @@ func (n *node) report(ctx context.Context) {
 	}
 	var usedCPU float64
 	var usedMem int64
-	if n.enc == nil {
-		n.enc = map[string]encoded{}
-	}
 	put := func(key string, v any) {
 		scalar := false
 		switch v.(type) {
 		case string, float64, int64, time.Time:
 			scalar = true // comparable: the same value has the same encoding
 		}
-		if e, ok := n.enc[key]; ok && scalar && e.v == v {
-			want[key] = e.raw
+		r := n.reported[key]
+		if scalar && r.v == v {
+			want[key] = r.raw
 			return
 		}
 		raw, err := s.Encode(key, v)
@@ -58,9 +59,11 @@ func (n *node) report(ctx context.Context) {
 			return
 		}
 		want[key] = string(raw)
+		r.v, r.raw = nil, ""
 		if scalar {
-			n.enc[key] = encoded{v: v, raw: want[key]}
+			r.v, r.raw = v, want[key]
 		}
+		n.reported[key] = r
 	}
 	var stoppedIDs []string
 	for id := range n.wants {
@@ -136,17 +139,17 @@ func (n *node) report(ctx context.Context) {
 	if n.cacheErr != "" && n.lease != 0 {
 		put(facts.NodeCacheError(n.cfg.ID), clip(n.cacheErr, facts.MaxReason))
 	}
-	if len(n.enc) > len(want) { // instances gone: forget their encodings
-		for k := range n.enc {
+	if len(n.reported) > len(want) { // instances gone: forget them (at worst a fact is written again)
+		for k := range n.reported {
 			if _, ok := want[k]; !ok {
-				delete(n.enc, k)
+				delete(n.reported, k)
 			}
 		}
 	}
 	var ops []facts.Op
 	keys := make([]string, 0, len(want))
 	for k, v := range want {
-		if n.have[k] != v {
+		if n.reported[k].have != v {
 			keys = append(keys, k)
 		}
 	}
@@ -167,7 +170,9 @@ func (n *node) report(ctx context.Context) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, k := range keys {
-		n.have[k] = want[k]
+		r := n.reported[k]
+		r.have = want[k]
+		n.reported[k] = r
 	}
 	if _, sent := want[facts.NodeCacheError(n.cfg.ID)]; sent {
 		n.cacheErr = "" // reported once; the failure policy records and removes it
@@ -175,18 +180,22 @@ func (n *node) report(ctx context.Context) {
 	for _, id := range stoppedIDs {
 		delete(n.stopped, id)
 		for _, attr := range []string{"node", "state", "image", "ip", "health", "started_at", "resources/cpu", "resources/memory", "spec_digest", "reason", "exit_status"} {
-			delete(n.have, facts.InstanceAttr(id, attr))
+			delete(n.reported, facts.InstanceAttr(id, attr))
 		}
 	}
 }
 
-// encoded is a reported value and its encoding. Every report states all of
-// a node's facts and writes those that differ from what etcd has; encoding
-// them all through the schema each time was a third of a simulated node's
-// work at 100,000 instances.
-type encoded struct {
-	v   any
-	raw string
+// reported is what report knows of one of the node's facts, in one map
+// entry (a node holds one for every fact it reports, about nine an
+// instance): the value it last encoded, when comparable, and the encoding,
+// and what it last committed. Every report states all of a node's facts
+// and writes those that differ from what etcd has; encoding them all
+// through the schema each time was a third of a simulated node's work at
+// 100,000 instances.
+type reported struct {
+	v    any    // a scalar value (string, float64, int64, time.Time); nil: none cached
+	raw  string // v's encoding
+	have string // the encoding last committed under the key in this link epoch and lease ("": none)
 }
 
 // clip cuts s to at most n bytes, on a rune boundary, marking the cut.

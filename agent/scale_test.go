@@ -149,6 +149,18 @@ func TestSimScale(t *testing.T) {
 	t.Logf("steady state over 5s: %d writes in %d transactions", idle.Ops-done.Ops, idle.Txns-done.Txns)
 	t.Logf("agent heap in use: %.1f MiB, %.1f KiB per simulated node (%d instances each)",
 		float64(done.HeapInuse)/(1<<20), float64(done.HeapInuse)/1024/float64(nodes), insts/nodes)
+	perNode := float64(idle.HeapLive) / float64(nodes)
+	t.Logf("agent live heap: %.1f MiB, %.1f KiB per simulated node", float64(idle.HeapLive)/(1<<20), perNode/1024)
+	// What a simulated node holds live grows with its instances and
+	// nothing else: about 4.5 KiB an instance (20, 100 and 400 nodes of 10
+	// instances: 2.7, 6.4 and 19.5 MiB, of which about 2.5 MiB is the
+	// process's own: the etcd client, the feed's watch). The bound is that
+	// with room for the machine's variation, so that a per-node cost that
+	// grows (a copy of the fleet's facts per node, say) fails here.
+	const fixed, perInstance = 3 << 20, 6.4 * 1024
+	if limit := fixed/float64(nodes) + perInstance*float64(insts)/float64(nodes); perNode > limit {
+		t.Errorf("a simulated node of %d instances holds %.1f KiB live, want at most %.1f KiB", insts/nodes, perNode/1024, limit/1024)
+	}
 	if idle.Ops-done.Ops > int64(nodes) {
 		t.Errorf("an idle fleet wrote %d facts in 5s: reports are not diffed", idle.Ops-done.Ops)
 	}

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"hash/maphash"
+	"slices"
 	"strings"
 
 	"github.com/ccattler/ccattler/facts"
@@ -58,7 +60,11 @@ type deps struct {
 	// the result's own deps). Once it is, a list forget deletes is the only
 	// way it leaves an index (aggStore.lost).
 	indexed bool
-	set     map[depKey]struct{} // the accesses adjusting added (addNew)
+	// sharedGets: gets is a list the store shares (aggStore.shareReads):
+	// sorted, without repeats, its capacity its length, so that an append
+	// copies it. Nothing writes into it; an append clears the flag.
+	sharedGets bool
+	set        map[depKey]struct{} // the accesses adjusting added (addNew)
 }
 
 // depKey is one access, as a set member.
@@ -90,7 +96,7 @@ func (d *deps) each(fn func(depKey)) {
 func (d *deps) add(k depKey) {
 	switch k.kind {
 	case 'g':
-		d.gets = append(d.gets, k.s)
+		d.gets, d.sharedGets = append(d.gets, k.s), false
 	case 'p':
 		d.prefixes = append(d.prefixes, k.s)
 	case 's':
@@ -149,7 +155,7 @@ func (d *deps) full() bool {
 
 func (d *deps) get(key string) {
 	if !d.full() {
-		d.gets = append(d.gets, key)
+		d.gets, d.sharedGets = append(d.gets, key), false
 	}
 }
 
@@ -188,7 +194,7 @@ func (d *deps) merge(o *deps) {
 		return
 	}
 	d.impure = d.impure || o.impure
-	d.gets = append(d.gets, o.gets...)
+	d.gets, d.sharedGets = append(d.gets, o.gets...), false
 	d.prefixes = append(d.prefixes, o.prefixes...)
 	d.segs = append(d.segs, o.segs...)
 	d.vals = append(d.vals, o.vals...)
@@ -240,10 +246,16 @@ type aggStore struct {
 	// them, so anything that drops results instead drops these whole.
 	whole map[*rules.Aggregate]bool
 	parts []string // the key forget drops results for, split (scratch)
+	// lists is the read lists kept results share (shareReads), by hash
+	// of their keys. A list outlives its last result until the indexes
+	// are next rebuilt (compact): like the stale index entries, at most
+	// about as many keys as the kept results list.
+	lists map[uint64][][]string
+	seed  maphash.Seed
 }
 
 func newAggStore() *aggStore {
-	s := &aggStore{rev: -1}
+	s := &aggStore{rev: -1, seed: maphash.MakeSeed()}
 	s.reset(-1)
 	return s
 }
@@ -260,7 +272,58 @@ func (s *aggStore) reset(rev int64) {
 	s.valsT = map[*facts.FactType][]*aggRef{}
 	s.types = map[*facts.FactType][]*aggRef{}
 	s.whole = map[*rules.Aggregate]bool{}
+	s.lists = map[uint64][][]string{}
 	s.refs, s.limit = 0, 1<<16
+}
+
+// shareReads makes the keys d's computation read a list the store shares
+// with every kept result that read the same keys: sorted, each once, and
+// clipped so that adjusting (addNew) copies it before adding to it.
+// Results of different aggregates over the same facts read the same keys
+// (a service's count of running instances and its count of healthy ones;
+// a nested aggregate's reads are merged into its parent's): at medium,
+// 1,504 kept results held 754,371 keys read, 583,579 of them once per
+// result, in 410 distinct sets.
+func (s *aggStore) shareReads(d *deps) {
+	if d.sharedGets || len(d.gets) == 0 {
+		return
+	}
+	slices.Sort(d.gets)
+	gets := slices.Compact(d.gets)
+	h := s.hashKeys(gets)
+	for _, l := range s.lists[h] {
+		if slices.Equal(l, gets) {
+			d.gets, d.sharedGets = l, true
+			return
+		}
+	}
+	l := slices.Clip(slices.Clone(gets)) // the recorded list's spare capacity goes
+	s.lists[h] = append(s.lists[h], l)
+	d.gets, d.sharedGets = l, true
+}
+
+// share lists d's keys as a list others may share, when it is one.
+func (s *aggStore) share(d *deps) {
+	if !d.sharedGets || len(d.gets) != cap(d.gets) {
+		return
+	}
+	h := s.hashKeys(d.gets)
+	for _, l := range s.lists[h] {
+		if slices.Equal(l, d.gets) {
+			return
+		}
+	}
+	s.lists[h] = append(s.lists[h], d.gets)
+}
+
+func (s *aggStore) hashKeys(keys []string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	for _, k := range keys {
+		h.WriteString(k)
+		h.WriteByte(0) // no key holds a NUL: ["a", "b"] and ["ab"] differ
+	}
+	return h.Sum64()
 }
 
 // index lists a result under every access d holds: its own, or what
@@ -411,6 +474,7 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 				delete(s.groups[r.ag], r.gk)
 				continue
 			}
+			s.shareReads(r.d)
 			r.d.base = r.d.size()
 			s.index(r, r.d)
 		}
@@ -440,6 +504,7 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 			continue
 		}
 		if p.e.deps.base == 0 {
+			s.shareReads(p.e.deps)
 			p.e.deps.base = p.e.deps.size()
 		}
 		gs[p.gk] = p.e
@@ -504,6 +569,7 @@ func (s *aggStore) compact() {
 		for gk, e := range gs {
 			if e.deps != nil {
 				s.index(aggRef{ag, gk, e.deps}, e.deps)
+				s.share(e.deps)
 			}
 		}
 	}
