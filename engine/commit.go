@@ -405,7 +405,13 @@ func (a *applier) commitAll(ctx context.Context) error {
 		if len(a.pending) == 0 {
 			return nil
 		}
-		n := e.chunkLen(t, a.pending)
+		// After a conflict the next transaction is half as large, per
+		// conflict in a row: while agents rewrite the facts a plan read,
+		// a transaction of 5,000 firings finds one of its reads stale
+		// on every attempt, and the plan was given up (a full round,
+		// a minute at 100,000 instances). A smaller one commits, and a
+		// commit restores the size.
+		n := max(1, e.chunkLen(t, a.pending)>>min(a.stuck, 30))
 		chunk := a.pending[:n]
 		rev, err := e.commitChunk(ctx, t, run, chunk)
 		switch {
