@@ -18,6 +18,9 @@ type CompactStats struct {
 	Revision    int64         // the last compaction's revision: history before it is gone
 	Time        time.Duration // total time of the compactions applied
 	MaxTime     time.Duration // the slowest of them
+	// SpaceRecoveries counts the times etcd was found out of space (its
+	// NOSPACE alarm) after a compaction, and defragmented and disarmed.
+	SpaceRecoveries int64
 }
 
 // Compactor bounds etcd's history the way Kubernetes' apiserver does: every
@@ -91,6 +94,7 @@ func (c *Compactor) Run(ctx context.Context, guard []facts.Guard) {
 			return
 		}
 		prev = next
+		c.recoverSpace(ctx)
 	}
 }
 
@@ -119,8 +123,14 @@ func (c *Compactor) step(ctx context.Context, prev int64, guard []facts.Guard) (
 		}
 		return next, true
 	}
+	// Out of space, the compaction is waited for until etcd has deleted
+	// the old versions, so that recoverSpace defragments without them.
+	compact := c.store.Compact
+	if alarmed, err := c.store.SpaceAlarmed(ctx); err == nil && alarmed {
+		compact = c.store.CompactAndWait
+	}
 	start := time.Now()
-	err = c.store.Compact(ctx, prev)
+	err = compact(ctx, prev)
 	took := time.Since(start)
 	switch {
 	case err == nil:
@@ -150,4 +160,25 @@ func (c *Compactor) fail(rev int64, err error) {
 	c.s.Failures++
 	c.mu.Unlock()
 	c.log.Warn("etcd compaction failed; trying again next interval", "rev", rev, "err", err)
+}
+
+// recoverSpace, after a compaction, brings etcd back from its NOSPACE
+// alarm: the backend file outgrew the quota (compaction frees pages in it,
+// only defragmentation gives them back) and etcd takes no puts, the
+// engine's and the agents' included, until the alarm is disarmed
+// (facts.Store.RecoverSpace). A failure is logged; the next interval
+// tries again.
+func (c *Compactor) recoverSpace(ctx context.Context) {
+	start := time.Now()
+	done, err := c.store.RecoverSpace(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.log.Warn("etcd is out of space (NOSPACE alarm) and could not be defragmented and disarmed; trying again next interval", "err", err)
+	case done:
+		c.mu.Lock()
+		c.s.SpaceRecoveries++
+		c.mu.Unlock()
+		c.log.Warn("etcd was out of space (NOSPACE alarm): compacted, defragmented and disarmed; writes go on",
+			"took", time.Since(start).Round(time.Millisecond))
+	}
 }

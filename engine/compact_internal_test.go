@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +127,47 @@ func TestCompactorRunsEveryInterval(t *testing.T) {
 	}
 	if err := s.Compact(context.Background(), c.Stats().Revision); !errors.Is(err, facts.ErrCompacted) {
 		t.Errorf("compacting again to the last revision: %v, want ErrCompacted", err)
+	}
+}
+
+// etcd out of space (its backend over the quota, the NOSPACE alarm) takes
+// no puts, the engine's and agents' included. The compactor's interval
+// compacts, waiting for etcd to delete the old versions, then
+// defragments and disarms: writes go on, and the recovery is counted.
+func TestCompactorRecoversFromNoSpace(t *testing.T) {
+	e := etcdtest.Start(t)
+	e.Etcd.Close()
+	e.Cfg.QuotaBackend = 16 << 20
+	e.Restart(t)
+	s, ctx := e.Store(t), context.Background()
+	c := NewCompactor(s, time.Hour, nil)
+
+	big := `"` + strings.Repeat("x", 256<<10) + `"`
+	var last int64
+	var err error
+	for i := 0; i < 1000; i++ {
+		var rev int64
+		rev, err = etcdtest.PutRaw(ctx, s, fmt.Sprintf("observed/blob/%d", i%8), big)
+		if err != nil {
+			break
+		}
+		last = rev
+	}
+	if !errors.Is(err, facts.ErrNoSpace) {
+		t.Fatalf("after filling the backend: %v, want ErrNoSpace", err)
+	}
+	if _, ok := c.step(ctx, last, nil); !ok {
+		t.Fatal("step stopped")
+	}
+	c.recoverSpace(ctx)
+	if st := c.Stats(); st.SpaceRecoveries != 1 || st.Compactions != 1 {
+		t.Errorf("stats %+v, want one compaction and one recovery", st)
+	}
+	if _, err := etcdtest.PutRaw(ctx, s, "observed/blob/0", `"small"`); err != nil {
+		t.Fatalf("a put after the compactor's interval: %v", err)
+	}
+	c.recoverSpace(ctx) // no alarm: nothing to do
+	if st := c.Stats(); st.SpaceRecoveries != 1 {
+		t.Errorf("recoveries %d after an interval without an alarm, want 1", st.SpaceRecoveries)
 	}
 }

@@ -35,9 +35,20 @@ const CompactTimeout = 30 * time.Second
 // ErrCompactDenied. One member's compaction is every member's: it goes
 // through Raft.
 func (s *Store) Compact(ctx context.Context, rev int64) error {
-	ctx, cancel := context.WithTimeout(ctx, CompactTimeout)
+	return s.compact(ctx, rev, CompactTimeout)
+}
+
+// CompactAndWait is Compact that returns only once etcd has deleted the
+// old versions from its backend (physical): what RecoverSpace then
+// defragments is the backend without them. It waits up to DefragTimeout.
+func (s *Store) CompactAndWait(ctx context.Context, rev int64) error {
+	return s.compact(ctx, rev, DefragTimeout, clientv3.WithCompactPhysical())
+}
+
+func (s *Store) compact(ctx context.Context, rev int64, within time.Duration, opts ...clientv3.CompactOption) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	_, err := s.Client.Compact(ctx, rev)
+	_, err := s.Client.Compact(ctx, rev, opts...)
 	switch {
 	case err == nil:
 		return nil

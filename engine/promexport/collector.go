@@ -68,6 +68,7 @@ var (
 	dReloadFails   = desc("ruleset_reload_failures_total", "Reloads rejected for errors in the rule files.")
 	dCompactions   = desc("etcd_compactions_total", "Compactions of etcd's history this server made while leading (--compact-every).")
 	dCompactFails  = desc("etcd_compaction_failures_total", "Compactions of etcd's history that failed (tried again an interval later).")
+	dSpaceRecover  = desc("etcd_space_recoveries_total", "Times etcd was found out of space (NOSPACE alarm) after a compaction, and defragmented and disarmed.")
 	dCompactRev    = desc("etcd_compact_revision", "Revision of this server's last compaction: etcd's history before it is gone.")
 	dCompactTime   = desc("etcd_compaction_duration_seconds", "Time of the compactions (count: compactions).")
 )
@@ -78,7 +79,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
 		dCommitMax, dPruned, dRejections, dInvalid, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
 		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails,
-		dCompactions, dCompactFails, dCompactRev, dCompactTime} {
+		dCompactions, dCompactFails, dSpaceRecover, dCompactRev, dCompactTime} {
 		ch <- d
 	}
 }
@@ -141,6 +142,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Compact != nil {
 		st := c.src.Compact()
 		counter(dCompactions, float64(st.Compactions))
+		counter(dSpaceRecover, float64(st.SpaceRecoveries))
 		counter(dCompactFails, float64(st.Failures))
 		gauge(dCompactRev, float64(st.Revision))
 		ch <- prometheus.MustNewConstSummary(dCompactTime, uint64(st.Compactions), st.Time.Seconds(), nil)

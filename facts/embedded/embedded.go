@@ -18,14 +18,19 @@ import (
 // in-process when no --etcd is given: a cluster of its own, or one member
 // of a cluster of servers (InitialCluster).
 type Config struct {
-	DataDir     string        // where etcd keeps its data; survives restarts
-	ClientURL   string        // e.g. http://127.0.0.1:2379
-	PeerURL     string        // e.g. http://127.0.0.1:2380
-	Name        string        // member name
-	MaxTxnOps   uint          // raised from etcd's 128 so that plans commit in large batches
-	MaxRequest  uint          // bytes; raised from etcd's 1.5 MiB for the same reason
-	StartWithin time.Duration // how long to wait for the member to be ready
-	LogLevel    string        // etcd's own log level; "" keeps it silent
+	DataDir    string // where etcd keeps its data; survives restarts
+	ClientURL  string // e.g. http://127.0.0.1:2379
+	PeerURL    string // e.g. http://127.0.0.1:2380
+	Name       string // member name
+	MaxTxnOps  uint   // raised from etcd's 128 so that plans commit in large batches
+	MaxRequest uint   // bytes; raised from etcd's 1.5 MiB for the same reason
+	// QuotaBackend is the size in bytes the backend file may reach before
+	// etcd takes no more puts (its NOSPACE alarm): raised from etcd's
+	// 2 GiB, which 100,000 instances on 3 nodes reached while scaling
+	// back, to 8 GiB, the most etcd's documentation suggests. 0: etcd's.
+	QuotaBackend int64
+	StartWithin  time.Duration // how long to wait for the member to be ready
+	LogLevel     string        // etcd's own log level; "" keeps it silent
 	// Auto compaction is left at etcd's default except where a test sets it.
 	AutoCompactionRetention string
 	// SnapshotCount is how many applied entries trigger a raft snapshot,
@@ -72,13 +77,14 @@ const soloCatchUpEntries = 10
 // NewConfig returns the defaults of `ccattler server`.
 func NewConfig() Config {
 	return Config{
-		DataDir:     "ccattler-data",
-		ClientURL:   "http://127.0.0.1:2379",
-		PeerURL:     "http://127.0.0.1:2380",
-		Name:        "ccattler",
-		MaxTxnOps:   16384,
-		MaxRequest:  32 << 20,
-		StartWithin: 60 * time.Second,
+		DataDir:      "ccattler-data",
+		ClientURL:    "http://127.0.0.1:2379",
+		PeerURL:      "http://127.0.0.1:2380",
+		Name:         "ccattler",
+		MaxTxnOps:    16384,
+		MaxRequest:   32 << 20,
+		QuotaBackend: 8 << 30,
+		StartWithin:  60 * time.Second,
 		// A snapshot costs little here (the v3 data is in the backend, the
 		// snapshot file holds only the membership); the entries kept cost
 		// memory, up to a transaction's MaxRequest bytes each.
@@ -106,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateCluster(); err != nil {
 		return err
+	}
+	if c.QuotaBackend < 0 {
+		return fmt.Errorf("embedded etcd: backend quota %d bytes: expected 0 (etcd's default) or more", c.QuotaBackend)
 	}
 	if c.MaxTxnOps < 128 {
 		return fmt.Errorf("embedded etcd: max txn ops %d: expected at least 128", c.MaxTxnOps)
@@ -213,6 +222,7 @@ func Start(cfg Config) (*Etcd, error) {
 		ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
 	}
 	ec.MaxRequestBytes = cfg.MaxRequest
+	ec.QuotaBackendBytes = cfg.QuotaBackend
 	ec.SnapshotCount, ec.SnapshotCatchUpEntries = cfg.SnapshotCount, cfg.SnapshotCatchUpEntries // 0: etcd's defaults
 	if cfg.InitialCluster == "" && cfg.ClusterState != "existing" && ec.SnapshotCatchUpEntries > soloCatchUpEntries {
 		ec.SnapshotCatchUpEntries = soloCatchUpEntries // no follower to catch up
