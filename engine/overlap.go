@@ -91,10 +91,7 @@ func (l *leader) land(ctx context.Context, ev Evaluator, next *eval.Plan) error 
 	if err != nil {
 		return err
 	}
-	if e.needFull {
-		e.needFull = false
-		l.retry = time.After(e.cfg.BackoffMax)
-	}
+	l.retryIfAbandoned()
 	return nil
 }
 

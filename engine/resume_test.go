@@ -42,17 +42,25 @@ func endTerm(t *testing.T, v *env) {
 	}
 }
 
-// An engine whose term ended with nobody else campaigning is elected again
-// and goes on from where its rounds were, without evaluating everything:
-// at 100,000 instances that full round is a minute under the very load
-// that ended the term.
-func TestReelectedEngineGoesOn(t *testing.T) {
+// leadingWithOne runs one engine on a copyEval until it has copied
+// service one's count.
+func leadingWithOne(t *testing.T) (*env, *copyEval, *Engine) {
+	t.Helper()
 	v := newEnv(t)
 	ev := &copyEval{version: "v1"}
 	e := v.engine(t, ev, testConfig())
 	v.run(t, e)
 	v.put(t, facts.ServiceInstances("one"), "1")
 	v.waitValue(t, facts.EffectiveInstances("one"), "1")
+	return v, ev, e
+}
+
+// An engine whose term ended with nobody else campaigning is elected again
+// and goes on from where its rounds were, without evaluating everything:
+// at 100,000 instances that full round is a minute under the very load
+// that ended the term.
+func TestReelectedEngineGoesOn(t *testing.T) {
+	v, ev, e := leadingWithOne(t)
 
 	endTerm(t, v)
 	waitFor(t, "a second term", 10*time.Second, func() bool { st := e.Stats(); return st.Terms == 2 && st.Leading })
@@ -71,12 +79,7 @@ func TestReelectedEngineGoesOn(t *testing.T) {
 // Incremental over the keys they read and wrote: no change would bring
 // them back otherwise.
 func TestTermEndedMidPlanIsEvaluatedAgain(t *testing.T) {
-	v := newEnv(t)
-	ev := &copyEval{version: "v1"}
-	e := v.engine(t, ev, testConfig())
-	v.run(t, e)
-	v.put(t, facts.ServiceInstances("one"), "1")
-	v.waitValue(t, facts.EffectiveInstances("one"), "1")
+	v, ev, e := leadingWithOne(t)
 
 	ended := false
 	ev.setHook(func(p *eval.Plan) {

@@ -296,10 +296,7 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 	if err != nil {
 		return err
 	}
-	if e.needFull {
-		e.needFull = false
-		l.retry = time.After(e.cfg.BackoffMax)
-	}
+	l.retryIfAbandoned()
 	return nil
 }
 
@@ -394,4 +391,13 @@ func merge(batches []facts.Batch) []facts.Change {
 		}
 	}
 	return out
+}
+
+// retryIfAbandoned schedules a full round after BackoffMax when apply
+// abandoned a plan (Engine.needFull).
+func (l *leader) retryIfAbandoned() {
+	if l.e.needFull {
+		l.e.needFull = false
+		l.retry = time.After(l.e.cfg.BackoffMax)
+	}
 }
