@@ -35,6 +35,7 @@ type benchFlags struct {
 	instances    int
 	services     int
 	timeout      time.Duration
+	stall        time.Duration
 	changes      int
 	killShare    float64
 	leaseTTL     time.Duration
@@ -95,7 +96,11 @@ simulated nodes in-process — and measure it:
 A progress line goes to stderr while it runs; the figures go to stdout as a
 table, or one JSON object with -o json. CPU is the whole process's (etcd,
 engine, agents and this measurement together; getrusage), memory the whole
-process's too. Exit code 1 when a phase does not finish within --timeout.`,
+process's too. Exit code 1 when a phase does not finish within --timeout, or
+makes no progress for --stall; either way stderr then says what is left:
+each unfinished service's instances by where they stand, and what one fresh
+evaluation of the rules on the live facts would fire (firings there point at
+the engine; none, at the facts or the agents).`,
 		Example: `  ccattler bench                       # small: 100 nodes, 1,000 instances
   ccattler bench --size medium -o json
   ccattler bench --nodes 10 --instances 50 --services 5
@@ -146,6 +151,7 @@ process's too. Exit code 1 when a phase does not finish within --timeout.`,
 	fl.IntVar(&f.instances, "instances", 0, "instances in total (overrides the preset)")
 	fl.IntVar(&f.services, "services", 0, "services the instances are spread over (default: one per 100 instances)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long each phase may take before the bench fails with exit code 1")
+	fl.DurationVar(&f.stall, "stall", 0, "end a phase, as --timeout does, once it has made no progress for this long, saying what is left (0: never)")
 	fl.IntVar(&f.changes, "changes", 1000, "one-fact changes timed in the change phase (0: skip it)")
 	fl.Float64Var(&f.killShare, "kill-share", 0.01, "share of the nodes whose leases are killed in the recovery phase (at least one node)")
 	fl.IntVar(&f.scaleTo, "scale-to", -1, "after the other phases, scale every service to this many instances and time the stops (-1: skip)")
@@ -217,6 +223,8 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--services %d: expected 1 to --instances (%d)", f.services, f.instances)
 	case f.timeout <= 0:
 		return usageError("--timeout %s: expected a positive duration", f.timeout)
+	case f.stall < 0:
+		return usageError("--stall %s: expected a positive duration, or 0 for never", f.stall)
 	case f.changes < 0:
 		return usageError("--changes %d: expected 0 or more", f.changes)
 	case f.killShare <= 0 || f.killShare >= 0.5:

@@ -26,6 +26,8 @@ type benchResult struct {
 	StoppedAfterSeconds float64 `json:"stopped_after_seconds,omitempty"`
 	ReadyAtStop         int     `json:"running_healthy_at_stop,omitempty"`
 	EndpointsAtStop     int     `json:"endpoints_at_stop,omitempty"`
+	// Where a phase that ran out of --timeout stood (bench_stall.go).
+	Stall *stallReport `json:"stall,omitempty"`
 	// The pace of the first and of the last tenth of the instances to run
 	// healthy (instances/s): apply to a tenth running, and nine tenths to
 	// all. A pace that falls as the nodes fill shows as last < first.

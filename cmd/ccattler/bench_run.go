@@ -447,32 +447,58 @@ func (b *bench) revokeLease(ctx context.Context, id string) error {
 	return nil
 }
 
-// wait waits for a condition of the tracker, at most --timeout.
+// wait waits for a condition of the tracker, at most --timeout, and with
+// --stall at most that long without progress.
 func (b *bench) wait(ctx context.Context, ch <-chan trackSnap, what string) (trackSnap, error) {
 	t := time.NewTimer(b.f.timeout)
 	defer t.Stop()
+	var stall <-chan time.Time
+	if b.f.stall > 0 {
+		tick := time.NewTicker(min(time.Second, b.f.stall))
+		defer tick.Stop()
+		stall = tick.C
+	}
 	start := time.Now()
 	defer func() {
 		if b.res.StoppedIn != "" {
 			b.res.StoppedAfterSeconds = time.Since(start).Seconds()
 		}
 	}()
-	select {
-	case s := <-ch:
-		return s, nil
-	case <-ctx.Done():
-		b.res.StoppedIn = what
-		return trackSnap{}, fmt.Errorf("%s: %w", what, ctx.Err())
-	case <-t.C:
-		b.res.StoppedIn = what
-		status := ""
-		b.pr.mu.Lock()
-		if b.pr.status != nil {
-			status = " (" + b.pr.status() + ")"
+	last, lastAt := b.tr.progress(), start
+	for {
+		select {
+		case s := <-ch:
+			return s, nil
+		case <-ctx.Done():
+			b.res.StoppedIn = what
+			return trackSnap{}, fmt.Errorf("%s: %w", what, ctx.Err())
+		case now := <-stall:
+			if p := b.tr.progress(); p != last {
+				last, lastAt = p, now
+				continue
+			}
+			if now.Sub(lastAt) < b.f.stall {
+				continue
+			}
+			return trackSnap{}, b.stop(what, fmt.Sprintf("no progress for --stall %s", b.f.stall))
+		case <-t.C:
+			return trackSnap{}, b.stop(what, fmt.Sprintf("not done within --timeout %s", b.f.timeout))
 		}
-		b.pr.mu.Unlock()
-		return trackSnap{}, fmt.Errorf("%s: not done within --timeout %s%s: %w", what, b.f.timeout, status, errBenchTimeout)
 	}
+}
+
+// stop ends the phase what, saying why, where it stood and, on stderr,
+// what is left (bench_stall.go).
+func (b *bench) stop(what, why string) error {
+	b.res.StoppedIn = what
+	status := ""
+	b.pr.mu.Lock()
+	if b.pr.status != nil {
+		status = " (" + b.pr.status() + ")"
+	}
+	b.pr.mu.Unlock()
+	b.reportStall(what, why)
+	return fmt.Errorf("%s: %s%s: %w", what, why, status, errBenchTimeout)
 }
 
 // benchServices returns the specs of services services of instances

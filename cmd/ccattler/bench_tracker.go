@@ -255,3 +255,17 @@ func (t *tracker) endpointsOn(nodes map[string]bool) int {
 	}
 	return n
 }
+
+// trackProgress is what the bench's conditions count: while it does not
+// change, no phase gets any nearer its end.
+type trackProgress struct {
+	placed, ready, stoppedAt, endpoints int
+	pending, running, stopped           int
+}
+
+func (t *tracker) progress() trackProgress {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return trackProgress{placed: t.placed, ready: t.ready, stoppedAt: t.stoppedAt, endpoints: len(t.endpoints),
+		pending: t.states["pending"], running: t.states["running"], stopped: t.states["stopped"]}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
+)
+
+// A stalled phase's report tells the engine's part from the facts' part:
+// the instances of each service by where they stand, and what a fresh
+// evaluation of the live facts would fire. Here no engine runs, so the
+// extras of web are left for a fresh round to stop; api, at its count,
+// is not reported.
+func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := etcdtest.Start(t).Store(t)
+	world := map[string]any{
+		facts.Node("node-1"): map[string]any{}, facts.NodeState("node-1"): "alive", facts.NodeLeased("node-1"): true,
+		facts.DesiredService("web"): map[string]any{}, facts.ServiceImage("web"): "nginx:1.28", facts.ServiceInstances("web"): 1,
+		facts.EffectiveInstances("web"): 1, facts.Intent("user", "web"): 1, facts.Intent("user", "api"): 1,
+		facts.DesiredService("api"): map[string]any{}, facts.ServiceImage("api"): "api:2", facts.ServiceInstances("api"): 1,
+		facts.EffectiveInstances("api"): 1,
+	}
+	for i, svc := range []string{"web", "web", "web", "api"} {
+		id := fmt.Sprintf("a000%d", i)
+		world[facts.InstanceService(id)], world[facts.InstanceState(id)], world[facts.InstanceHealth(id)] = svc, "running", "healthy"
+		world[facts.Placement(id)], world[facts.InstanceNode(id)] = "node-1", "node-1"
+	}
+	for k, v := range world {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := facts.NewMirror(s, nil)
+	b := &bench{f: &benchFlags{timeout: time.Second, scaleTo: 1}, mirror: m, tr: newTracker(m), pr: newProgress(new(strings.Builder)), res: &benchResult{}}
+	go b.tr.run(ctx)
+	go func() { _ = m.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var n int
+		b.tr.read(func(t *tracker) { n = t.placed })
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tracker saw %d placements, want 4", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.reportStall("scale-down", "not done within --timeout 1s")
+	r := b.res.Stall
+	if r == nil {
+		t.Fatal("no stall recorded")
+	}
+	if web := r.Services["web"]; web.Placed != 3 || web.PlacedReady != 3 {
+		t.Errorf("web tallied %+v, want 3 placed, 3 running and healthy", web)
+	}
+	if n := r.FreshFirings["stop_placed_extras"]; n != 2 || !strings.Contains(strings.Join(r.FreshBindings["stop_placed_extras"], ";"), "svc=web") {
+		t.Errorf("a fresh round stops %d times (%v), want twice, for web's extras; all: %v", n, r.FreshBindings["stop_placed_extras"], r.FreshFirings)
+	}
+	out := b.pr.w.(*strings.Builder).String()
+	for _, want := range []string{"scale-down: not done within --timeout 1s", "web: 3 placed (3 running and healthy, 0 not yet)", "stop_placed_extras ×2: svc=web id="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "api:") {
+		t.Errorf("api, at its count, is reported:\n%s", out)
+	}
+
+	// --stall ends a phase whose counts stay put, long before --timeout.
+	b.f.timeout, b.f.stall = time.Minute, 300*time.Millisecond
+	start := time.Now()
+	_, err := b.wait(ctx, make(chan trackSnap), "scale-down")
+	if !errors.Is(err, errBenchTimeout) || !strings.Contains(err.Error(), "scale-down: no progress for --stall 300ms") {
+		t.Errorf("wait = %v, want the phase stopped for no progress", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the stalled phase ended after %s", took)
+	}
+	if b.res.StoppedIn != "scale-down" {
+		t.Errorf("stopped_in = %q", b.res.StoppedIn)
+	}
+}
