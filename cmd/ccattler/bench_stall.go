@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -41,13 +42,73 @@ type stallReport struct {
 	FreshBindings map[string][]string `json:"fresh_bindings,omitempty"`
 	FreshSeconds  float64             `json:"fresh_seconds"`
 	FreshProblems []string            `json:"fresh_problems,omitempty"`
+	// The mirror against etcd, under the prefixes a scale or a stop
+	// writes: a mirror that missed writes stalls the engine and the
+	// tracker alike, and its fresh round fires nothing.
+	MirrorRev int64         `json:"mirror_revision"`
+	EtcdRev   int64         `json:"etcd_revision"`
+	Drift     []prefixDrift `json:"mirror_drift,omitempty"`
+}
+
+// prefixDrift is how the mirror differs from etcd under one prefix.
+type prefixDrift struct {
+	Prefix   string   `json:"prefix"`
+	Differ   int      `json:"differ"`   // keys missing, extra or with another value in the mirror
+	Examples []string `json:"examples"` // a few of them
+}
+
+// driftPrefixes are the prefixes stalled compares, the few a removal is
+// made of.
+var driftPrefixes = []string{"desired/service/", "intent/", "effective/", "placement/"}
+
+// drift compares the mirror with etcd under driftPrefixes.
+func (b *bench) drift(ctx context.Context, r *stallReport) error {
+	r.MirrorRev = b.mirror.Rev()
+	for _, p := range driftPrefixes {
+		fs, rev, err := b.store.List(ctx, p, 0)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", p, err)
+		}
+		r.EtcdRev = max(r.EtcdRev, rev)
+		d := prefixDrift{Prefix: p}
+		note := func(format string, args ...any) {
+			if d.Differ++; len(d.Examples) < 5 {
+				d.Examples = append(d.Examples, fmt.Sprintf(format, args...))
+			}
+		}
+		b.mirror.View(func(rd facts.Reader) {
+			in := make(map[string]bool, len(fs))
+			for _, f := range fs {
+				in[f.Key] = true
+				switch m, ok := rd.Get(f.Key); {
+				case !ok:
+					note("%s: etcd %s (revision %d), not in the mirror", f.Key, f.Value, f.ModRevision)
+				case string(m.Value) != string(f.Value):
+					note("%s: etcd %s (revision %d), mirror %s (revision %d)", f.Key, f.Value, f.ModRevision, m.Value, m.ModRevision)
+				}
+			}
+			rd.Prefix(p, func(m facts.Fact) bool {
+				if !in[m.Key] {
+					note("%s: not in etcd, mirror %s (revision %d)", m.Key, m.Value, m.ModRevision)
+				}
+				return true
+			})
+		})
+		if d.Differ > 0 {
+			r.Drift = append(r.Drift, d)
+		}
+	}
+	return nil
 }
 
 // stalled builds the report: the tally of every service, and the fresh
 // round over a copy of the mirror (copied first, so that the engine is not
 // held while the round runs).
-func (b *bench) stalled() (*stallReport, error) {
+func (b *bench) stalled(ctx context.Context) (*stallReport, error) {
 	r := &stallReport{Services: map[string]serviceTally{}}
+	if err := b.drift(ctx, r); err != nil {
+		return r, err
+	}
 	b.tr.read(func(t *tracker) {
 		for _, in := range t.inst {
 			if in.service == "" {
@@ -153,15 +214,26 @@ func (r *stallReport) print(w io.Writer, want int) {
 			name, s.Placed, s.PlacedReady, s.PlacedPending, s.Waiting, s.Stopping, s.Stopped)
 	}
 	if len(r.FreshFirings) == 0 {
-		fmt.Fprintf(w, "a fresh evaluation of the rules at revision %d (%.1f s) fires nothing: the engine is not behind; what is left waits on the facts\n", r.FreshRev, r.FreshSeconds)
+		fmt.Fprintf(w, "a fresh evaluation of the rules on the mirror's facts at revision %d (%.1f s) fires nothing: the engine is not behind them\n", r.FreshRev, r.FreshSeconds)
 	} else {
-		fmt.Fprintf(w, "a fresh evaluation of the rules at revision %d (%.1f s) would fire:\n", r.FreshRev, r.FreshSeconds)
+		fmt.Fprintf(w, "a fresh evaluation of the rules on the mirror's facts at revision %d (%.1f s) would fire:\n", r.FreshRev, r.FreshSeconds)
 		for _, rule := range slices.Sorted(maps.Keys(r.FreshFirings)) {
 			fmt.Fprintf(w, "  %s ×%d: %s\n", rule, r.FreshFirings[rule], strings.Join(r.FreshBindings[rule], "; "))
 		}
 	}
 	for _, p := range r.FreshProblems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+	if len(r.Drift) == 0 {
+		fmt.Fprintf(w, "the mirror (revision %d) holds what etcd (revision %d) holds under %s\n", r.MirrorRev, r.EtcdRev, strings.Join(driftPrefixes, ", "))
+		return
+	}
+	fmt.Fprintf(w, "the mirror (revision %d) differs from etcd (revision %d):\n", r.MirrorRev, r.EtcdRev)
+	for _, d := range r.Drift {
+		fmt.Fprintf(w, "  %s: %d keys, e.g.\n", d.Prefix, d.Differ)
+		for _, e := range d.Examples {
+			fmt.Fprintf(w, "    %s\n", e)
+		}
 	}
 }
 
@@ -175,13 +247,15 @@ func (b *bench) reportStall(what, why string) {
 	case "delete":
 		want = 0
 	}
-	r, err := b.stalled()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := b.stalled(ctx)
 	b.res.Stall = r
 	b.pr.mu.Lock()
 	defer b.pr.mu.Unlock()
 	fmt.Fprintf(b.pr.w, "\n%s: %s; ", what, why)
 	r.print(b.pr.w, want)
 	if err != nil {
-		fmt.Fprintf(b.pr.w, "  (no fresh evaluation: %v)\n", err)
+		fmt.Fprintf(b.pr.w, "  (report cut short: %v)\n", err)
 	}
 }

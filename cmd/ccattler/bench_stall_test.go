@@ -39,9 +39,11 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 		}
 	}
 	m := facts.NewMirror(s, nil)
-	b := &bench{f: &benchFlags{timeout: time.Second, scaleTo: 1}, mirror: m, tr: newTracker(m), pr: newProgress(new(strings.Builder)), res: &benchResult{}}
+	b := &bench{f: &benchFlags{timeout: time.Second, scaleTo: 1}, store: s, mirror: m, tr: newTracker(m), pr: newProgress(new(strings.Builder)), res: &benchResult{}}
 	go b.tr.run(ctx)
-	go func() { _ = m.Run(ctx) }()
+	mctx, stopMirror := context.WithCancel(ctx)
+	mirrored := make(chan struct{})
+	go func() { defer close(mirrored); _ = m.Run(mctx) }()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var n int
 		b.tr.read(func(t *tracker) { n = t.placed })
@@ -72,6 +74,25 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	}
 	if strings.Contains(out, "api:") {
 		t.Errorf("api, at its count, is reported:\n%s", out)
+	}
+	if len(r.Drift) != 0 || !strings.Contains(out, "the mirror (revision ") || !strings.Contains(out, "holds what etcd") {
+		t.Errorf("a current mirror is reported as drifting (%v):\n%s", r.Drift, out)
+	}
+
+	// A mirror that stopped following etcd: the report shows the writes it missed.
+	stopMirror()
+	<-mirrored
+	if _, err := s.PutValue(ctx, facts.EffectiveInstances("api"), 2); err != nil {
+		t.Fatal(err)
+	}
+	b.pr = newProgress(new(strings.Builder))
+	b.reportStall("scale-down", "no progress")
+	out = b.pr.w.(*strings.Builder).String()
+	if d := b.res.Stall.Drift; len(d) != 1 || d[0].Prefix != "effective/" || d[0].Differ != 1 {
+		t.Errorf("drift %+v, want one key under effective/", d)
+	}
+	if want := "effective/service/api/instances: etcd 2 (revision "; !strings.Contains(out, want) || !strings.Contains(out, "mirror 1 (revision") {
+		t.Errorf("the report does not name the missed write %q:\n%s", want, out)
 	}
 
 	// --stall ends a phase whose counts stay put, long before --timeout.
