@@ -39,24 +39,6 @@ func defaultRules(t *testing.T) *rules.RuleSet {
 	return rs
 }
 
-// envWithSchema is newEnv with a store (and so a mirror) of the rule set's
-// schema, as the server has: the evaluator finds facts by their types.
-func envWithSchema(t *testing.T, schema *facts.Schema) *env {
-	t.Helper()
-	etcd := etcdtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	store := etcd.Store(t)
-	store.Schema = schema
-	m := facts.NewMirror(store, nil)
-	if err := m.Sync(ctx); err != nil {
-		t.Fatalf("sync mirror: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &env{etcd: etcd, store: store, mirror: m, ctx: ctx}
-}
-
 // scaleWorld writes nodes alive with room for every instance (each with
 // its lease, on one etcd lease kept alive), the clock, and services of
 // per instances each, as `ccattler bench` applies them.
@@ -188,7 +170,7 @@ func TestScaleDownThroughTermEndsAndConflicts(t *testing.T) {
 		per = 60
 	}
 	rs := defaultRules(t)
-	v := envWithSchema(t, rs.Schema)
+	v := envOnSchema(t, etcdtest.Start(t), rs.Schema)
 	cfg := testConfig()
 	opts := []eval.Option{eval.WithMaxFirings(per / 2), eval.WithYield(v.mirror.Pending), eval.WithMaxKeptReads(256), eval.WithMaxAbsentKeys(8)}
 	e := v.engine(t, NewRuleSetEvaluator(rs, nil, opts...), cfg)
