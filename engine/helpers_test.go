@@ -33,8 +33,19 @@ func newEnv(t testing.TB) *env {
 // envOn gives a second store and mirror (its own client) on the same etcd.
 func envOn(t testing.TB, e *etcdtest.Etcd) *env {
 	t.Helper()
+	return envOnSchema(t, e, nil)
+}
+
+// envOnSchema is envOn with a store (and so a mirror) of the given schema
+// (nil: the store's own), as the server's is of its rule set's: the
+// evaluator of a rule set finds facts by their types.
+func envOnSchema(t testing.TB, e *etcdtest.Etcd, schema *facts.Schema) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	store := e.Store(t)
+	if schema != nil {
+		store.Schema = schema
+	}
 	m := facts.NewMirror(store, nil)
 	if err := m.Sync(ctx); err != nil {
 		t.Fatalf("sync mirror: %v", err)

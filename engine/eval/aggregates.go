@@ -409,7 +409,7 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 	}
 	mark := len(s.reads)
 	parent := rd.ov.rec
-	d := &deps{tooMany: info != nil && info.timed}
+	d := &deps{tooMany: info != nil && info.timed, max: rd.e.maxDeps}
 	rd.ov.rec = d
 	rd.e.stats.Aggregates++
 	visited := rd.e.stats.FactsVisited

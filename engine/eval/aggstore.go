@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -65,6 +66,7 @@ type deps struct {
 	// copies it. Nothing writes into it; an append clears the flag.
 	sharedGets bool
 	set        map[depKey]struct{} // the accesses adjusting added (addNew)
+	max        int                 // the accesses it may hold (maxDeps, WithMaxKeptReads); 0: maxDeps
 }
 
 // depKey is one access, as a set member.
@@ -138,8 +140,9 @@ type segDep struct {
 	v   string
 }
 
-// maxDeps bounds the accesses of a result the store keeps: a result that
-// read more is recomputed in every round that needs it.
+// maxDeps bounds, by default (WithMaxKeptReads), the accesses of a result
+// the store keeps: a result that read more is recomputed in every round
+// that needs it.
 const maxDeps = 1 << 14
 
 func (d *deps) size() int {
@@ -147,7 +150,7 @@ func (d *deps) size() int {
 }
 
 func (d *deps) full() bool {
-	if !d.tooMany && d.size() >= maxDeps {
+	if !d.tooMany && d.size() >= cmp.Or(d.max, maxDeps) {
 		d.tooMany = true
 	}
 	return d.tooMany
@@ -235,6 +238,7 @@ type aggStore struct {
 	partial map[*rules.Aggregate]map[string][]string
 	refs    int // index entries, stale ones included
 	limit   int // refs at which the indexes are rebuilt without stale entries
+	least   int // the least limit: 4 x maxDeps (WithMaxKeptReads)
 	// lost, while keep forgets a round's writes, is the index lists forget
 	// deleted (lostT: the lists by type of valsT): a result restored as it
 	// was before the round is listed again under those alone.
@@ -255,7 +259,7 @@ type aggStore struct {
 }
 
 func newAggStore() *aggStore {
-	s := &aggStore{rev: -1, seed: maphash.MakeSeed()}
+	s := &aggStore{rev: -1, seed: maphash.MakeSeed(), least: 4 * maxDeps}
 	s.reset(-1)
 	return s
 }
@@ -273,7 +277,7 @@ func (s *aggStore) reset(rev int64) {
 	s.types = map[*facts.FactType][]*aggRef{}
 	s.whole = map[*rules.Aggregate]bool{}
 	s.lists = map[uint64][][]string{}
-	s.refs, s.limit = 0, 1<<16
+	s.refs, s.limit = 0, s.least
 }
 
 // shareReads makes the keys d's computation read a list the store shares
@@ -573,7 +577,7 @@ func (s *aggStore) compact() {
 			}
 		}
 	}
-	s.limit = max(1<<16, 2*s.refs)
+	s.limit = max(s.least, 2*s.refs)
 }
 
 // MaxAdjust is by default (WithMaxAdjust) the largest batch of changes the

@@ -99,6 +99,26 @@ func WithYield(pending func() bool) Option { return func(e *Evaluator) { e.yield
 // cut, and one CEL evaluation still run to their end.
 func WithStop(stopped func() bool) Option { return func(e *Evaluator) { e.stop = stopped } }
 
+// WithMaxAbsentKeys sets how many keys found absent a round interns to
+// find them absent again without a look in the facts (default 65,536);
+// past it, each is copied for each read. Tests lower it to cross the bound
+// on small worlds.
+func WithMaxAbsentKeys(n int) Option { return func(e *Evaluator) { e.maxAbsent = max(n, 0) } }
+
+// WithMaxKeptReads sets how many accesses to the facts an aggregate
+// result kept across rounds may depend on (default 16,384, about a
+// thousand instances of one service): one that read more is computed
+// again in every round that needs it. The store's indexes are rebuilt
+// without stale entries once they hold more than four times as many.
+// Tests lower it to cross both bounds on small worlds.
+func WithMaxKeptReads(n int) Option {
+	return func(e *Evaluator) {
+		e.maxDeps = max(n, 1)
+		e.aggs.store.least = 4 * e.maxDeps
+		e.aggs.store.reset(e.aggs.store.rev)
+	}
+}
+
 // WithMaxFresh bounds the fresh ids one binding may draw in a round (default 10000).
 func WithMaxFresh(n int) Option { return func(e *Evaluator) { e.maxFresh = n } }
 
@@ -131,6 +151,8 @@ type Evaluator struct {
 	maxPasses   int
 	maxFresh    int
 	maxAggReads int
+	maxAbsent   int // WithMaxAbsentKeys
+	maxDeps     int // WithMaxKeptReads
 	maxGuarded  int
 	maxAdjust   int
 	maxFirings  int
@@ -154,7 +176,7 @@ type Evaluator struct {
 
 // New returns an evaluator of rs.
 func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
-	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, wholeAt: map[int]int{}, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxGuarded: MaxGuardedReads, maxAdjust: -1,
+	e := &Evaluator{rs: rs, clock: time.Now, maxPasses: 16, wholeAt: map[int]int{}, maxFresh: 10000, maxAggReads: MaxAggregateReads, maxAbsent: maxAbsentKeys, maxDeps: maxDeps, maxGuarded: MaxGuardedReads, maxAdjust: -1,
 		pats: map[*rules.Pattern]*patInfo{}, heads: map[*rules.Head]*rules.Pattern{}}
 	e.aggs = newAggregates(e)
 	e.values = valueCache{}
@@ -406,7 +428,9 @@ type round struct {
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 	n := len(e.rs.Rules)
-	rd := &round{e: e, ov: newOverlay(r, e.rs.Schema),
+	ov := newOverlay(r, e.rs.Schema)
+	ov.maxAbsent = e.maxAbsent
+	rd := &round{e: e, ov: ov,
 		plan:    &Plan{RuleSetVersion: e.rs.Version, Rev: r.Rev()},
 		now:     types.Timestamp{Time: e.clock().UTC()},
 		queue:   make([][]task, n),

@@ -41,11 +41,13 @@ type overlay struct {
 	// every binding it places (a node's architecture, its network), and
 	// copying the key for each read was a tenth of what a converging
 	// round allocated. A write of one is in w, which is looked in first.
-	absent map[string]string
+	absent    map[string]string
+	maxAbsent int // how many absent keys it interns at most (maxAbsentKeys, WithMaxAbsentKeys)
 }
 
-// maxAbsentKeys bounds the absent keys an overlay interns: past it, a key
-// found nowhere is copied for each read, as before.
+// maxAbsentKeys bounds, by default (WithMaxAbsentKeys), the absent keys an
+// overlay interns: past it, a key found nowhere is copied for each read,
+// as before.
 const maxAbsentKeys = 1 << 16
 
 type ovEntry struct {
@@ -71,7 +73,7 @@ func newOverlay(r facts.Reader, schema *facts.Schema) *overlay {
 	return &overlay{base: tableOf(r, schema), schema: schema, w: map[string]*ovEntry{},
 		keys:   btree.NewG(32, func(a, b *ovEntry) bool { return a.f.Key < b.f.Key }),
 		byType: map[*facts.FactType][]*ovEntry{}, bySeg: map[ovSegKey][]*ovEntry{}, byVal: map[ovValKey][]*ovEntry{},
-		writes: map[*facts.FactType]int{}}
+		writes: map[*facts.FactType]int{}, maxAbsent: maxAbsentKeys}
 }
 
 // tableOf returns the table r is, or a copy of r's facts in one.
@@ -188,11 +190,11 @@ func (o *overlay) getPattern(p *rules.Pattern, b *binding) (key string, f facts.
 }
 
 // internAbsent copies o.buf, a key the base does not hold, and remembers
-// it (maxAbsentKeys at most), so that reading it again neither looks in
+// it (maxAbsent at most), so that reading it again neither looks in
 // the base nor copies it.
 func (o *overlay) internAbsent() string {
 	k := string(o.buf)
-	if len(o.absent) < maxAbsentKeys {
+	if len(o.absent) < o.maxAbsent {
 		if o.absent == nil {
 			o.absent = map[string]string{}
 		}
