@@ -45,9 +45,15 @@ type stallReport struct {
 	// The mirror against etcd, under the prefixes a scale or a stop
 	// writes: a mirror that missed writes stalls the engine and the
 	// tracker alike, and its fresh round fires nothing.
-	MirrorRev int64         `json:"mirror_revision"`
-	EtcdRev   int64         `json:"etcd_revision"`
-	Drift     []prefixDrift `json:"mirror_drift,omitempty"`
+	MirrorRev     int64         `json:"mirror_revision"`
+	EtcdRev       int64         `json:"etcd_revision"`
+	Drift         []prefixDrift `json:"mirror_drift,omitempty"`
+	MirrorEvents  int64         `json:"mirror_events"`  // watch events the mirror applied in the run
+	MirrorRelists int64         `json:"mirror_relists"` // its full lists, the first one included
+	// A new watch from the mirror's revision on, for a few seconds: events
+	// it delivers that the mirror has not point at the mirror's own watch.
+	ProbeEvents int    `json:"probe_events"`
+	ProbeFirst  string `json:"probe_first,omitempty"` // the first one's key and revision
 }
 
 // prefixDrift is how the mirror differs from etcd under one prefix.
@@ -61,9 +67,21 @@ type prefixDrift struct {
 // made of.
 var driftPrefixes = []string{"desired/service/", "intent/", "effective/", "placement/"}
 
-// drift compares the mirror with etcd under driftPrefixes.
+// drift compares the mirror with etcd under driftPrefixes, and probes
+// etcd with a watch of its own from the mirror's revision on.
 func (b *bench) drift(ctx context.Context, r *stallReport) error {
 	r.MirrorRev = b.mirror.Rev()
+	st, _ := b.mirror.Stats()
+	r.MirrorEvents, r.MirrorRelists = st.Events, st.Relists
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	for resp := range b.store.Watch(pctx, "", r.MirrorRev+1) {
+		if r.ProbeFirst == "" && len(resp.Events) > 0 {
+			ev := resp.Events[0]
+			r.ProbeFirst = fmt.Sprintf("%s at revision %d", b.store.Rel(string(ev.Kv.Key)), ev.Kv.ModRevision)
+		}
+		r.ProbeEvents += len(resp.Events)
+	}
+	cancel()
 	for _, p := range driftPrefixes {
 		fs, rev, err := b.store.List(ctx, p, 0)
 		if err != nil {
@@ -224,6 +242,12 @@ func (r *stallReport) print(w io.Writer, want int) {
 	for _, p := range r.FreshProblems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
+	fmt.Fprintf(w, "the mirror applied %d watch events and listed everything %d times; a new watch from its revision on delivered %d events in 3 s",
+		r.MirrorEvents, r.MirrorRelists, r.ProbeEvents)
+	if r.ProbeFirst != "" {
+		fmt.Fprintf(w, ", the first %s", r.ProbeFirst)
+	}
+	fmt.Fprintln(w)
 	if len(r.Drift) == 0 {
 		fmt.Fprintf(w, "the mirror (revision %d) holds what etcd (revision %d) holds under %s\n", r.MirrorRev, r.EtcdRev, strings.Join(driftPrefixes, ", "))
 		return

@@ -75,6 +75,9 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	if strings.Contains(out, "api:") {
 		t.Errorf("api, at its count, is reported:\n%s", out)
 	}
+	if r.ProbeEvents != 0 || r.MirrorEvents == 0 && r.MirrorRelists == 0 {
+		t.Errorf("a current mirror: probe %d events, mirror %d events and %d lists", r.ProbeEvents, r.MirrorEvents, r.MirrorRelists)
+	}
 	if len(r.Drift) != 0 || !strings.Contains(out, "the mirror (revision ") || !strings.Contains(out, "holds what etcd") {
 		t.Errorf("a current mirror is reported as drifting (%v):\n%s", r.Drift, out)
 	}
@@ -88,6 +91,9 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	b.pr = newProgress(new(strings.Builder))
 	b.reportStall("scale-down", "no progress")
 	out = b.pr.w.(*strings.Builder).String()
+	if p := b.res.Stall; p.ProbeEvents != 1 || !strings.HasPrefix(p.ProbeFirst, "effective/service/api/instances at revision ") {
+		t.Errorf("the probe watch found %d events (%q), want the one the mirror missed", p.ProbeEvents, p.ProbeFirst)
+	}
 	if d := b.res.Stall.Drift; len(d) != 1 || d[0].Prefix != "effective/" || d[0].Differ != 1 {
 		t.Errorf("drift %+v, want one key under effective/", d)
 	}
