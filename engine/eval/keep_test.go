@@ -174,3 +174,82 @@ func TestRestoredCountIsDroppedByItsFacts(t *testing.T) {
 		t.Fatalf("placed counted %v, want s0 1 (the placement written) and s1 0", placed)
 	}
 }
+
+// largeCount counts one service's healthy placed instances, reading four
+// facts of each: a service of thousands reads more than the store once
+// kept (16,384 accesses).
+const largeCount = `
+rule "count" {
+  doc       = "The effective count is the number of healthy placed instances."
+  principal = "intent-resolver"
+  match {
+    n = "desired/service/{svc}/instances"
+  }
+  aggregate "healthy" {
+    match {
+      svc  = "observed/instance/{i}/service"
+      node = "placement/instance/{i}"
+      h    = "observed/instance/{i}/health"
+    }
+    optional {
+      img = "observed/instance/{i}/image"
+      ip  = "observed/instance/{i}/ip"
+    }
+    where = "h == 'healthy' && img.orValue('') != 'retired'"
+    count = true
+  }
+  when = "n >= 0"
+  emit "effective/service/{svc}/instances" {
+    value = "healthy"
+  }
+}
+`
+
+// TestLargeServiceCountKept: the count of a service of 6,000 instances,
+// whose computation reads 24,000 facts, is kept across rounds and
+// adjusted for a change of one of them, as a small service's is. Past the
+// store's old bound of 16,384 accesses it was recounted in every round
+// that read it: scaling 10,000 instances of a service back recounted its
+// instances in each of the tens of rounds the stops took.
+func TestLargeServiceCountKept(t *testing.T) {
+	rs := loadSrc(t, largeCount)
+	tb := newTable()
+	const n = 6000
+	putKnown(tb, "desired/service/web/instances", `3`)
+	for i := range n {
+		id := fmt.Sprintf("%05x", i)
+		putKnown(tb, "observed/instance/"+id+"/service", `"web"`)
+		putKnown(tb, "placement/instance/"+id, `"node-1"`)
+		putKnown(tb, "observed/instance/"+id+"/health", `"healthy"`)
+		putKnown(tb, "observed/instance/"+id+"/image", `"nginx:1.28"`)
+		putKnown(tb, "observed/instance/"+id+"/ip", `"10.0.0.1"`)
+	}
+	ev := eval.New(rs, eval.WithWholeAggregates(-1)) // counted a group at a time, as the store keeps them
+	from := tb.Rev()
+	p := ev.Full(tb)
+	if len(p.Firings) != 1 || string(p.Firings[0].Writes[0].Value) != fmt.Sprint(n) {
+		t.Fatalf("full round: %v, want effective %d", p.Firings, n)
+	}
+	changes := applyKnown(tb, p)
+	// Continue's first round starts the store from the Full's reader: it
+	// counts once and keeps the result.
+	changes = append(changes, putKnown(tb, "desired/service/web/instances", `4`))
+	rev := tb.Rev()
+	changes = applyKnown(tb, ev.Continue(from, tb, changes, false))
+	from = rev
+	for round, id := range []string{"00000", "00001", "00002"} {
+		changes = append(changes, putKnown(tb, "observed/instance/"+id+"/health", `"unhealthy"`))
+		rev := tb.Rev()
+		was := ev.Stats()
+		p := ev.Continue(from, tb, changes, false)
+		from = rev
+		if d := ev.Stats().Aggregates - was.Aggregates; d != 0 {
+			t.Errorf("round %d counted the service's %d instances again (%d counts), want its kept count adjusted", round, n, d)
+		}
+		want := fmt.Sprint(n - 1 - round)
+		if len(p.Firings) != 1 || string(p.Firings[0].Writes[0].Value) != want {
+			t.Fatalf("round %d: %v, want effective %s", round, p.Firings, want)
+		}
+		changes = applyKnown(tb, p)
+	}
+}
