@@ -139,16 +139,8 @@ type segDep struct {
 }
 
 // maxDeps bounds the accesses of a result the store keeps: a result that
-// read more is recomputed in every round that needs it. A service's counts
-// read about 16 facts of each of its instances (its relation's patterns
-// and optionals), so the bound is a service's size: 1 << 14 kept the
-// counts of services of up to about 1,000 instances, and one of 10,000
-// (`ccattler bench --nodes 3 --instances 100000 --services 10`) had every
-// one of its 20 counts recounted over its instances in each round that
-// read them, tens of rounds while it was scaled back (BENCHMARKS.md,
-// "Scaling 100,000 back to 30"). Kept, a result costs a pointer per
-// access in the index.
-const maxDeps = 1 << 18
+// read more is recomputed in every round that needs it.
+const maxDeps = 1 << 14
 
 func (d *deps) size() int {
 	return len(d.gets) + len(d.prefixes) + len(d.segs) + len(d.vals) + len(d.types)
