@@ -134,39 +134,22 @@ func convergedWorld(b *testing.B, rs *rules.RuleSet, nodes, services, instances 
 // long each round took.
 func converge(b *testing.B, rs *rules.RuleSet, nodes, services, instances int, opts ...eval.Option) (*facts.Table, *eval.Evaluator, int64, []time.Duration) {
 	b.Helper()
-	t := applyWorld(b, nodes, services, instances)
+	return convergeWorld(b, applyWorld(b, nodes, services, instances), rs, opts...)
+}
+
+// convergeWorld runs the engine's rounds on t from a full one, every
+// placed instance reported running and healthy between rounds, until the
+// fixpoint.
+func convergeWorld(b *testing.B, t *facts.Table, rs *rules.RuleSet, opts ...eval.Option) (*facts.Table, *eval.Evaluator, int64, []time.Duration) {
+	b.Helper()
 	ev := eval.New(rs, opts...)
 	from := t.Rev()
 	start := time.Now()
-	changes := applyPlan(t, ev.Full(t))
+	full := ev.Full(t)
+	changes, more := applyPlan(t, full), full.More
 	took := []time.Duration{time.Since(start)}
-	report := func() []facts.Change {
-		var out []facts.Change
-		put := func(k, v string) {
-			if f, ok := t.Get(k); ok && string(f.Value) == v {
-				return
-			}
-			out = append(out, putFact(t, k, v))
-		}
-		var placed []facts.Fact
-		t.Prefix("placement/instance/", func(f facts.Fact) bool {
-			placed = append(placed, f)
-			return true
-		})
-		for n, f := range placed {
-			id := strings.TrimPrefix(f.Key, "placement/instance/")
-			put(facts.InstanceNode(id), string(f.Value))
-			put(facts.InstanceState(id), `"running"`)
-			put(facts.InstanceImage(id), `"nginx:1.28"`)
-			put(facts.InstanceIP(id), fmt.Sprintf(`"10.%d.%d.%d"`, n>>16&255, n>>8&255, n&255))
-			put(facts.InstanceHealth(id), `"healthy"`)
-			put(facts.InstanceStartedAt(id), `"2026-11-29T21:00:01Z"`)
-		}
-		return out
-	}
-	more := false
-	for round := 0; round < 200; round++ {
-		changes = append(changes, report()...)
+	for round := 0; round < 400; round++ {
+		changes = append(changes, reportRunning(t)...)
 		if len(changes) == 0 && !more {
 			return t, ev, from, took
 		}
@@ -177,8 +160,35 @@ func converge(b *testing.B, rs *rules.RuleSet, nodes, services, instances int, o
 		from, more = rev, p.More
 		changes = applyPlan(t, p)
 	}
-	b.Fatal("no fixpoint after 200 rounds")
+	b.Fatal("no fixpoint after 400 rounds")
 	return nil, nil, 0, nil
+}
+
+// reportRunning is what the agents report of every placed instance once
+// it runs, as changes (none for a fact already so).
+func reportRunning(t *facts.Table) []facts.Change {
+	var out []facts.Change
+	put := func(k, v string) {
+		if f, ok := t.Get(k); ok && string(f.Value) == v {
+			return
+		}
+		out = append(out, putFact(t, k, v))
+	}
+	var placed []facts.Fact
+	t.Prefix("placement/instance/", func(f facts.Fact) bool {
+		placed = append(placed, f)
+		return true
+	})
+	for n, f := range placed {
+		id := strings.TrimPrefix(f.Key, "placement/instance/")
+		put(facts.InstanceNode(id), string(f.Value))
+		put(facts.InstanceState(id), `"running"`)
+		put(facts.InstanceImage(id), `"nginx:1.28"`)
+		put(facts.InstanceIP(id), fmt.Sprintf(`"10.%d.%d.%d"`, n>>16&255, n>>8&255, n&255))
+		put(facts.InstanceHealth(id), `"healthy"`)
+		put(facts.InstanceStartedAt(id), `"2026-11-29T21:00:01Z"`)
+	}
+	return out
 }
 
 // BenchmarkConverge is the engine's part of `ccattler bench`'s converge
