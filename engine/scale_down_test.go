@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,14 +22,9 @@ import (
 // defaultRules loads the embedded policies as the server does.
 func defaultRules(t *testing.T) *rules.RuleSet {
 	t.Helper()
-	files := map[string][]byte{}
-	names, err := fs.Glob(policies.Files, "*.hcl")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("embedded policies: %v %v", names, err)
-	}
-	for _, n := range names {
-		b, _ := fs.ReadFile(policies.Files, n)
-		files[n] = b
+	files := policies.Sources()
+	if len(files) == 0 {
+		t.Fatal("no policies are embedded")
 	}
 	rs, diags := rules.LoadFiles(files)
 	if diags.HasErrors() {

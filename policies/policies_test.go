@@ -1,7 +1,6 @@
 package policies_test
 
 import (
-	"io/fs"
 	"strings"
 	"testing"
 
@@ -39,14 +38,9 @@ func TestDefaultPolicies(t *testing.T) {
 // loadDefault loads the embedded rule set as the server does.
 func loadDefault(tb testing.TB) *rules.RuleSet {
 	tb.Helper()
-	files := map[string][]byte{}
-	names, err := fs.Glob(policies.Files, "*.hcl")
-	if err != nil || len(names) == 0 {
-		tb.Fatalf("embedded policies: %v %v", names, err)
-	}
-	for _, n := range names {
-		b, _ := fs.ReadFile(policies.Files, n)
-		files[n] = b
+	files := policies.Sources()
+	if len(files) == 0 {
+		tb.Fatal("no policies are embedded")
 	}
 	rs, diags := rules.LoadFiles(files)
 	if diags.HasErrors() {

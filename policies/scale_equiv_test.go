@@ -52,29 +52,12 @@ func bigNodes(t *facts.Table, nodes int) {
 // healthy on its node, every running instance whose placement is gone
 // stopped (some of them a few rounds late when lag).
 func agentReports(t *facts.Table, r *rand.Rand, lag bool) []facts.Change {
-	var out []facts.Change
+	out := reportRunning(t, func() bool { return lag && r.IntN(4) == 0 })
 	put := func(k, v string) {
 		if f, ok := t.Get(k); ok && string(f.Value) == v {
 			return
 		}
 		out = append(out, putFact(t, k, v))
-	}
-	var placed []facts.Fact
-	t.Prefix("placement/instance/", func(f facts.Fact) bool {
-		placed = append(placed, f)
-		return true
-	})
-	for n, f := range placed {
-		id := strings.TrimPrefix(f.Key, "placement/instance/")
-		if lag && r.IntN(4) == 0 {
-			continue
-		}
-		put(facts.InstanceNode(id), string(f.Value))
-		put(facts.InstanceState(id), `"running"`)
-		put(facts.InstanceImage(id), `"nginx:1.28"`)
-		put(facts.InstanceIP(id), fmt.Sprintf(`"10.%d.%d.%d"`, n>>16&255, n>>8&255, n&255))
-		put(facts.InstanceHealth(id), `"healthy"`)
-		put(facts.InstanceStartedAt(id), `"2026-11-29T21:00:01Z"`)
 	}
 	var stopping []string
 	t.Prefix("observed/instance/", func(f facts.Fact) bool {
@@ -226,33 +209,8 @@ func dropSome(tb *facts.Table, ev *eval.Evaluator, r *rand.Rand, p eval.Plan) []
 // rounds left, and every service has the placements it was scaled to.
 func checkFixpoint(t *testing.T, rs *rules.RuleSet, seed uint64, tb *facts.Table, c scaleCase) {
 	t.Helper()
-	derivedType := map[*facts.FactType]bool{}
-	for _, r := range rs.Rules {
-		if r.Derives() {
-			for _, h := range r.Heads {
-				derivedType[h.Type] = true
-			}
-		}
-	}
-	derived := func(tb *facts.Table) map[string]string {
-		out := map[string]string{}
-		for _, k := range tb.Keys() {
-			if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
-				f, _ := tb.Get(k)
-				out[k] = string(f.Value)
-			}
-		}
-		return out
-	}
-	fresh := facts.NewTable(nil)
-	for _, k := range tb.Keys() {
-		if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
-			continue
-		}
-		f, _ := tb.Get(k)
-		fresh.Put(f)
-	}
-	fresh.SetRev(tb.Rev())
+	views := derivedViewsOf(rs)
+	fresh := views.without(tb)
 	p := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow)).Full(fresh)
 	left := map[string]int{}
 	for _, f := range p.Firings {
@@ -264,7 +222,7 @@ func checkFixpoint(t *testing.T, rs *rules.RuleSet, seed uint64, tb *facts.Table
 		t.Errorf("seed %d: the incremental fixpoint left actions to take: %v", seed, left)
 	}
 	applyPlan(fresh, p)
-	if got, want := derived(tb), derived(fresh); !reflect.DeepEqual(got, want) {
+	if got, want := views.of(tb), views.of(fresh); !reflect.DeepEqual(got, want) {
 		n := 0
 		for k, v := range want {
 			if got[k] != v && n < 10 {
@@ -299,6 +257,18 @@ func checkFixpoint(t *testing.T, rs *rules.RuleSet, seed uint64, tb *facts.Table
 // past 1,024 entries, 8 absent keys interned a round.
 var small = []eval.Option{eval.WithMaxKeptReads(256), eval.WithMaxAbsentKeys(8)}
 
+// withSmall is small and then o.
+func withSmall(o ...eval.Option) []eval.Option { return append(slices.Clip(small), o...) }
+
+// scalePer is the instances a service of the lowered-bound cases starts
+// with: 100, or 50 with -short.
+func scalePer() int {
+	if testing.Short() {
+		return 50
+	}
+	return 100
+}
+
 // TestScaleDownReachesFullFixpoint: services of hundreds of instances on 3
 // nodes, converged, then scaled to 3 (all at once, or one apply a round as
 // `ccattler bench --scale-to` does), the rounds run as the engine runs
@@ -308,19 +278,14 @@ var small = []eval.Option{eval.WithMaxKeptReads(256), eval.WithMaxAbsentKeys(8)}
 // slice the stops. At the fixpoint a fresh Full has nothing left to do and
 // derives the same views.
 func TestScaleDownReachesFullFixpoint(t *testing.T) {
-	rs := loadDefault(t)
-	per := 100
-	if testing.Short() {
-		per = 50
-	}
-	with := func(o ...eval.Option) []eval.Option { return append(slices.Clip(small), o...) }
+	rs, per := loadDefault(t), scalePer()
 	cases := []scaleCase{
 		// Every service's stops in one round.
-		{name: "whole-services", nodes: 3, services: 3, perSvc: 2 * per, to: 3, spread: -1, opts: with()},
+		{name: "whole-services", nodes: 3, services: 3, perSvc: 2 * per, to: 3, spread: -1, opts: withSmall()},
 		// Every aggregate whole, every batch adjusted, a rule's cost
 		// budget cutting its work too.
 		{name: "whole-aggregates", nodes: 3, services: 4, perSvc: per, to: 3, spread: 2, skip: 4, lag: true,
-			opts: with(eval.WithMaxFirings(4*per), eval.WithWholeAggregates(0), eval.WithMaxAdjust(1<<20), eval.WithRoundBudget(20_000, 0))},
+			opts: withSmall(eval.WithMaxFirings(4*per), eval.WithWholeAggregates(0), eval.WithMaxAdjust(1<<20), eval.WithRoundBudget(20_000, 0))},
 	}
 	runScaleCases(t, rs, 1, cases)
 }
@@ -329,19 +294,14 @@ func TestScaleDownReachesFullFixpoint(t *testing.T) {
 // with each service's stops committed in slices: a firing budget of half a
 // service's instances.
 func TestScaleDownSlicedReachesFullFixpoint(t *testing.T) {
-	rs := loadDefault(t)
-	per := 100
-	if testing.Short() {
-		per = 50
-	}
-	with := func(o ...eval.Option) []eval.Option { return append(slices.Clip(small), o...) }
+	rs, per := loadDefault(t), scalePer()
 	cases := []scaleCase{
 		// One apply a round, the stops in slices, parts of plans dropped.
 		{name: "sliced", nodes: 3, services: 4, perSvc: per, to: 3, spread: 2, skip: 4, lag: true,
-			opts: with(eval.WithMaxFirings(per / 2))},
+			opts: withSmall(eval.WithMaxFirings(per / 2))},
 		// Kept results dropped rather than adjusted.
 		{name: "sliced/adjust=0", nodes: 3, services: 4, perSvc: per, to: 3, spread: 2, skip: 4, lag: true,
-			opts: with(eval.WithMaxFirings(per/2), eval.WithMaxAdjust(0))},
+			opts: withSmall(eval.WithMaxFirings(per/2), eval.WithMaxAdjust(0))},
 	}
 	runScaleCases(t, rs, 1, cases)
 }

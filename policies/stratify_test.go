@@ -2,7 +2,6 @@ package policies_test
 
 import (
 	"fmt"
-	"io/fs"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,11 +17,7 @@ import (
 // "Cycle through negation" errors. A view that tests the absence of an
 // instance the cycle writes is refused with one diagnostic, at the read.
 func TestActionMayReadView(t *testing.T) {
-	files := map[string][]byte{}
-	names, _ := fs.Glob(policies.Files, "*.hcl")
-	for _, n := range names {
-		files[n], _ = fs.ReadFile(policies.Files, n)
-	}
+	files := policies.Sources()
 	read := `optional { max_extra = "desired/service/{svc}/update/max_extra" }`
 	with := `optional {
     max_extra = "desired/service/{svc}/update/max_extra"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
 )
 
 // TestIncrementalViewsEqualFull: the default policies evaluated round after
@@ -18,24 +19,7 @@ import (
 // disruption, rollout status) and no action left to take.
 func TestIncrementalViewsEqualFull(t *testing.T) {
 	rs := loadDefault(t)
-	derivedType := map[*facts.FactType]bool{}
-	for _, r := range rs.Rules {
-		if r.Derives() {
-			for _, h := range r.Heads {
-				derivedType[h.Type] = true
-			}
-		}
-	}
-	derived := func(tb *facts.Table) map[string]string {
-		out := map[string]string{}
-		for _, k := range tb.Keys() {
-			if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
-				f, _ := tb.Get(k)
-				out[k] = string(f.Value)
-			}
-		}
-		return out
-	}
+	views := derivedViewsOf(rs)
 	seeds := uint64(40)
 	if testing.Short() {
 		seeds = 10
@@ -83,15 +67,7 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 			settle(changes, false)
 		}
 		// The final facts, derived views left out, evaluated from nothing.
-		fresh := facts.NewTable(nil)
-		for _, k := range tb.Keys() {
-			if pk, err := rs.Schema.Parse(k); err == nil && derivedType[pk.Type] {
-				continue
-			}
-			f, _ := tb.Get(k)
-			fresh.Put(f)
-		}
-		fresh.SetRev(tb.Rev())
+		fresh := views.without(tb)
 		fev := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow))
 		p := fev.Full(fresh)
 		for _, f := range p.Firings {
@@ -100,7 +76,7 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 			}
 		}
 		applyPlan(fresh, p)
-		if got, want := derived(tb), derived(fresh); !reflect.DeepEqual(got, want) {
+		if got, want := views.of(tb), views.of(fresh); !reflect.DeepEqual(got, want) {
 			for k, v := range want {
 				if got[k] != v {
 					t.Errorf("seed %d: %s: incremental %q, full %q", seed, k, got[k], v)
@@ -117,4 +93,53 @@ func TestIncrementalViewsEqualFull(t *testing.T) {
 	if slices == 0 {
 		t.Error("no round stopped at its firing budget: the slicing went untested")
 	}
+}
+
+// derivedViews tells the facts a rule of rs derives from the others.
+type derivedViews struct {
+	rs    *rules.RuleSet
+	types map[*facts.FactType]bool
+}
+
+func derivedViewsOf(rs *rules.RuleSet) derivedViews {
+	d := derivedViews{rs: rs, types: map[*facts.FactType]bool{}}
+	for _, r := range rs.Rules {
+		if r.Derives() {
+			for _, h := range r.Heads {
+				d.types[h.Type] = true
+			}
+		}
+	}
+	return d
+}
+
+func (d derivedViews) derived(k string) bool {
+	pk, err := d.rs.Schema.Parse(k)
+	return err == nil && d.types[pk.Type]
+}
+
+// of returns tb's derived facts, key to value.
+func (d derivedViews) of(tb *facts.Table) map[string]string {
+	out := map[string]string{}
+	for _, k := range tb.Keys() {
+		if d.derived(k) {
+			f, _ := tb.Get(k)
+			out[k] = string(f.Value)
+		}
+	}
+	return out
+}
+
+// without returns a table of tb's facts but the derived ones, at tb's
+// revision: what a fresh evaluator starts from.
+func (d derivedViews) without(tb *facts.Table) *facts.Table {
+	fresh := facts.NewTable(nil)
+	for _, k := range tb.Keys() {
+		if !d.derived(k) {
+			f, _ := tb.Get(k)
+			fresh.Put(f)
+		}
+	}
+	fresh.SetRev(tb.Rev())
+	return fresh
 }

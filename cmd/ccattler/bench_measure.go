@@ -156,6 +156,18 @@ func rawPuts(ctx context.Context, s *facts.Store, batch int, d time.Duration) (f
 	return rate, keys, nil
 }
 
+// mirrorFacts copies every fact of m, in key order, and the revision they
+// are at: what a measurement or a check works on without holding the
+// mirror.
+func mirrorFacts(m *facts.Mirror) (all []facts.Fact, rev int64) {
+	m.View(func(r facts.Reader) {
+		rev = r.Rev()
+		all = make([]facts.Fact, 0, r.Len())
+		r.Prefix("", func(f facts.Fact) bool { all = append(all, f); return true })
+	})
+	return all, rev
+}
+
 // tableOverhead measures what a facts.Table — the mirror's storage — holds
 // per fact beyond the key and value bytes. The mirror's facts go to a file
 // in dir and a child process (`ccattler bench weigh`) indexes them on a heap
@@ -163,11 +175,7 @@ func rawPuts(ctx context.Context, s *facts.Store, batch int, d time.Duration) (f
 // simulated nodes keep meanwhile was counted too (at 100,000 instances 347
 // to 455 bytes in three runs; 233 for as many facts alone).
 func tableOverhead(ctx context.Context, m *facts.Mirror, dir string) (perFact float64, kvBytes float64, n int, err error) {
-	var all []facts.Fact
-	m.View(func(r facts.Reader) {
-		all = make([]facts.Fact, 0, r.Len())
-		r.Prefix("", func(f facts.Fact) bool { all = append(all, f); return true })
-	})
+	all, _ := mirrorFacts(m)
 	if len(all) == 0 {
 		return 0, 0, 0, nil
 	}

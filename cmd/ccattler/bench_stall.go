@@ -14,10 +14,9 @@ import (
 )
 
 // When a phase is not done within --timeout, or makes no progress for
-// --stall, the bench says what is left
-// and who is holding it: the instances of each service by where they
-// stand, and what a fresh evaluation of the rules would still do on the
-// live facts. A firing there that the running engine does not make points
+// --stall, the bench says what is left and who is holding it: the
+// instances of each service by where they stand, and what a fresh
+// evaluation of the rules would still do on the live facts. A firing there that the running engine does not make points
 // at the engine's incremental state (a kept result or a change it did not
 // follow); none points at the facts themselves: an agent that does not
 // report, or a condition the rules wait on.
@@ -151,11 +150,7 @@ func (b *bench) stalled(ctx context.Context) (*stallReport, error) {
 		}
 	})
 	var snapshot []facts.Fact
-	b.mirror.View(func(rd facts.Reader) {
-		r.FreshRev = rd.Rev()
-		snapshot = make([]facts.Fact, 0, rd.Len())
-		rd.Prefix("", func(f facts.Fact) bool { snapshot = append(snapshot, f); return true })
-	})
+	snapshot, r.FreshRev = mirrorFacts(b.mirror)
 	rs, _, diags := loadPolicies("", planSchema(snapshot))
 	if diags.HasErrors() {
 		return r, fmt.Errorf("load the policies: %s", diags.Error())

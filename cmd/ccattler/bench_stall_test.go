@@ -114,4 +114,23 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	if b.res.StoppedIn != "scale-down" {
 		t.Errorf("stopped_in = %q", b.res.StoppedIn)
 	}
+
+	// Progress puts it off: while a count moves every 20 ms for 1.5 s, a
+	// --stall of 500 ms does not end the phase.
+	b.res.StoppedIn = ""
+	b.f.stall = 500 * time.Millisecond
+	moving := 1500 * time.Millisecond
+	start = time.Now()
+	go func() {
+		for time.Since(start) < moving {
+			b.tr.read(func(t *tracker) { t.ready++ })
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if _, err := b.wait(ctx, make(chan trackSnap), "scale-down"); !errors.Is(err, errBenchTimeout) {
+		t.Errorf("wait = %v, want the phase stopped once the count stops", err)
+	}
+	if took := time.Since(start); took < moving {
+		t.Errorf("the phase ended after %s, while its count still moved", took)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -225,16 +224,8 @@ func loadPolicies(dir string, schema *facts.Schema) (*rules.RuleSet, map[string]
 
 // builtinPolicies returns the default policies' files, named policies/*.hcl.
 func builtinPolicies() map[string][]byte {
-	names, err := fs.Glob(policies.Files, "*.hcl")
-	if err != nil {
-		panic(err) // a fixed pattern over an embedded FS
-	}
 	files := map[string][]byte{}
-	for _, n := range names {
-		b, err := fs.ReadFile(policies.Files, n)
-		if err != nil {
-			panic(err)
-		}
+	for n, b := range policies.Sources() {
 		files["policies/"+n] = b
 	}
 	return files
