@@ -139,6 +139,8 @@ type Stats struct {
 	Aggregates      int64 // aggregate groups computed
 	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
 	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
+	Due             int64 // bindings a clock move made due (deadline.go)
+	Deadlines       int64 // deadlines searched for bindings found false (deadline.go)
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -171,6 +173,7 @@ type Evaluator struct {
 	sites       map[*facts.FactType][]site
 	labels      profileLabels // what a CPU profile says the evaluating goroutine is doing (labels.go)
 	waits       []*waitSet    // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	deadlines   []*deadlines  // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
 	stats       Stats
 }
 
@@ -186,6 +189,12 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
 	e.sites = buildSites(e, rs)
 	e.waits = buildWaits(rs)
+	e.deadlines = make([]*deadlines, len(rs.Rules))
+	for _, r := range rs.Rules {
+		if a, ok := deadlineAlias(r); ok {
+			e.deadlines[r.Index] = newDeadlines(r, a)
+		}
+	}
 	e.aggs.build(rs)
 	for _, r := range rs.Rules {
 		if readsNow(r) {
@@ -332,6 +341,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		e.stats.WholeKept += int64(e.aggs.wholeKept())
 		if attempt > 0 {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
+			e.loseDeadlines()
 		}
 		rd.requeue(carried)
 		e.labels.phase("dispatch")
@@ -719,6 +729,9 @@ func (rd *round) problem(rule string, err error) {
 	rd.stopped[rule] = true
 	if r, ok := rd.e.rs.Rule(rule); ok {
 		rd.e.loseWaits(r)
+		if dl := rd.e.deadlines[r.Index]; dl != nil {
+			dl.whole = true // its tasks left in the round are dropped
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/common/types"
 	"github.com/ccattler/ccattler/facts"
@@ -75,14 +76,24 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 }
 
 // evalBinding evaluates one binding of the body through its guard and choice.
-func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) error {
+func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) (err error) {
 	if err := rd.complete(r.Body, s); err != nil {
 		return err
 	}
 	if r.When != nil {
-		ok, err := rd.evalBool(r.When, s.b, what{kind: "when"})
-		if err != nil || !ok {
-			return err
+		ok, whenErr := rd.evalBool(r.When, s.b, what{kind: "when"})
+		if dl := rd.e.deadlines[r.Index]; dl != nil {
+			b := rd.noteDeadline(dl, r, s, ok, whenErr)
+			if ok && whenErr == nil {
+				defer func() {
+					if err != nil { // what follows the condition failed: due at the next move, as before
+						dl.add(b, time.Time{})
+					}
+				}()
+			}
+		}
+		if whenErr != nil || !ok {
+			return whenErr
 		}
 	}
 	g, err := rd.guardOf(r, s)

@@ -132,6 +132,12 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 			if s.stamp && movedOnly(s.p, c) {
 				continue
 			}
+			if dl := rd.e.deadlines[s.r.Index]; dl != nil && s.p.Alias == dl.alias && movedOnly(s.p, c) {
+				if now, ok := rd.clockOf(s.p, c); ok {
+					rd.due(s.r, dl, now)
+					continue
+				}
+			}
 			rd.enqueueKept(s.r, kb, func(n string) bool { return isBodyVar(s.r, n) })
 		case siteHead:
 			rd.enqueue(s.r, kb.clone())

@@ -150,8 +150,12 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 
 // Uncommitted tells the evaluator that firings of a plan it returned did
 // not commit (dropped as stale, refused, abandoned): a binding it saw fire
-// may still hold, so no wait set is exact any more.
-func (e *Evaluator) Uncommitted() { e.loseWaits(nil) }
+// may still hold, so no wait set is exact any more, nor is any deadline
+// (a binding that held is given none).
+func (e *Evaluator) Uncommitted() {
+	e.loseWaits(nil)
+	e.loseDeadlines()
+}
 
 // waitsFor returns r's wait set when a candidate change may be answered
 // from it.
