@@ -174,6 +174,7 @@ type Evaluator struct {
 	labels      profileLabels // what a CPU profile says the evaluating goroutine is doing (labels.go)
 	waits       []*waitSet    // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
 	deadlines   []*deadlines  // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
+	lazy        []bool        // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
 	stats       Stats
 }
 
@@ -190,10 +191,13 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e.sites = buildSites(e, rs)
 	e.waits = buildWaits(rs)
 	e.deadlines = make([]*deadlines, len(rs.Rules))
+	e.lazy = make([]bool, len(rs.Rules))
 	for _, r := range rs.Rules {
-		if a, ok := deadlineAlias(r); ok {
+		a, ok := deadlineAlias(r)
+		if ok {
 			e.deadlines[r.Index] = newDeadlines(r, a)
 		}
+		e.lazy[r.Index] = lazyWhen(r, ok)
 	}
 	e.aggs.build(rs)
 	for _, r := range rs.Rules {

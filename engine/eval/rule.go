@@ -77,6 +77,13 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 
 // evalBinding evaluates one binding of the body through its guard and choice.
 func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) (err error) {
+	if rd.e.lazy[r.Index] {
+		// A condition found false, or failing, decides nothing more (a
+		// failure is evaluated again below, to be reported as before).
+		if held, err := rd.whenLazily(r, s); err == nil && !held {
+			return nil
+		}
+	}
 	if err := rd.complete(r.Body, s); err != nil {
 		return err
 	}

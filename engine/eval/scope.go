@@ -349,13 +349,14 @@ func (rd *round) evalBoolIn(a *activation, e *rules.Expr, b *binding, what what)
 }
 
 // lazyAggregates computes a choice candidate's aggregates as CEL reads
-// them (choose).
+// them (choose), and with lets set a rule body's lets too (whenLazily).
 type lazyAggregates struct {
 	rd    *round
 	sc    *rules.Scope
 	s     *sol     // the candidate
 	reads [][]Read // by aggregate: the member reads of those computed, nil for the others
 	err   error    // the first computation that failed, reported by evalIn
+	lets  bool
 }
 
 // begin starts on candidate s.
@@ -386,7 +387,63 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 		l.s.b.push(ag.Name, cv)
 		return cv.celOf(), true
 	}
+	if !l.lets {
+		return nil, false
+	}
+	for _, lt := range l.sc.Lets {
+		if lt.Name != name {
+			continue
+		}
+		// Its own activation: the one reading it is mid-evaluation.
+		v, err := l.rd.evalIn(&activation{lazy: l}, lt.Expr, l.s.b, what{"let", lt.Name, ""})
+		if err != nil {
+			if l.err == nil {
+				l.err = err
+			}
+			return types.WrapErr(err), true
+		}
+		cv := celVal(v)
+		l.s.b.push(lt.Name, cv)
+		return cv.celOf(), true
+	}
 	return nil, false
+}
+
+// A rule's condition often decides on one count before the others
+// matter: `old > 0 && ...` in replace_first, false while nothing is to be
+// replaced. Computing every aggregate and let of the body first recounted
+// counts no decision read (a service of thousands of instances, every
+// round it changes in). whenLazily evaluates the condition computing the
+// aggregates and lets it reads as it reads them; only when it holds is the
+// body completed as before, every aggregate in order, for the guard, the
+// choice, the heads and the firing's reads.
+
+// lazyWhen reports whether r's condition is evaluated lazily: an action
+// whose body computes aggregates or lets, and whose bindings get no
+// deadline (the deadline's probes read the completed body).
+func lazyWhen(r *rules.Rule, deadline bool) bool {
+	return r.When != nil && !r.Derives() && !deadline && (len(r.Body.Aggregates) > 0 || len(r.Body.Lets) > 0)
+}
+
+// whenLazily evaluates r's condition under s, computing the body's
+// aggregates and lets as it reads them. s is left as it was.
+func (rd *round) whenLazily(r *rules.Rule, s *sol) (bool, error) {
+	mark, nreads := s.b.len(), len(s.reads)
+	defer func() {
+		s.b.truncate(mark)
+		s.reads = s.reads[:nreads]
+	}()
+	lz := &lazyAggregates{rd: rd, sc: r.Body, s: s, reads: make([][]Read, len(r.Body.Aggregates)), lets: true}
+	x := r.When
+	if len(r.Body.Lets) > 0 {
+		// A let computed during the evaluation may be larger than the
+		// bound under which the untracked program cannot exceed the cost
+		// limit (rules.Expr.Fast).
+		y := *x
+		y.Fast = nil
+		x = &y
+	}
+	return rd.evalBoolIn(&activation{lazy: lz}, x, s.b, what{kind: "when"})
 }
 
 // sampleStart is where a bounded choice starts visiting its n candidates: a

@@ -1,0 +1,82 @@
+package eval_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/facts"
+)
+
+// lazyRules decides on the count of old instances first, as replace_first
+// does; the count of all of them matters only once there are old ones.
+const lazyRules = `
+rule "replace" {
+  doc       = "A service with old instances and more placed than wanted gets a note."
+  principal = "instances"
+  match { want = "effective/service/{svc}/instances" }
+  aggregate "placed" {
+    match { isvc = "observed/instance/{i}/service" }
+    where = "isvc == svc"
+    count = true
+  }
+  aggregate "old" {
+    match {
+      isvc  = "observed/instance/{i}/service"
+      image = "observed/instance/{i}/image"
+    }
+    where = "isvc == svc && image != 'web:2'"
+    count = true
+  }
+  let { surplus = "placed - want" }
+  when = "%s"
+  emit "observed/service/{svc}/restart/reason" { value = "'replacing'" }
+}
+`
+
+// TestConditionComputesWhatItReads: a condition false on its first count
+// computes no other aggregate or let; once it holds, the firing reads
+// every aggregate's members, as when the body was completed first.
+func TestConditionComputesWhatItReads(t *testing.T) {
+	world := func() *table {
+		tb := newTable()
+		tb.put(facts.EffectiveInstances("web"), "3")
+		for i := range 40 {
+			id := fmt.Sprintf("a%04x", i)
+			tb.put("observed/instance/"+id+"/service", `"web"`)
+			tb.put("observed/instance/"+id+"/image", `"web:2"`)
+		}
+		return tb
+	}
+	computed := func(when string) int64 {
+		ev := eval.New(loadSrc(t, fmt.Sprintf(lazyRules, when)))
+		if p := ev.Full(world()); len(p.Firings) != 0 || len(p.Problems) != 0 {
+			t.Fatalf("%s: %d firings, problems %v on a world without old instances", when, len(p.Firings), p.Problems)
+		}
+		return ev.Stats().Aggregates
+	}
+	if n := computed("old > 0 && surplus > 0"); n != 1 {
+		t.Fatalf("old > 0 first: %d aggregate groups computed, want 1 (old alone)", n)
+	}
+	if n := computed("surplus > 0 && old > 0"); n != 2 {
+		t.Fatalf("surplus > 0 first: %d aggregate groups computed, want 2 (the let reads placed)", n)
+	}
+
+	tb := world()
+	tb.put("observed/instance/a0007/image", `"web:1"`)
+	p := eval.New(loadSrc(t, fmt.Sprintf(lazyRules, "old > 0 && surplus > 0"))).Full(tb)
+	if len(p.Firings) != 1 {
+		t.Fatalf("one old instance: %d firings, problems %v; want one", len(p.Firings), p.Problems)
+	}
+	members := 0
+	for _, r := range p.Firings[0].Reads {
+		if strings.HasSuffix(r.Key, "/service") {
+			members++
+		}
+	}
+	// placed's 40 members and old's one: both aggregates' reads are the record's.
+	if members < 40 {
+		t.Fatalf("the firing reads %d instance services; want placed's 40 members among them: %v", members, p.Firings[0].Reads)
+	}
+}
