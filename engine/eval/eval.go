@@ -394,8 +394,10 @@ type round struct {
 	ov         *overlay
 	plan       *Plan
 	now        ref.Val
-	activation activation // what eval hands CEL, reused
-	one        [1]*sol    // a choice's one pick, returned without allocating
+	activation activation     // what eval hands CEL, reused
+	lazyBody   lazyAggregates // what whenLazily computes, reused
+	lazyAct    activation     // what whenLazily hands CEL, reused
+	one        [1]*sol        // a choice's one pick, returned without allocating
 	// barrier is set while the firings of a binding that read a guarded
 	// aggregate over MaxGuardedReads member facts are made: they commit
 	// only after every earlier firing of the plan (Firing.AfterAll).

@@ -69,6 +69,16 @@ func TestConditionComputesWhatItReads(t *testing.T) {
 	if len(p.Firings) != 1 {
 		t.Fatalf("one old instance: %d firings, problems %v; want one", len(p.Firings), p.Problems)
 	}
+	// A view decides the same way: one whose condition is false derives
+	// nothing and counts nothing it did not read.
+	view := strings.Replace(fmt.Sprintf(lazyRules, "old > 0 && surplus > 0"), `emit "observed/service/{svc}/restart/reason" { value = "'replacing'" }`, `derive "observed/service/{svc}/rollout" { value = "{'image': 'web:2', 'updated': placed, 'total': want, 'state': 'progressing', 'reason': ''}" }`, 1)
+	vev := eval.New(loadSrc(t, view))
+	if p := vev.Full(world()); len(p.Firings) != 0 || vev.Stats().Aggregates != 1 {
+		t.Fatalf("a view without old instances: %d firings, %d aggregate groups computed; want none and 1", len(p.Firings), vev.Stats().Aggregates)
+	}
+	if p := eval.New(loadSrc(t, view)).Full(tb); len(p.Firings) != 1 || p.Firings[0].Kind != "derive" {
+		t.Fatalf("a view with an old instance: %+v; want it derived", p.Firings)
+	}
 	members := 0
 	for _, r := range p.Firings[0].Reads {
 		if strings.HasSuffix(r.Key, "/service") {

@@ -77,17 +77,20 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 
 // evalBinding evaluates one binding of the body through its guard and choice.
 func (rd *round) evalBinding(r *rules.Rule, s *sol, fn func(s *sol) error) (err error) {
+	held := false // the condition held, evaluated lazily
 	if rd.e.lazy[r.Index] {
-		// A condition found false, or failing, decides nothing more (a
-		// failure is evaluated again below, to be reported as before).
-		if held, err := rd.whenLazily(r, s); err == nil && !held {
+		// A condition found false decides nothing more; one that failed
+		// is evaluated again below, to be reported as before.
+		ok, err := rd.whenLazily(r, s)
+		if err == nil && !ok {
 			return nil
 		}
+		held = err == nil
 	}
 	if err := rd.complete(r.Body, s); err != nil {
 		return err
 	}
-	if r.When != nil {
+	if r.When != nil && !held {
 		ok, whenErr := rd.evalBool(r.When, s.b, what{kind: "when"})
 		if dl := rd.e.deadlines[r.Index]; dl != nil {
 			b := rd.noteDeadline(dl, r, s, ok, whenErr)

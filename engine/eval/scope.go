@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -418,11 +419,14 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 // body completed as before, every aggregate in order, for the guard, the
 // choice, the heads and the firing's reads.
 
-// lazyWhen reports whether r's condition is evaluated lazily: an action
+// lazyWhen reports whether r's condition is evaluated lazily: a rule
 // whose body computes aggregates or lets, and whose bindings get no
-// deadline (the deadline's probes read the completed body).
+// deadline (the deadline's probes read the completed body). A view too:
+// a binding whose condition is false derives nothing either way, and one
+// that fails to evaluate is evaluated again completed, to be skipped as
+// before (its keys kept).
 func lazyWhen(r *rules.Rule, deadline bool) bool {
-	return r.When != nil && !r.Derives() && !deadline && (len(r.Body.Aggregates) > 0 || len(r.Body.Lets) > 0)
+	return r.When != nil && !deadline && (len(r.Body.Aggregates) > 0 || len(r.Body.Lets) > 0)
 }
 
 // whenLazily evaluates r's condition under s, computing the body's
@@ -433,7 +437,12 @@ func (rd *round) whenLazily(r *rules.Rule, s *sol) (bool, error) {
 		s.b.truncate(mark)
 		s.reads = s.reads[:nreads]
 	}()
-	lz := &lazyAggregates{rd: rd, sc: r.Body, s: s, reads: make([][]Read, len(r.Body.Aggregates)), lets: true}
+	// Not reentered: what it computes evaluates aggregates and lets, not
+	// rules; so one per round serves every binding.
+	lz := &rd.lazyBody
+	*lz = lazyAggregates{rd: rd, sc: r.Body, s: s, reads: slices.Grow(lz.reads[:0], len(r.Body.Aggregates))[:len(r.Body.Aggregates)], lets: true}
+	clear(lz.reads)
+	rd.lazyAct = activation{lazy: lz}
 	x := r.When
 	if len(r.Body.Lets) > 0 {
 		// A let computed during the evaluation may be larger than the
@@ -443,7 +452,7 @@ func (rd *round) whenLazily(r *rules.Rule, s *sol) (bool, error) {
 		y.Fast = nil
 		x = &y
 	}
-	return rd.evalBoolIn(&activation{lazy: lz}, x, s.b, what{kind: "when"})
+	return rd.evalBoolIn(&rd.lazyAct, x, s.b, what{kind: "when"})
 }
 
 // sampleStart is where a bounded choice starts visiting its n candidates: a
