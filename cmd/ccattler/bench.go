@@ -100,7 +100,9 @@ process's too. Exit code 1 when a phase does not finish within --timeout, or
 makes no progress for --stall; either way stderr then says what is left:
 each unfinished service's instances by where they stand, and what one fresh
 evaluation of the rules on the live facts would fire (firings there point at
-the engine; none, at the facts or the agents).`,
+the engine; none, at the facts or the agents), and the mirror against etcd:
+the keys a removal writes, the keys those fresh firings read and write, and
+a new watch from the mirror's revision.`,
 		Example: `  ccattler bench                       # small: 100 nodes, 1,000 instances
   ccattler bench --size medium -o json
   ccattler bench --nodes 10 --instances 50 --services 5

@@ -41,6 +41,12 @@ type stallReport struct {
 	FreshBindings map[string][]string `json:"fresh_bindings,omitempty"`
 	FreshSeconds  float64             `json:"fresh_seconds"`
 	FreshProblems []string            `json:"fresh_problems,omitempty"`
+	// The keys the listed fresh firings read and write, the mirror's copy
+	// against etcd's: a key the mirror lacks, or holds at another
+	// revision, is a watch event it missed (the comparison by prefix
+	// covers only the few a removal writes).
+	FreshKeys     int      `json:"fresh_keys"`
+	FreshKeyDrift []string `json:"fresh_key_drift,omitempty"`
 	// The mirror against etcd, under the prefixes a scale or a stop
 	// writes: a mirror that missed writes stalls the engine and the
 	// tracker alike, and its fresh round fires nothing.
@@ -177,7 +183,52 @@ func (b *bench) stalled(ctx context.Context) (*stallReport, error) {
 	for _, pr := range p.Problems {
 		r.FreshProblems = append(r.FreshProblems, pr.Error())
 	}
-	return r, nil
+	return r, b.freshKeys(ctx, r, tb, p.Firings)
+}
+
+// freshKeys compares, for the first firings of each rule (those the report
+// lists), every key they read or write in the snapshot tb with etcd.
+func (b *bench) freshKeys(ctx context.Context, r *stallReport, tb *facts.Table, fs []eval.Firing) error {
+	const maxKeys = 200
+	listed := map[string]int{}
+	seen := map[string]bool{}
+	var keys []string
+	for _, f := range fs {
+		if (f.Kind == "derive" && len(f.Writes) == 0) || listed[f.Rule] >= 5 {
+			continue
+		}
+		listed[f.Rule]++
+		for _, rd := range f.Reads {
+			if !rd.Prefix && !seen[rd.Key] && len(keys) < maxKeys {
+				seen[rd.Key] = true
+				keys = append(keys, rd.Key)
+			}
+		}
+		for _, w := range f.Writes {
+			if !seen[w.Key] && len(keys) < maxKeys {
+				seen[w.Key] = true
+				keys = append(keys, w.Key)
+			}
+		}
+	}
+	for _, k := range keys {
+		e, inEtcd, err := b.store.Get(ctx, k)
+		if err != nil {
+			return fmt.Errorf("get %s: %w", k, err)
+		}
+		r.FreshKeys++
+		m, inMirror := tb.Get(k)
+		switch {
+		case !inEtcd && !inMirror:
+		case !inMirror:
+			r.FreshKeyDrift = append(r.FreshKeyDrift, fmt.Sprintf("%s: etcd %s (revision %d), not in the mirror", k, e.Value, e.ModRevision))
+		case !inEtcd:
+			r.FreshKeyDrift = append(r.FreshKeyDrift, fmt.Sprintf("%s: not in etcd, mirror %s (revision %d)", k, m.Value, m.ModRevision))
+		case string(m.Value) != string(e.Value) || m.ModRevision != e.ModRevision:
+			r.FreshKeyDrift = append(r.FreshKeyDrift, fmt.Sprintf("%s: etcd %s (revision %d), mirror %s (revision %d)", k, e.Value, e.ModRevision, m.Value, m.ModRevision))
+		}
+	}
+	return nil
 }
 
 // bindingString names a firing by the variables that say what it is
@@ -236,6 +287,20 @@ func (r *stallReport) print(w io.Writer, want int) {
 	}
 	for _, p := range r.FreshProblems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+	if r.FreshKeys > 0 {
+		if len(r.FreshKeyDrift) == 0 {
+			fmt.Fprintf(w, "the %d keys those firings read and write are the same in the mirror and in etcd\n", r.FreshKeys)
+		} else {
+			fmt.Fprintf(w, "of the %d keys those firings read and write, %d differ between the mirror and etcd:\n", r.FreshKeys, len(r.FreshKeyDrift))
+			for i, d := range r.FreshKeyDrift {
+				if i == 10 {
+					fmt.Fprintln(w, "    …")
+					break
+				}
+				fmt.Fprintf(w, "    %s\n", d)
+			}
+		}
 	}
 	fmt.Fprintf(w, "the mirror applied %d watch events and listed everything %d times; a new watch from its revision on delivered %d events in 3 s",
 		r.MirrorEvents, r.MirrorRelists, r.ProbeEvents)

@@ -78,6 +78,9 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	if r.ProbeEvents != 0 || r.MirrorEvents == 0 && r.MirrorRelists == 0 {
 		t.Errorf("a current mirror: probe %d events, mirror %d events and %d lists", r.ProbeEvents, r.MirrorEvents, r.MirrorRelists)
 	}
+	if len(r.FreshKeyDrift) != 0 || r.FreshKeys == 0 || !strings.Contains(out, "keys those firings read and write are the same") {
+		t.Errorf("a current mirror: %d fresh keys compared, %v differ", r.FreshKeys, r.FreshKeyDrift)
+	}
 	if len(r.Drift) != 0 || !strings.Contains(out, "the mirror (revision ") || !strings.Contains(out, "holds what etcd") {
 		t.Errorf("a current mirror is reported as drifting (%v):\n%s", r.Drift, out)
 	}
@@ -88,17 +91,36 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	if _, err := s.PutValue(ctx, facts.EffectiveInstances("api"), 2); err != nil {
 		t.Fatal(err)
 	}
+	// web's placements written again, the same value at a new revision:
+	// the keys the fresh stops read and write are compared one by one.
+	for i := range 3 {
+		if _, err := s.PutValue(ctx, facts.Placement(fmt.Sprintf("a000%d", i)), "node-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b.pr = newProgress(new(strings.Builder))
 	b.reportStall("scale-down", "no progress")
 	out = b.pr.w.(*strings.Builder).String()
-	if p := b.res.Stall; p.ProbeEvents != 1 || !strings.HasPrefix(p.ProbeFirst, "effective/service/api/instances at revision ") {
-		t.Errorf("the probe watch found %d events (%q), want the one the mirror missed", p.ProbeEvents, p.ProbeFirst)
+	if p := b.res.Stall; p.ProbeEvents != 4 || !strings.HasPrefix(p.ProbeFirst, "effective/service/api/instances at revision ") {
+		t.Errorf("the probe watch found %d events (%q), want the four the mirror missed", p.ProbeEvents, p.ProbeFirst)
 	}
 	if d := b.res.Stall.Drift; len(d) != 1 || d[0].Prefix != "effective/" || d[0].Differ != 1 {
 		t.Errorf("drift %+v, want one key under effective/", d)
 	}
 	if want := "effective/service/api/instances: etcd 2 (revision "; !strings.Contains(out, want) || !strings.Contains(out, "mirror 1 (revision") {
 		t.Errorf("the report does not name the missed write %q:\n%s", want, out)
+	}
+	// Each stop reads all three placements (the count it is guarded by)
+	// and deletes one.
+	p := b.res.Stall
+	named := 0
+	for _, d := range p.FreshKeyDrift {
+		if strings.HasPrefix(d, "placement/instance/a000") && strings.Contains(d, `mirror "node-1" (revision `) {
+			named++
+		}
+	}
+	if named != 3 || !strings.Contains(out, `placement/instance/a0000: etcd "node-1" (revision `) {
+		t.Errorf("fresh keys compared %d, differing %v; want web's three placements named:\n%s", p.FreshKeys, p.FreshKeyDrift, out)
 	}
 
 	// --stall ends a phase whose counts stay put, long before --timeout.
