@@ -60,18 +60,7 @@ func deadlineAlias(r *rules.Rule) (string, bool) {
 	if !idents(r.When.AST.NativeRep().Expr())[a] {
 		return "", false // not waiting for time (a stamp, stamp.go)
 	}
-	var pats []*rules.Pattern
-	scope := func(sc *rules.Scope) {
-		pats = append(append(append(pats, sc.Match...), sc.Optional...), sc.Absent...)
-		for _, ag := range sc.Aggregates {
-			pats = append(append(append(pats, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...)
-		}
-	}
-	scope(r.Body)
-	if r.Choose != nil {
-		scope(r.Choose.Body)
-	}
-	for _, q := range pats {
+	for _, q := range rulePatterns(r) {
 		if q != clock && slices.Contains(patternVars(q), a) {
 			return "", false
 		}

@@ -126,17 +126,7 @@ func TestDeadlinesMissNothing(t *testing.T) {
 				// The plan does not commit: the engine says so and
 				// evaluates what its firings read again.
 				ev.Uncommitted()
-				var again []facts.Change
-				for _, f := range p.Firings {
-					for _, rd := range f.Reads {
-						if fact, ok := tb.Get(rd.Key); ok {
-							again = append(again, facts.Change{Fact: fact})
-						} else {
-							again = append(again, facts.Change{Fact: facts.Fact{Key: rd.Key}, Deleted: true})
-						}
-					}
-				}
-				p = ev.Incremental(tb, again)
+				p = ev.Incremental(tb, readAgain(tb, p))
 			}
 			fired += len(p.Firings)
 			for _, f := range p.Firings {

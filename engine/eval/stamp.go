@@ -27,18 +27,7 @@ func stampOnly(r *rules.Rule, p *rules.Pattern) bool {
 		return false
 	}
 	a := p.Alias
-	var pats []*rules.Pattern
-	scope := func(sc *rules.Scope) {
-		pats = append(append(append(pats, sc.Match...), sc.Optional...), sc.Absent...)
-		for _, ag := range sc.Aggregates {
-			pats = append(append(append(pats, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...)
-		}
-	}
-	scope(r.Body)
-	if r.Choose != nil {
-		scope(r.Choose.Body)
-	}
-	for _, q := range pats {
+	for _, q := range rulePatterns(r) {
 		if q != p && slices.Contains(q.Vars(), a) {
 			return false
 		}
@@ -70,4 +59,21 @@ func movedOnly(p *rules.Pattern, c facts.Change) bool {
 	}
 	_, err := decode(p.Type.Value, c.Value)
 	return err == nil
+}
+
+// rulePatterns lists every pattern of r: its body's and its choice's,
+// with their aggregates'.
+func rulePatterns(r *rules.Rule) []*rules.Pattern {
+	var pats []*rules.Pattern
+	scope := func(sc *rules.Scope) {
+		pats = append(append(append(pats, sc.Match...), sc.Optional...), sc.Absent...)
+		for _, ag := range sc.Aggregates {
+			pats = append(append(append(pats, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...)
+		}
+	}
+	scope(r.Body)
+	if r.Choose != nil {
+		scope(r.Choose.Body)
+	}
+	return pats
 }

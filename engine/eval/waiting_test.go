@@ -184,17 +184,7 @@ func TestWaitingLeavesNothingPlaceable(t *testing.T) {
 				// The plan is lost, as when its guards fail: the engine
 				// says so and evaluates what the firings read again.
 				ev.Uncommitted()
-				var again []facts.Change
-				for _, f := range p.Firings {
-					for _, rd := range f.Reads {
-						if fact, ok := tb.Get(rd.Key); ok {
-							again = append(again, facts.Change{Fact: fact})
-						} else {
-							again = append(again, facts.Change{Fact: facts.Fact{Key: rd.Key}, Deleted: true})
-						}
-					}
-				}
-				p = ev.Incremental(tb, again)
+				p = ev.Incremental(tb, readAgain(tb, p))
 				from = tb.Rev()
 			}
 			changes = applyKnown(tb, p)
@@ -337,4 +327,20 @@ func TestWholeEvaluationResumesWhereItWasCut(t *testing.T) {
 	if !cut {
 		t.Fatal("no round was cut at its budget: the test shows nothing")
 	}
+}
+
+// readAgain returns what the firings of a lost plan read, as the facts
+// stand, as changes: what the engine evaluates again after a drop.
+func readAgain(tb *table, p eval.Plan) []facts.Change {
+	var again []facts.Change
+	for _, f := range p.Firings {
+		for _, rd := range f.Reads {
+			if fact, ok := tb.Get(rd.Key); ok {
+				again = append(again, facts.Change{Fact: fact})
+			} else {
+				again = append(again, facts.Change{Fact: facts.Fact{Key: rd.Key}, Deleted: true})
+			}
+		}
+	}
+	return again
 }
