@@ -130,10 +130,8 @@ func (m monotony) diff(a, b ast.Expr) int {
 		return da
 	case da == still || da == -db:
 		return -db
-	case da == db:
-		return unknown // both move: the difference may go either way
 	}
-	return unknown
+	return unknown // both move the same way: the difference may go either way
 }
 
 // dir is the direction of the value x as the clock moves forward.
@@ -273,7 +271,6 @@ func (rd *round) noteDeadline(dl *deadlines, r *rules.Rule, s *sol, held bool, e
 	case held:
 		delete(dl.byKey, b.key())
 	default:
-		rd.e.stats.Deadlines++
 		dl.add(b, rd.deadlineSearch(dl, r, s))
 	}
 	return b

@@ -140,7 +140,6 @@ type Stats struct {
 	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
 	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
 	Due             int64 // bindings a clock move made due (deadline.go)
-	Deadlines       int64 // deadlines searched for bindings found false (deadline.go)
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
