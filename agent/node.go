@@ -31,11 +31,12 @@ type node struct {
 	path   string          // cache file; "" keeps no cache
 
 	// Owned by the run goroutine.
-	cached      map[string]Spec     // placements as last saved to or loaded from the cache
-	cacheErr    string              // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
-	savedSig    []byte              // what the cache file holds, to skip rewriting it unchanged
-	reported    map[string]reported // key -> what report last encoded and committed for it
-	haveEpoch   int64               // link epoch and lease generation reported's commits are valid for
+	cached      map[string]Spec          // placements as last saved to or loaded from the cache
+	cacheErr    string                   // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
+	savedSig    []byte                   // what the cache file holds, to skip rewriting it unchanged
+	reported    map[string]reported      // key of one of the node's own facts -> what report last encoded and committed for it
+	stated      map[string]instanceState // instance id -> what report last committed of it
+	haveEpoch   int64                    // link epoch and lease generation reported's and stated's commits are valid for
 	haveGen     int64
 	listFailing bool              // the runtime's last List failed (logged once per outage)
 	waiting     map[string]bool   // placed instances whose spec is incomplete (logged once each)
@@ -69,7 +70,7 @@ func newNode(a *Agent, nc NodeConfig) *node {
 		a: a, cfg: nc, rt: nc.Runtime,
 		log:      a.cfg.Log.With("node", nc.ID),
 		kick:     make(chan struct{}, 1),
-		reported: map[string]reported{}, waiting: map[string]bool{},
+		reported: map[string]reported{}, stated: map[string]instanceState{}, waiting: map[string]bool{},
 		starting: map[string]bool{}, stopping: map[string]bool{}, stopped: map[string]bool{},
 		failed: map[string]*failure{}, health: map[string]string{}, probes: map[string]probeHandle{},
 	}
