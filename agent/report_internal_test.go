@@ -3,7 +3,9 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func written(n *node, commit bool) map[string]string {
 	for _, op := range ops {
 		out[op.Key] = string(op.Value)
 	}
-	if !slices.IsSortedFunc(ops, func(a, b facts.Op) int { return cmpStr(a.Key, b.Key) }) {
+	if !slices.IsSortedFunc(ops, func(a, b facts.Op) int { return strings.Compare(a.Key, b.Key) }) {
 		panic("report's writes are not sorted by key")
 	}
 	if commit && done != nil {
@@ -47,24 +49,7 @@ func written(n *node, commit bool) map[string]string {
 	return out
 }
 
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func keysOf(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
+func keysOf(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 // TestReportWritesWhatChanged checks what a node's report writes as its
 // instances change: every fact once, then only what changed; a stopped
@@ -122,7 +107,7 @@ func TestReportWritesWhatChanged(t *testing.T) {
 	// A failed write loses nothing: the next report writes the same.
 	n.run1("c0003")
 	lost := written(n, false)
-	if got := written(n, true); !maps2Equal(got, lost) || len(got) == 0 {
+	if got := written(n, true); !maps.Equal(got, lost) || len(got) == 0 {
 		t.Errorf("after a failed write the report wrote %v, want %v", keysOf(got), keysOf(lost))
 	}
 	if _, ok := lost[facts.NodeAvailableCPU("node-1")]; !ok {
@@ -166,18 +151,6 @@ func TestReportWritesWhatChanged(t *testing.T) {
 	if got := written(n, true); len(got) < len(first) {
 		t.Errorf("after a reconnect the report wrote %d facts, want at least %d", len(got), len(first))
 	}
-}
-
-func maps2Equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkReport is a node's report after one instance's health changed,
