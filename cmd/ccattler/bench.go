@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -171,7 +172,7 @@ a new watch from the mirror's revision.`,
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit each engine round's plan while the next round evaluates, as `ccattler server --overlap-commit`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: scale-down or delete")
+	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: change, scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
 	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
@@ -239,8 +240,8 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--raw-batch %d: expected 1 to 16000", f.rawBatch)
 	case f.rawFor <= 0:
 		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
-	case f.profilePhase != "" && (f.cpuProfile == "" || (f.profilePhase != "scale-down" && f.profilePhase != "delete")):
-		return usageError("--cpuprofile-phase %q: expected scale-down or delete, with --cpuprofile", f.profilePhase)
+	case f.profilePhase != "" && (f.cpuProfile == "" || !slices.Contains(profilePhases, f.profilePhase)):
+		return usageError("--cpuprofile-phase %q: expected change, scale-down or delete, with --cpuprofile", f.profilePhase)
 	case f.scaleTo < -1 || f.scaleTo > facts.MaxInstances:
 		return usageError("--scale-to %d: expected -1 (skip) or 0 to %d", f.scaleTo, facts.MaxInstances)
 	}

@@ -324,6 +324,11 @@ func (b *bench) changes(ctx context.Context) error {
 	total := make([]time.Duration, 0, b.f.changes)
 	engine := make([]time.Duration, 0, b.f.changes)
 	b.pr.phase("one-fact changes", func() string { return fmt.Sprintf("%d of %d", len(total), b.f.changes) })
+	stop, err := b.profilePhase("change")
+	if err != nil {
+		return err
+	}
+	defer stop()
 	for i := range b.f.changes {
 		healthy := i%2 == 1 // unhealthy first: the endpoint goes, then comes back
 		val := "unhealthy"

@@ -84,20 +84,34 @@ func (b *bench) deleteAll(ctx context.Context) error {
 	return err
 }
 
+// profilePhases are the phases --cpuprofile-phase may name.
+var profilePhases = []string{"change", "scale-down", "delete"}
+
+// profilePhase starts the CPU profile when --cpuprofile-phase names phase;
+// stop ends it.
+func (b *bench) profilePhase(phase string) (stop func(), err error) {
+	if b.f.profilePhase != phase {
+		return func() {}, nil
+	}
+	pf, err := os.Create(b.f.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+}
+
 // shrink runs change and waits for done, counting what went on meanwhile
 // (and profiling it, with --cpuprofile-phase naming the phase).
 func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, change func() error) (*shrinkResult, error) {
-	if b.f.profilePhase == what {
-		pf, err := os.Create(b.f.cpuProfile)
-		if err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := b.profilePhase(what)
+	if err != nil {
+		return nil, err
 	}
+	defer stop()
 	var stopped0 int
 	b.tr.read(func(t *tracker) { stopped0, t.unplaced = t.states["stopped"], map[string]map[int64]bool{} })
 	st0, cpu0 := b.eng.Stats(), cpuTime()

@@ -27,7 +27,7 @@ func TestBench(t *testing.T) {
 		{name: "negative stall", args: []string{"bench", "--stall", "-1s"}, code: 2, stderr: "--stall -1s: expected a positive duration, or 0 for never"},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 		{name: "scale-to below -1", args: []string{"bench", "--scale-to", "-2"}, code: 2, stderr: "--scale-to -2: expected -1 (skip) or 0 to 10000"},
-		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected scale-down or delete, with --cpuprofile`},
+		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected change, scale-down or delete, with --cpuprofile`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
