@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -487,7 +488,53 @@ func (c *compiler) aggregateBody(name string, b *hcl.Block, content *hcl.BodyCon
 		}
 	}
 	vs.add(name, ag.Type)
+	dropUnread(ag)
 	return ag
+}
+
+// dropUnread takes out of an aggregate's body the optional patterns whose
+// alias neither its where nor its of reads, such as the health of a
+// relation's instances to a count of the placed ones: such a fact changes
+// no member's contribution, so it is neither read nor followed. (A count
+// over ["live", "spec"] that reads only the state then is not adjusted, nor
+// its readers evaluated again, when an agent reports an image or a health.)
+func dropUnread(ag *Aggregate) {
+	read := map[string]bool{}
+	for _, x := range []*Expr{ag.Where, ag.Of} {
+		if x != nil && x.AST != nil {
+			maps.Copy(read, Idents(x.AST.NativeRep().Expr()))
+		}
+	}
+	sc := ag.Body
+	for _, ps := range [][]*Pattern{sc.Match, sc.Optional, sc.Absent} {
+		for _, p := range ps {
+			for _, v := range p.Vars() {
+				read[v] = true
+			}
+		}
+	}
+	kept := sc.Optional[:0:0]
+	for _, p := range sc.Optional {
+		if read[p.Alias] {
+			kept = append(kept, p)
+			continue
+		}
+		sc.Binds = slices.DeleteFunc(sc.Binds, func(v string) bool { return v == p.Alias })
+	}
+	if len(kept) == len(sc.Optional) {
+		return
+	}
+	sc.Optional = kept
+	// Outer lists what the remaining patterns use of the names around them.
+	used := map[string]bool{}
+	for _, ps := range [][]*Pattern{sc.Match, sc.Optional, sc.Absent} {
+		for _, p := range ps {
+			for _, v := range append(p.Vars(), p.Alias) {
+				used[v] = true
+			}
+		}
+	}
+	sc.Outer = slices.DeleteFunc(sc.Outer, func(v string) bool { return !used[v] })
 }
 
 func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {

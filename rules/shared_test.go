@@ -355,3 +355,68 @@ func mustRule(t *testing.T, rs *RuleSet, name string) *Rule {
 	}
 	return r
 }
+
+// TestAggregateDropsUnreadOptionals checks that an aggregate keeps only the
+// optional patterns its where or of reads, through a shared let too: a
+// count of placed instances does not follow their health.
+func TestAggregateDropsUnreadOptionals(t *testing.T) {
+	src := `relation "spec" {
+  match { svc = "observed/instance/{i}/service" }
+  optional {
+    health = "observed/instance/{i}/health"
+    image  = "observed/instance/{i}/image"
+    want   = "desired/service/{svc}/image"
+    cpu    = "observed/instance/{i}/resources/cpu"
+  }
+}
+
+let {
+  outdated = "image.hasValue() && image.value() != want.orValue('')"
+}
+
+counts {
+  params = ["svc"]
+  over   = "spec"
+  old    = "outdated"
+  all    = "true"
+}
+
+aggregate "cpu_used" {
+  params = ["svc"]
+  over   = "spec"
+  sum    = "cpu.orValue(0.0)"
+}
+
+rule "r" {
+  doc       = "d"
+  principal = "instances"
+  match { n = "effective/service/{svc}/instances" }
+  when = "old + all > n && cpu_used > 0.0"
+  emit "observed/service/{svc}/restart/failures" { value = "n" }
+}
+`
+	rs, diags := load(t, map[string]string{"r.hcl": src})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	want := map[string][]string{"old": {"image", "want"}, "all": nil, "cpu_used": {"cpu"}}
+	r := mustRule(t, rs, "r")
+	if len(r.Body.Aggregates) != len(want) {
+		t.Fatalf("aggregates %d, want %d", len(r.Body.Aggregates), len(want))
+	}
+	for _, ag := range r.Body.Aggregates {
+		var got []string
+		for _, p := range ag.Body.Optional {
+			got = append(got, p.Alias)
+		}
+		if !slices.Equal(got, want[ag.Name]) {
+			t.Errorf("%s keeps optionals %v, want %v", ag.Name, got, want[ag.Name])
+		}
+		if slices.Contains(ag.Body.Binds, "health") {
+			t.Errorf("%s still binds health: %v", ag.Name, ag.Body.Binds)
+		}
+		if len(ag.Body.Match) != 1 {
+			t.Errorf("%s: match %v, want the relation's one pattern", ag.Name, ag.Body.Match)
+		}
+	}
+}
