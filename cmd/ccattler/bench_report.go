@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -92,6 +96,10 @@ type benchResult struct {
 	ChangeMaxMS       float64 `json:"change_max_ms"`
 	ChangeEngineP50MS float64 `json:"change_engine_p50_ms"` // from the change in the mirror to the endpoint change in the mirror
 	ChangeEngineP99MS float64 `json:"change_engine_p99_ms"`
+	// What the engine did during the change phase: its rounds and firings
+	// by rule (the flips' own and any other work, such as the clock's).
+	ChangeEngineRounds  int64            `json:"change_engine_rounds"`
+	ChangeFiringsByRule map[string]int64 `json:"change_firings_by_rule,omitempty"`
 
 	// Failure recovery.
 	KilledNodes     int     `json:"killed_nodes"`
@@ -159,6 +167,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	if r.Changes > 0 {
 		row("change p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeP50MS, r.ChangeP99MS), fmt.Sprintf("%d health changes, write to endpoint write (max %.2fms)", r.Changes, r.ChangeMaxMS))
 		row("  engine part p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeEngineP50MS, r.ChangeEngineP99MS), "from the change reaching the mirror")
+		row("  engine rounds", fmt.Sprint(r.ChangeEngineRounds), fmt.Sprintf("during the change phase; firings %s", formatFirings(r.ChangeFiringsByRule)))
 	}
 	if r.KilledNodes > 0 {
 		row("recovery", fmt.Sprintf("%.2fs", r.RecoverySeconds), fmt.Sprintf("%d nodes, %d instances lost; from lease expiry, grace included", r.KilledNodes, r.LostInstances))
@@ -283,4 +292,19 @@ func overlapText(on bool) string {
 		return ", each committed while the next evaluated"
 	}
 	return ""
+}
+
+// formatFirings renders firings by rule, the most first: "publish_endpoint
+// ×1000, note_unhealthy ×500", or "none".
+func formatFirings(by map[string]int64) string {
+	if len(by) == 0 {
+		return "none"
+	}
+	rules := slices.Collect(maps.Keys(by))
+	slices.SortFunc(rules, func(a, b string) int { return cmp.Or(cmp.Compare(by[b], by[a]), strings.Compare(a, b)) })
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = fmt.Sprintf("%s ×%d", r, by[r])
+	}
+	return strings.Join(parts, ", ")
 }

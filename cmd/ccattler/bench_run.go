@@ -329,6 +329,7 @@ func (b *bench) changes(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	st0 := b.eng.Stats()
 	for i := range b.f.changes {
 		healthy := i%2 == 1 // unhealthy first: the endpoint goes, then comes back
 		val := "unhealthy"
@@ -361,6 +362,8 @@ func (b *bench) changes(ctx context.Context) error {
 	res.ChangeP50MS, res.ChangeP99MS, res.ChangeMaxMS = percentileMS(s, 0.5), percentileMS(s, 0.99), percentileMS(s, 1)
 	e := sortedCopy(engine)
 	res.ChangeEngineP50MS, res.ChangeEngineP99MS = percentileMS(e, 0.5), percentileMS(e, 0.99)
+	st1 := b.eng.Stats()
+	res.ChangeEngineRounds, res.ChangeFiringsByRule = st1.Rounds-st0.Rounds, firingsSince(st0, st1)
 	return nil
 }
 

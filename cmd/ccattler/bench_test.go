@@ -13,6 +13,7 @@ import (
 func TestBench(t *testing.T) {
 	tiny := []string{"bench", "--nodes", "10", "--instances", "50", "--services", "5", "--changes", "40", "--raw-for", "300ms"}
 	memProfile := filepath.Join(t.TempDir(), "mem.out")
+	cpuProfile := filepath.Join(t.TempDir(), "change.cpu")
 	cases := []struct {
 		name   string
 		args   []string
@@ -20,7 +21,8 @@ func TestBench(t *testing.T) {
 		stderr string   // in stderr, for a failure
 		stdout []string // in stdout, for a failure
 	}{
-		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m", "--agent-cache", "--memprofile", memProfile)},
+		{name: "tiny run", args: append(append([]string{}, tiny...), "-o", "json", "--timeout", "2m", "--agent-cache", "--memprofile", memProfile,
+			"--cpuprofile", cpuProfile, "--cpuprofile-phase", "change")},
 		{name: "phase timeout exits 1, saying how far it got", args: append(append([]string{}, tiny...), "--timeout", "1ms", "-o", "json"), code: 1,
 			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`, `"fresh_revision"`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
@@ -53,11 +55,11 @@ func TestBench(t *testing.T) {
 			if !strings.Contains(r.stdout, `"agent_cache": true`) {
 				t.Errorf("--agent-cache is not in the result:\n%s", r.stdout)
 			}
-			// Both heap profiles, once converged and at the peak, are
-			// gzipped pprof protos.
-			for _, p := range []string{memProfile, memProfile + ".peak"} {
+			// Both heap profiles, once converged and at the peak, and the
+			// change phase's CPU profile are gzipped pprof protos.
+			for _, p := range []string{memProfile, memProfile + ".peak", cpuProfile} {
 				if b, err := os.ReadFile(p); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-					t.Errorf("--memprofile: %s is not a heap profile (%d bytes, %v)", p, len(b), err)
+					t.Errorf("%s is not a pprof profile (%d bytes, %v)", p, len(b), err)
 				}
 			}
 		})
@@ -183,6 +185,15 @@ func checkBenchJSON(t *testing.T, out string) {
 	}
 	if p50, p99 := num("change_p50_ms"), num("change_p99_ms"); p99 < p50 {
 		t.Errorf("change_p99_ms %v < change_p50_ms %v", p99, p50)
+	}
+	// Each flip is at least one round, and moves one endpoint (the last
+	// flip's firing may be counted only after the phase, when its commit
+	// returns).
+	if n := num("change_engine_rounds"); n < 39 {
+		t.Errorf("change_engine_rounds %v for 40 flips", n)
+	}
+	if by, _ := m["change_firings_by_rule"].(map[string]any); by == nil || by["publish_endpoint"] == nil || by["publish_endpoint"].(float64) < 39 || by["publish_endpoint"].(float64) > 40 {
+		t.Errorf("change_firings_by_rule %v: want publish_endpoint once per flip", m["change_firings_by_rule"])
 	}
 	if r, g := num("recovery_seconds"), num("grace_seconds"); r < g {
 		t.Errorf("recovery_seconds %v < grace_seconds %v", r, g)
