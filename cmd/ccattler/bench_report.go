@@ -96,6 +96,19 @@ type benchResult struct {
 	ChangeMaxMS       float64 `json:"change_max_ms"`
 	ChangeEngineP50MS float64 `json:"change_engine_p50_ms"` // from the change in the mirror to the endpoint change in the mirror
 	ChangeEngineP99MS float64 `json:"change_engine_p99_ms"`
+	// The flip's own write, a one-key transaction from the process's
+	// agent client: etcd's commit latency, the floor under both figures.
+	ChangeWriteP50MS float64 `json:"change_write_p50_ms"`
+	ChangeWriteP99MS float64 `json:"change_write_p99_ms"`
+	// Where the engine's part goes, per flip on average (engine.Stats over
+	// the phase divided by the flips): evaluating, committing its plans, and
+	// waiting for its writes through the watch; of applying, the time in
+	// etcd's answer to its transactions; and its transactions.
+	ChangeEngineEvalMS      float64 `json:"change_engine_evaluate_ms"`
+	ChangeEngineApplyMS     float64 `json:"change_engine_apply_ms"`
+	ChangeEngineCommitMS    float64 `json:"change_engine_commit_ms"`
+	ChangeEngineWatchWaitMS float64 `json:"change_engine_watch_wait_ms"`
+	ChangeEngineTxns        int64   `json:"change_engine_transactions"`
 	// What the engine did during the change phase: its rounds and firings
 	// by rule (the flips' own and any other work, such as the clock's).
 	ChangeEngineRounds  int64            `json:"change_engine_rounds"`
@@ -167,6 +180,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	if r.Changes > 0 {
 		row("change p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeP50MS, r.ChangeP99MS), fmt.Sprintf("%d health changes, write to endpoint write (max %.2fms)", r.Changes, r.ChangeMaxMS))
 		row("  engine part p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeEngineP50MS, r.ChangeEngineP99MS), "from the change reaching the mirror")
+		row("  engine per flip", fmt.Sprintf("%.2fms evaluate", r.ChangeEngineEvalMS), fmt.Sprintf("%.2fms applying (%.2fms of it etcd's commit; %d transactions in all), %.2fms waiting for its writes through the watch; mean",
+			r.ChangeEngineApplyMS, r.ChangeEngineCommitMS, r.ChangeEngineTxns, r.ChangeEngineWatchWaitMS))
+		row("  the flip's write p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeWriteP50MS, r.ChangeWriteP99MS), "a one-key transaction: etcd's commit latency")
 		row("  engine rounds", fmt.Sprint(r.ChangeEngineRounds), fmt.Sprintf("during the change phase; firings %s", formatFirings(r.ChangeFiringsByRule)))
 	}
 	if r.KilledNodes > 0 {

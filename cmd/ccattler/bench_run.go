@@ -323,6 +323,7 @@ func (b *bench) changes(ctx context.Context) error {
 	key := facts.InstanceHealth(id)
 	total := make([]time.Duration, 0, b.f.changes)
 	engine := make([]time.Duration, 0, b.f.changes)
+	write := make([]time.Duration, 0, b.f.changes)
 	b.pr.phase("one-fact changes", func() string { return fmt.Sprintf("%d of %d", len(total), b.f.changes) })
 	stop, err := b.profilePhase("change")
 	if err != nil {
@@ -347,6 +348,7 @@ func (b *bench) changes(ctx context.Context) error {
 		if _, err := b.agentStore.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(key, raw)}}); err != nil {
 			return fmt.Errorf("change phase: write %s: %w", key, err)
 		}
+		write = append(write, time.Since(start))
 		snap, err := b.wait(ctx, done, fmt.Sprintf("change %d (%s = %s) reaching endpoint/service/.../%s", i+1, key, val, id))
 		if err != nil {
 			return err
@@ -362,8 +364,16 @@ func (b *bench) changes(ctx context.Context) error {
 	res.ChangeP50MS, res.ChangeP99MS, res.ChangeMaxMS = percentileMS(s, 0.5), percentileMS(s, 0.99), percentileMS(s, 1)
 	e := sortedCopy(engine)
 	res.ChangeEngineP50MS, res.ChangeEngineP99MS = percentileMS(e, 0.5), percentileMS(e, 0.99)
+	w := sortedCopy(write)
+	res.ChangeWriteP50MS, res.ChangeWriteP99MS = percentileMS(w, 0.5), percentileMS(w, 0.99)
 	st1 := b.eng.Stats()
 	res.ChangeEngineRounds, res.ChangeFiringsByRule = st1.Rounds-st0.Rounds, firingsSince(st0, st1)
+	perFlip := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(len(total)) }
+	res.ChangeEngineEvalMS = perFlip(st1.EvalTime - st0.EvalTime)
+	res.ChangeEngineApplyMS = perFlip(st1.ApplyTime - st0.ApplyTime)
+	res.ChangeEngineCommitMS = perFlip(st1.CommitTime - st0.CommitTime)
+	res.ChangeEngineWatchWaitMS = perFlip(st1.WatchWaitTime - st0.WatchWaitTime)
+	res.ChangeEngineTxns = st1.Txns - st0.Txns
 	return nil
 }
 

@@ -186,6 +186,22 @@ func checkBenchJSON(t *testing.T, out string) {
 	if p50, p99 := num("change_p50_ms"), num("change_p99_ms"); p99 < p50 {
 		t.Errorf("change_p99_ms %v < change_p50_ms %v", p99, p50)
 	}
+	// Each flip's time includes its own write: so do its quantiles.
+	if w50, w99 := num("change_write_p50_ms"), num("change_write_p99_ms"); w50 <= 0 || w99 < w50 || w50 > num("change_p50_ms") || w99 > num("change_p99_ms") {
+		t.Errorf("change_write_p50_ms %v, change_write_p99_ms %v: want 0 < p50 <= p99, each at most the flip's (%v, %v)",
+			w50, w99, num("change_p50_ms"), num("change_p99_ms"))
+	}
+	// Every flip is evaluated and committed by the engine.
+	if ev, ap := num("change_engine_evaluate_ms"), num("change_engine_apply_ms"); ev <= 0 || ap <= 0 || num("change_engine_watch_wait_ms") < 0 {
+		t.Errorf("change_engine_evaluate_ms %v, change_engine_apply_ms %v, change_engine_watch_wait_ms %v: the engine evaluated and committed every flip",
+			ev, ap, num("change_engine_watch_wait_ms"))
+	}
+	if c, ap := num("change_engine_commit_ms"), num("change_engine_apply_ms"); c <= 0 || c > ap {
+		t.Errorf("change_engine_commit_ms %v: want more than 0, at most the %v applying", c, ap)
+	}
+	if n := num("change_engine_transactions"); n < 39 {
+		t.Errorf("change_engine_transactions %v for 40 flips", n)
+	}
 	// Each flip is at least one round, and moves one endpoint (the last
 	// flip's firing may be counted only after the phase, when its commit
 	// returns).
