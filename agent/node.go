@@ -168,9 +168,15 @@ func (n *node) loadCache() {
 	n.log.Info("loaded local cache", "instances", len(body.Instances), "rev", body.Rev, "saved_at", body.SavedAt)
 }
 
+// saveCache rewrites the cache file when what it would hold changed; a
+// node without one, or whose placements did not come from etcd, writes
+// nothing and encodes nothing.
 func (n *node) saveCache() {
 	n.mu.Lock()
-	live := n.live
+	if n.path == "" || !n.live {
+		n.mu.Unlock()
+		return
+	}
 	body := cacheBody{Node: n.cfg.ID, Instances: n.wants, Failed: map[string]string{}}
 	for id, f := range n.failed {
 		if _, placed := n.wants[id]; placed {
@@ -179,7 +185,7 @@ func (n *node) saveCache() {
 	}
 	sig, _ := json.Marshal(body)
 	n.mu.Unlock()
-	if n.path == "" || !live || string(sig) == string(n.savedSig) {
+	if string(sig) == string(n.savedSig) {
 		return
 	}
 	body.Rev = n.a.feed.revision()

@@ -193,3 +193,27 @@ func BenchmarkReport(b *testing.B) {
 		})
 	}
 }
+
+// TestSaveCacheWithoutCacheEncodesNothing checks that a node that keeps no
+// cache, or whose placements did not come from etcd, pays nothing for the
+// cache at a wake-up: encoding every placement to compare it with the file
+// was a quarter of a simulated node's work at 30,000 instances.
+func TestSaveCacheWithoutCacheEncodesNothing(t *testing.T) {
+	n := reportNode(t)
+	for i := range 1000 {
+		n.run1(fmt.Sprintf("a%05x", i))
+	}
+	for _, c := range []struct {
+		name string
+		path string
+		live bool
+	}{{"no cache", "", true}, {"not from etcd", t.TempDir() + "/cache.json", false}} {
+		n.path, n.live = c.path, c.live
+		if allocs := testing.AllocsPerRun(10, n.saveCache); allocs != 0 {
+			t.Errorf("%s: saveCache allocated %v times for 1,000 placements, want 0", c.name, allocs)
+		}
+		if n.savedSig != nil {
+			t.Errorf("%s: saveCache saved", c.name)
+		}
+	}
+}
