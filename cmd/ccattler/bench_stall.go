@@ -47,6 +47,10 @@ type stallReport struct {
 	// covers only the few a removal writes).
 	FreshKeys     int      `json:"fresh_keys"`
 	FreshKeyDrift []string `json:"fresh_key_drift,omitempty"`
+	// The same keys as the mirror holds them, each with its revision: with
+	// `--log-level debug`, whose "round planned" lines give each round's
+	// revision, they name the round that saw a missed firing's last change.
+	FreshKeyFacts []string `json:"fresh_key_facts,omitempty"`
 	// The mirror against etcd, under the prefixes a scale or a stop
 	// writes: a mirror that missed writes stalls the engine and the
 	// tracker alike, and its fresh round fires nothing.
@@ -218,6 +222,11 @@ func (b *bench) freshKeys(ctx context.Context, r *stallReport, tb *facts.Table, 
 		}
 		r.FreshKeys++
 		m, inMirror := tb.Get(k)
+		if inMirror {
+			r.FreshKeyFacts = append(r.FreshKeyFacts, fmt.Sprintf("%s = %s (revision %d)", k, m.Value, m.ModRevision))
+		} else {
+			r.FreshKeyFacts = append(r.FreshKeyFacts, k+" absent")
+		}
 		switch {
 		case !inEtcd && !inMirror:
 		case !inMirror:
@@ -300,6 +309,16 @@ func (r *stallReport) print(w io.Writer, want int) {
 				}
 				fmt.Fprintf(w, "    %s\n", d)
 			}
+		}
+	}
+	if len(r.FreshKeyFacts) > 0 {
+		fmt.Fprintln(w, "in the mirror, with their revisions (--log-level debug logs each round's):")
+		for i, f := range r.FreshKeyFacts {
+			if i == 10 {
+				fmt.Fprintln(w, "    …")
+				break
+			}
+			fmt.Fprintf(w, "    %s\n", f)
 		}
 	}
 	fmt.Fprintf(w, "the mirror applied %d watch events and listed everything %d times; a new watch from its revision on delivered %d events in 3 s",

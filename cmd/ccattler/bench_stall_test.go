@@ -81,6 +81,23 @@ func TestStallReportNamesWhatAFreshRoundWouldDo(t *testing.T) {
 	if len(r.FreshKeyDrift) != 0 || r.FreshKeys == 0 || !strings.Contains(out, "keys those firings read and write are the same") {
 		t.Errorf("a current mirror: %d fresh keys compared, %v differ", r.FreshKeys, r.FreshKeyDrift)
 	}
+	// Each key compared is listed as the mirror holds it: the placements
+	// the stops would delete, with their revisions.
+	if len(r.FreshKeyFacts) != r.FreshKeys || !strings.Contains(out, "in the mirror, with their revisions") {
+		t.Errorf("%d fresh keys compared, %d listed: %v", r.FreshKeys, len(r.FreshKeyFacts), r.FreshKeyFacts)
+	}
+	placements := 0
+	for _, f := range r.FreshKeyFacts {
+		if strings.HasPrefix(f, "placement/instance/") {
+			placements++
+			if !strings.Contains(f, "(revision ") || strings.Contains(f, "(revision 0)") {
+				t.Errorf("a placement listed without its revision: %q", f)
+			}
+		}
+	}
+	if placements < 2 {
+		t.Errorf("%d placements listed, want the two a fresh round stops: %v", placements, r.FreshKeyFacts)
+	}
 	if len(r.Drift) != 0 || !strings.Contains(out, "the mirror (revision ") || !strings.Contains(out, "holds what etcd") {
 		t.Errorf("a current mirror is reported as drifting (%v):\n%s", r.Drift, out)
 	}
