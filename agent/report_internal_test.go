@@ -197,7 +197,8 @@ func BenchmarkReport(b *testing.B) {
 // TestSaveCacheWithoutCacheEncodesNothing checks that a node that keeps no
 // cache, or whose placements did not come from etcd, pays nothing for the
 // cache at a wake-up: encoding every placement to compare it with the file
-// was a quarter of a simulated node's work at 30,000 instances.
+// was a quarter of a simulated node's work at 30,000 instances. One that
+// keeps a cache still saves it, and rewrites it only when it changed.
 func TestSaveCacheWithoutCacheEncodesNothing(t *testing.T) {
 	n := reportNode(t)
 	for i := range 1000 {
@@ -215,5 +216,23 @@ func TestSaveCacheWithoutCacheEncodesNothing(t *testing.T) {
 		if n.savedSig != nil {
 			t.Errorf("%s: saveCache saved", c.name)
 		}
+	}
+	// A node that keeps one, with placements from etcd, writes it once,
+	// and again only when what it holds changed.
+	n.path, n.live = t.TempDir()+"/cache.json", true
+	n.saveCache()
+	body, ok, err := loadCache(n.path)
+	if err != nil || !ok || len(body.Instances) != 1000 {
+		t.Fatalf("the cache saved holds %d placements (%v, %v), want 1,000", len(body.Instances), ok, err)
+	}
+	saved := body.SavedAt
+	n.saveCache()
+	if body, _, _ := loadCache(n.path); !body.SavedAt.Equal(saved) {
+		t.Errorf("an unchanged cache was rewritten at %v (first saved at %v)", body.SavedAt, saved)
+	}
+	n.run1("b00000")
+	n.saveCache()
+	if body, _, _ := loadCache(n.path); len(body.Instances) != 1001 {
+		t.Errorf("after a new placement the cache holds %d, want 1,001", len(body.Instances))
 	}
 }

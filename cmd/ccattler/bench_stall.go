@@ -302,24 +302,12 @@ func (r *stallReport) print(w io.Writer, want int) {
 			fmt.Fprintf(w, "the %d keys those firings read and write are the same in the mirror and in etcd\n", r.FreshKeys)
 		} else {
 			fmt.Fprintf(w, "of the %d keys those firings read and write, %d differ between the mirror and etcd:\n", r.FreshKeys, len(r.FreshKeyDrift))
-			for i, d := range r.FreshKeyDrift {
-				if i == 10 {
-					fmt.Fprintln(w, "    …")
-					break
-				}
-				fmt.Fprintf(w, "    %s\n", d)
-			}
+			printFirst(w, r.FreshKeyDrift)
 		}
 	}
 	if len(r.FreshKeyFacts) > 0 {
 		fmt.Fprintln(w, "in the mirror, with their revisions (--log-level debug logs each round's):")
-		for i, f := range r.FreshKeyFacts {
-			if i == 10 {
-				fmt.Fprintln(w, "    …")
-				break
-			}
-			fmt.Fprintf(w, "    %s\n", f)
-		}
+		printFirst(w, r.FreshKeyFacts)
 	}
 	fmt.Fprintf(w, "the mirror applied %d watch events and listed everything %d times; a new watch from its revision on delivered %d events in 3 s",
 		r.MirrorEvents, r.MirrorRelists, r.ProbeEvents)
@@ -337,6 +325,18 @@ func (r *stallReport) print(w io.Writer, want int) {
 		for _, e := range d.Examples {
 			fmt.Fprintf(w, "    %s\n", e)
 		}
+	}
+}
+
+// printFirst prints the first 10 lines, indented, and an ellipsis when
+// there are more.
+func printFirst(w io.Writer, lines []string) {
+	for i, l := range lines {
+		if i == 10 {
+			fmt.Fprintln(w, "    …")
+			return
+		}
+		fmt.Fprintf(w, "    %s\n", l)
 	}
 }
 
