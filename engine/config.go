@@ -83,6 +83,16 @@ type Config struct {
 	// convergence was not faster (BENCHMARKS.md, "Overlapped commit on
 	// current main").
 	OverlapCommit bool
+	// ResyncInterval is how often, at most, the leader evaluates everything
+	// once at rest — every change evaluated, every plan committed — and
+	// commits what that finds (Evaluator.Resync where the evaluator has it,
+	// else Full), as controllers resync their caches. A correct incremental
+	// evaluation leaves nothing for it: each firing it plans is one that
+	// was missed, committed late rather than never, and counted and logged
+	// (Stats.ResyncFirings) so that the miss can be traced. It costs one
+	// full evaluation (about a second at 10,000 instances) and waits for
+	// rest, so a leader that never rests does not resync. 0: never.
+	ResyncInterval time.Duration
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
 	// WhileLeading, when set, runs for each term of leadership, from its
@@ -119,8 +129,9 @@ func NewConfig() Config {
 		RoundFirings:  5000,
 		// Five evaluations at the default per-evaluation limit
 		// (rules.DefaultCostLimit), or a quarter second.
-		RoundCost: 5_000_000,
-		RoundTime: 250 * time.Millisecond,
+		RoundCost:      5_000_000,
+		RoundTime:      250 * time.Millisecond,
+		ResyncInterval: 10 * time.Minute,
 	}
 }
 
@@ -149,6 +160,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: RoundFirings %d: expected 0 (no budget) or more", c.RoundFirings)
 	case c.RoundTime < 0:
 		return fmt.Errorf("engine: RoundTime %s: expected 0 (no budget) or a positive duration", c.RoundTime)
+	case c.ResyncInterval < 0:
+		return fmt.Errorf("engine: ResyncInterval %s: expected 0 (never) or a positive duration", c.ResyncInterval)
 	case c.PruneInterval <= 0:
 		return fmt.Errorf("engine: PruneInterval %s: expected a positive duration", c.PruneInterval)
 	}

@@ -12,7 +12,7 @@ type Stats struct {
 	Leading        bool             // this engine holds the election now
 	Terms          int64            // times it became leader
 	Rounds         int64            // evaluations, full ones included
-	FullRounds     int64            // evaluations of everything (startup, swap, give-up)
+	FullRounds     int64            // evaluations of everything (startup, swap, give-up, resync)
 	TickRounds     int64            // evaluations of the rules that read the clock
 	Firings        int64            // firings committed
 	FiringsByRule  map[string]int64 // firings committed, by rule
@@ -44,6 +44,12 @@ type Stats struct {
 	LastRev                            int64         // revision of the last commit
 	SettledRev                         int64         // every change up to this revision is evaluated and its plan committed
 	RuleSetVersion                     string        // version of the evaluator in use
+	// Resyncs at rest (Config.ResyncInterval): rounds, and the firings
+	// they planned that the incremental rounds had missed (the rules that
+	// read now aside: time, not a change, makes theirs due), by rule.
+	ResyncRounds        int64
+	ResyncFirings       int64
+	ResyncFiringsByRule map[string]int64
 }
 
 // metrics accumulates Stats; mu guards s.
@@ -53,7 +59,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{s: Stats{FiringsByRule: map[string]int64{}, ProblemsByRule: map[string]int64{}}}
+	return &metrics{s: Stats{FiringsByRule: map[string]int64{}, ProblemsByRule: map[string]int64{}, ResyncFiringsByRule: map[string]int64{}}}
 }
 
 func (m *metrics) update(fn func(s *Stats)) {
@@ -68,6 +74,7 @@ func (m *metrics) snapshot() Stats {
 	s := m.s
 	s.FiringsByRule = maps.Clone(m.s.FiringsByRule)
 	s.ProblemsByRule = maps.Clone(m.s.ProblemsByRule)
+	s.ResyncFiringsByRule = maps.Clone(m.s.ResyncFiringsByRule)
 	return s
 }
 

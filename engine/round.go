@@ -113,6 +113,8 @@ type leader struct {
 	ticker *time.Ticker        // tick rounds, for the rules that read the clock
 
 	full     bool              // the next round evaluates everything
+	resync   bool              // and does so at rest, as a resync (resync.go)
+	fullAt   time.Time         // when the latest full round evaluated
 	retry    <-chan time.Time  // makes the next round full when it fires (after a failure)
 	seen     int64             // the mirror revision of the latest evaluation
 	from     int64             // the view revision up to which every change was evaluated (Evaluator.Continue)
@@ -134,6 +136,7 @@ type work struct {
 	batches []facts.Batch
 	changes []facts.Change // batches merged; after evaluate, with what it took under the view
 	full    bool           // set by evaluate: the round evaluated everything
+	resync  bool           // set by evaluate: at rest, as a resync
 	idle    bool           // set by evaluate: nothing new to evaluate, the evaluator was not called
 }
 
@@ -149,10 +152,20 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 	if err := ctx.Err(); err != nil {
 		return w, false, err
 	}
+	var resync <-chan time.Time // a resync falls due: it comes when nothing else does first
 	if !l.full && !l.more && len(l.extra) == 0 {
 		if l.fly == nil {
 			l.e.settle(l.sub, l.seen) // not with a plan in flight: its changes are not committed
+			if due, ok := l.resyncIn(); ok && due <= 0 && len(l.sub.Ready()) == 0 {
+				l.full, l.resync = true, true
+			} else if ok && due > 0 {
+				t := time.NewTimer(due)
+				defer t.Stop()
+				resync = t.C
+			}
 		}
+	}
+	if !l.full && !l.more && len(l.extra) == 0 {
 		select {
 		case <-ctx.Done():
 			return w, false, ctx.Err()
@@ -169,6 +182,8 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 		case <-l.sub.Ready():
 		case <-l.landing():
 			return w, false, l.land(ctx, nil, nil)
+		case <-resync:
+			return w, false, nil // the loop starts over, and finds it due
 		}
 	}
 	// Taken before the view: a change that lands after it arrives in
@@ -176,6 +191,9 @@ func (l *leader) wait(ctx context.Context, ev Evaluator) (w work, ok bool, err e
 	if !w.ticked {
 		w.batches = l.sub.Take()
 		w.changes = merge(w.batches)
+		if l.resync && len(w.changes) > 0 {
+			l.full, l.resync = false, false // not at rest after all: the next rest resyncs
+		}
 		// A relist (after a compaction or a broken watch) or a batch
 		// that touches most facts is cheaper to evaluate in full.
 		if relisted(w.batches) || l.e.mostFacts(w.changes) {
@@ -204,9 +222,16 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		// applied since the batches were taken is queued, and
 		// taking it too makes the changes all there is.
 		more := l.sub.Take()
+		if l.resync && len(more) > 0 && !relisted(more) {
+			l.full, l.resync = false, false // changes came after all: they are evaluated, the resync waits
+		}
 		if l.full || relisted(more) {
 			l.full, l.from, l.laid = true, r.Rev(), laid
 			clear(l.extra)
+			if l.resync && !relisted(more) {
+				w.resync = true
+				return resyncOf(ev, r)
+			}
 			return ev.Full(r)
 		}
 		w.changes = l.logical(r, merge(append(w.batches, more...)), laid)
@@ -227,7 +252,10 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	}
 	l.seen = max(l.seen, p.Rev)
 	l.more = p.More
-	w.full, l.full = l.full, false
+	w.full, l.full, l.resync = l.full, false, false
+	if w.full {
+		l.fullAt = start
+	}
 	took := time.Since(start)
 	e.m.update(func(s *Stats) {
 		s.EvalTime += took
@@ -247,6 +275,9 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		return p, false
 	}
 	e.noteProblems(p)
+	if w.resync {
+		l.noteResync(ev, p, took)
+	}
 	writes := 0
 	for _, f := range p.Firings {
 		writes += len(f.Writes)

@@ -133,6 +133,12 @@ type benchResult struct {
 	EngineProblems   map[string]int64 `json:"engine_problems,omitempty"`
 	EngineGaveUp     int64            `json:"engine_gave_up"`
 	EngineFullRounds int64            `json:"engine_full_rounds"`
+	// Resyncs at rest (--resync-every) and the firings they found that
+	// the incremental rounds had missed, by rule: none while evaluation is
+	// exact.
+	EngineResyncRounds        int64            `json:"engine_resync_rounds"`
+	EngineResyncFirings       int64            `json:"engine_resync_firings"`
+	EngineResyncFiringsByRule map[string]int64 `json:"engine_resync_firings_by_rule,omitempty"`
 
 	// The engine leader's compaction interval (--compact-every; 0: none)
 	// and etcd's compact revision at the end (1: never compacted).
@@ -201,6 +207,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	}
 	if len(r.EngineProblems) > 0 || r.EngineGaveUp > 0 {
 		row("engine problems", fmt.Sprintf("%v", r.EngineProblems), fmt.Sprintf("%d plans abandoned after conflicts, %d full rounds", r.EngineGaveUp, r.EngineFullRounds))
+	}
+	if r.EngineResyncFirings > 0 {
+		row("missed, then resynced", fmt.Sprintf("%d firings", r.EngineResyncFirings), fmt.Sprintf("by rule %v, found by %d resyncs at rest: the incremental rounds missed them (see the warn log)", r.EngineResyncFiringsByRule, r.EngineResyncRounds))
 	}
 	row("total", fmt.Sprintf("%.1fs", r.TotalSeconds), fmt.Sprintf("machine load average %.1f at start, %.1f at end", r.LoadAverage[0], r.LoadAverage[1]))
 	tw.Flush()

@@ -27,6 +27,7 @@ func TestBench(t *testing.T) {
 			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`, `"fresh_revision"`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
 		{name: "negative stall", args: []string{"bench", "--stall", "-1s"}, code: 2, stderr: "--stall -1s: expected a positive duration, or 0 for never"},
+		{name: "negative resync", args: []string{"bench", "--resync-every", "-1s"}, code: 2, stderr: "--resync-every -1s: expected a positive duration, or 0 for never"},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 		{name: "scale-to below -1", args: []string{"bench", "--scale-to", "-2"}, code: 2, stderr: "--scale-to -2: expected -1 (skip) or 0 to 10000"},
 		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected change, scale-down or delete, with --cpuprofile`},
@@ -70,10 +71,12 @@ func TestBench(t *testing.T) {
 // service scaled from 10 instances to 1, then every service deleted, and
 // checks what they count against what the policies must do: one stop per
 // extra, by stop_placed_extras, then one per remaining instance, by
-// stop_deleted, each stop noted by gc's note_stopped.
+// stop_deleted, each stop noted by gc's note_stopped. The engine resyncs
+// at rest between the phases: the default policies' incremental rounds
+// must have left it nothing to fire.
 func TestBenchRemovals(t *testing.T) {
 	r := run(t, "bench", "--nodes", "3", "--instances", "50", "--services", "5", "--changes", "0", "--no-recovery",
-		"--raw-for", "300ms", "--scale-to", "1", "--delete", "--timeout", "2m", "-o", "json")
+		"--raw-for", "300ms", "--scale-to", "1", "--delete", "--timeout", "2m", "--resync-every", "1s", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -103,6 +106,10 @@ func TestBenchRemovals(t *testing.T) {
 		if c.r.Seconds <= 0 || c.r.EngineRounds < 1 || c.r.EngineEvalSeconds <= 0 {
 			t.Errorf("%s: %+v: want a positive time, rounds and evaluation", c.name, c.r)
 		}
+	}
+	if res.EngineResyncRounds < 1 || res.EngineResyncFirings != 0 {
+		t.Errorf("%d resyncs at rest found %d missed firings (%v): want at least one resync, and nothing missed",
+			res.EngineResyncRounds, res.EngineResyncFirings, res.EngineResyncFiringsByRule)
 	}
 	if !strings.Contains(r.stderr, "bench: scaling down") || !strings.Contains(r.stderr, "bench: deleting") {
 		t.Errorf("no progress lines for the removal phases:\n%s", r.stderr)

@@ -255,6 +255,20 @@ func (e *Evaluator) Full(r facts.Reader) Plan {
 	})
 }
 
+// Resync is Full without the round's bounds (WithMaxFirings,
+// WithRoundBudget, WithYield): every firing one evaluation of everything
+// makes, in one plan. The engine calls it at rest, when every change has
+// been evaluated and committed: a correct incremental evaluation then left
+// nothing to fire, so what the plan holds is what it missed (or, for the
+// rules that read now, what fell due since the last tick). WithStop still
+// cuts it, its work then lost, as a Full's is.
+func (e *Evaluator) Resync(r facts.Reader) Plan {
+	maxFirings, maxCost, maxTime, yield := e.maxFirings, e.maxCost, e.maxTime, e.yield
+	e.maxFirings, e.maxCost, e.maxTime, e.yield = 0, 0, 0, nil
+	defer func() { e.maxFirings, e.maxCost, e.maxTime, e.yield = maxFirings, maxCost, maxTime, yield }()
+	return e.Full(r)
+}
+
 // Tick evaluates every binding of the rules whose expressions read now:
 // time passing is not a fact change, so a guard such as
 // `now - started > duration('1h')` becomes true without any change to

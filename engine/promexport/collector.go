@@ -35,7 +35,9 @@ var (
 	dLeading       = desc("engine_leading", "1 while this server's engine holds the election.")
 	dTerms         = desc("engine_terms_total", "Times this engine became leader.")
 	dRounds        = desc("engine_rounds_total", "Evaluation rounds, full ones included.")
-	dFullRounds    = desc("engine_full_rounds_total", "Rounds that evaluated everything (start, rule-set swap, give-up).")
+	dFullRounds    = desc("engine_full_rounds_total", "Rounds that evaluated everything (start, rule-set swap, give-up, resync).")
+	dResyncRounds  = desc("engine_resync_rounds_total", "Full evaluations at rest (--resync-every) that commit what the incremental rounds missed.")
+	dResyncFirings = desc("engine_resync_firings_total", "Firings a resync at rest planned that the incremental rounds had missed, by rule: 0 while evaluation is exact.", "rule")
 	dTickRounds    = desc("engine_tick_rounds_total", "Rounds that evaluated the rules reading the clock.")
 	dFirings       = desc("engine_firings_total", "Rule firings committed, by rule.", "rule")
 	dPlanFirings   = desc("engine_plan_firings_total", "Firings planned, committed or not.")
@@ -75,7 +77,7 @@ var (
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
+	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dResyncRounds, dResyncFirings, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
 		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
 		dCommitMax, dPruned, dRejections, dInvalid, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
 		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails,
@@ -99,6 +101,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRounds, float64(s.Rounds))
 		counter(dFullRounds, float64(s.FullRounds))
 		counter(dTickRounds, float64(s.TickRounds))
+		counter(dResyncRounds, float64(s.ResyncRounds))
+		for rule, n := range s.ResyncFiringsByRule {
+			counter(dResyncFirings, float64(n), rule)
+		}
 		for rule, n := range s.FiringsByRule {
 			counter(dFirings, float64(n), rule)
 		}

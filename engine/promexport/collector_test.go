@@ -17,7 +17,8 @@ import (
 func TestCollector(t *testing.T) {
 	stats := engine.Stats{Leading: true, Rounds: 7, Txns: 4, CommitTime: 2 * time.Second, MaxCommitTime: time.Second,
 		Conflicts: 2, PlanWrites: 30, MaxPlanWrites: 12,
-		FiringsByRule: map[string]int64{"schedule": 5, "publish_endpoint": 3}, ProblemsByRule: map[string]int64{}}
+		FiringsByRule: map[string]int64{"schedule": 5, "publish_endpoint": 3}, ProblemsByRule: map[string]int64{},
+		ResyncRounds: 3, ResyncFiringsByRule: map[string]int64{"note_stopped": 1}}
 	loaded := time.Unix(1700000000, 0)
 	cases := []struct {
 		name    string
@@ -26,9 +27,10 @@ func TestCollector(t *testing.T) {
 		want    string
 	}{
 		{
-			name:    "engine",
-			src:     promexport.Sources{Engine: func() engine.Stats { return stats }},
-			metrics: []string{"ccattler_engine_firings_total", "ccattler_engine_commit_duration_seconds", "ccattler_engine_txn_conflicts_total", "ccattler_engine_plan_writes_max", "ccattler_engine_leading"},
+			name: "engine",
+			src:  promexport.Sources{Engine: func() engine.Stats { return stats }},
+			metrics: []string{"ccattler_engine_firings_total", "ccattler_engine_commit_duration_seconds", "ccattler_engine_txn_conflicts_total", "ccattler_engine_plan_writes_max", "ccattler_engine_leading",
+				"ccattler_engine_resync_rounds_total", "ccattler_engine_resync_firings_total"},
 			want: `
 ccattler_engine_commit_duration_seconds_sum 2
 ccattler_engine_commit_duration_seconds_count 4
@@ -36,6 +38,8 @@ ccattler_engine_firings_total{rule="publish_endpoint"} 3
 ccattler_engine_firings_total{rule="schedule"} 5
 ccattler_engine_leading 1
 ccattler_engine_plan_writes_max 12
+ccattler_engine_resync_firings_total{rule="note_stopped"} 1
+ccattler_engine_resync_rounds_total 3
 ccattler_engine_txn_conflicts_total 2
 `,
 		},
