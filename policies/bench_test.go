@@ -365,6 +365,28 @@ func BenchmarkClock(b *testing.B) {
 	}
 }
 
+// BenchmarkResync is the engine's resync at rest (engine.Config.ResyncInterval),
+// without etcd: in a converged cluster, every rule evaluated whole, the
+// round's bounds aside, which must plan nothing: the incremental rounds
+// that converged it missed no binding. Its time is how long a resync
+// holds the round loop.
+func BenchmarkResync(b *testing.B) {
+	rs := loadDefault(b)
+	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
+		b.Run(fmt.Sprintf("nodes=%d/instances=%d", sz.nodes, sz.instances), func(b *testing.B) {
+			t, ev, _ := convergedWorld(b, rs, sz.nodes, sz.services, sz.instances)
+			before := ev.Stats()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if p := ev.Resync(t); len(p.Firings) != 0 {
+					b.Fatalf("a resync of a converged cluster planned %d firings: first %s %v", len(p.Firings), p.Firings[0].Rule, p.Firings[0].Writes)
+				}
+			}
+			reportWork(b, before, ev.Stats())
+		})
+	}
+}
+
 // BenchmarkNodeFailure is the engine's part of `ccattler bench`'s recovery
 // phase, without etcd: in a converged cluster, 1% of the nodes lose their
 // lease; the clock moves on past the failure policy's grace; the rounds run
