@@ -12,7 +12,7 @@ type Stats struct {
 	Leading        bool             // this engine holds the election now
 	Terms          int64            // times it became leader
 	Rounds         int64            // evaluations, full ones included
-	FullRounds     int64            // evaluations of everything (startup, swap, give-up, resync)
+	FullRounds     int64            // evaluations of everything (startup, swap, give-up), resyncs aside
 	TickRounds     int64            // evaluations of the rules that read the clock
 	Firings        int64            // firings committed
 	FiringsByRule  map[string]int64 // firings committed, by rule

@@ -262,7 +262,7 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		if !w.idle {
 			s.Rounds++
 		}
-		if w.full {
+		if w.full && !w.resync { // a resync is counted apart (noteResync)
 			s.FullRounds++
 		}
 		if w.ticked {

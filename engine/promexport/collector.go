@@ -35,7 +35,7 @@ var (
 	dLeading       = desc("engine_leading", "1 while this server's engine holds the election.")
 	dTerms         = desc("engine_terms_total", "Times this engine became leader.")
 	dRounds        = desc("engine_rounds_total", "Evaluation rounds, full ones included.")
-	dFullRounds    = desc("engine_full_rounds_total", "Rounds that evaluated everything (start, rule-set swap, give-up, resync).")
+	dFullRounds    = desc("engine_full_rounds_total", "Rounds that evaluated everything (start, rule-set swap, give-up), resyncs aside.")
 	dResyncRounds  = desc("engine_resync_rounds_total", "Full evaluations at rest (--resync-every) that commit what the incremental rounds missed.")
 	dResyncFirings = desc("engine_resync_firings_total", "Firings a resync at rest planned that the incremental rounds had missed, by rule: 0 while evaluation is exact.", "rule")
 	dTickRounds    = desc("engine_tick_rounds_total", "Rounds that evaluated the rules reading the clock.")
