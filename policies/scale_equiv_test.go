@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
@@ -37,6 +38,14 @@ type scaleCase struct {
 	skip                        int  // 1 in skip plans does not commit (0: every plan commits)
 	lag                         bool // agents report a stop some rounds late
 	spread                      int  // the services are scaled one a round, each with a chance of 1 in spread (-1: all in one round)
+	// clock: the server's clock (observed/clock) moves on a second every
+	// round, as it does between the engine's rounds, a move that does not
+	// dispatch a rule that only stamps it (engine/eval/stamp.go).
+	clock bool
+	// cut > 0: each round ends at one of its first cut checks of its bound,
+	// at random, as a round's time budget ends it wherever the time runs
+	// out: between two tasks, or in a task before its first binding.
+	cut int
 }
 
 // bigNodes gives applyWorld's nodes room for every instance the case places.
@@ -94,8 +103,14 @@ func runScale(t *testing.T, rs *rules.RuleSet, seed uint64, c scaleCase) (*facts
 	r := rand.New(rand.NewPCG(seed, 19))
 	tb := applyWorld(t, c.nodes, c.services, c.services*c.perSvc)
 	bigNodes(tb, c.nodes)
-	ev := eval.New(rs, append([]eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow)}, c.opts...)...)
+	opts := append([]eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow)}, c.opts...)
+	checks, cutAt := 0, 0 // a round's checks of its bound so far; the one it ends at (0: none)
+	if c.cut > 0 {
+		opts = append(opts, eval.WithStop(func() bool { checks++; return cutAt > 0 && checks >= cutAt }))
+	}
+	ev := eval.New(rs, opts...)
 	from := tb.Rev()
+	at, _ := time.Parse(time.RFC3339, "2026-11-29T21:00:00Z") // applyWorld's clock
 	changes := applyPlan(tb, ev.Full(tb))
 	// settle runs rounds until the fixpoint; each round first makes the
 	// next of the outside changes given (one user's apply at a time, as
@@ -114,8 +129,16 @@ func runScale(t *testing.T, rs *rules.RuleSet, seed uint64, c scaleCase) (*facts
 			if len(changes) == 0 && !more && len(outside) == 0 {
 				return
 			}
+			if c.clock {
+				at = at.Add(time.Second)
+				changes = append(changes, putFact(tb, facts.Clock(), `"`+at.Format(time.RFC3339)+`"`))
+			}
+			if c.cut > 0 {
+				checks, cutAt = 0, 1+r.IntN(c.cut)
+			}
 			rev := tb.Rev()
 			p := ev.Continue(from, tb, changes, round%3 == 0)
+			cutAt = 0 // dropSome's Incremental runs to its end
 			from, more = rev, p.More
 			if p.More {
 				run.slices++
@@ -304,6 +327,21 @@ func TestScaleDownSlicedReachesFullFixpoint(t *testing.T) {
 			opts: withSmall(eval.WithMaxFirings(per/2), eval.WithMaxAdjust(0))},
 	}
 	runScaleCases(t, rs, 1, cases)
+}
+
+// TestScaleDownClockMovingReachesFullFixpoint is the sliced case with the
+// server's clock moving on every round and each round also ended wherever
+// its bound runs out, as a round's time budget ends it: a task of
+// note_stopped cut before its binding is carried to a round in which the
+// clock has moved, and the move does not dispatch the rule again. Every
+// stopped instance must still get its stopped_at.
+func TestScaleDownClockMovingReachesFullFixpoint(t *testing.T) {
+	rs, per := loadDefault(t), scalePer()
+	cases := []scaleCase{
+		{name: "sliced/clock", nodes: 3, services: 4, perSvc: per, to: 3, spread: 2, skip: 4, lag: true, clock: true, cut: 100,
+			opts: withSmall(eval.WithMaxFirings(per / 2))},
+	}
+	runScaleCases(t, rs, 3, cases)
 }
 
 // TestScaleDownReachesFullFixpointUnlowered is the whole-services case at

@@ -170,10 +170,11 @@ type Evaluator struct {
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
-	labels      profileLabels // what a CPU profile says the evaluating goroutine is doing (labels.go)
-	waits       []*waitSet    // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
-	deadlines   []*deadlines  // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
-	lazy        []bool        // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
+	labels      profileLabels     // what a CPU profile says the evaluating goroutine is doing (labels.go)
+	waits       []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	deadlines   []*deadlines      // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
+	lazy        []bool            // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
+	keyVars     []map[string]bool // by rule index: its body's path variables, what a carried binding keeps (body)
 	stats       Stats
 }
 
@@ -191,7 +192,9 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 	e.waits = buildWaits(rs)
 	e.deadlines = make([]*deadlines, len(rs.Rules))
 	e.lazy = make([]bool, len(rs.Rules))
+	e.keyVars = make([]map[string]bool, len(rs.Rules))
 	for _, r := range rs.Rules {
+		e.keyVars[r.Index] = bodyKeyVars(r)
 		a, ok := deadlineAlias(r)
 		if ok {
 			e.deadlines[r.Index] = newDeadlines(r, a)

@@ -34,11 +34,20 @@ func (rd *round) body(r *rules.Rule, b *binding, fn func(s *sol) error) error {
 	}
 	for i, s := range sols {
 		if rd.atBudget() && !r.Derives() {
-			// The round is full (WithMaxFirings): each binding left
-			// becomes a task of its own for the next call. A view's
-			// task is not split: it deletes what it no longer derives.
+			// The round is full (WithMaxFirings), or its time ran out
+			// (WithRoundBudget), maybe before this task's first binding:
+			// each binding left becomes a task of its own for the next
+			// call. A view's task is not split: it deletes what it no
+			// longer derives. The task names its binding by the keys it
+			// reads (the path variables), not by the values it found
+			// there: it is evaluated against the facts as they are when
+			// its turn comes, and a value that moved on since need not
+			// dispatch the rule again (the clock a rule only stamps,
+			// stamp.go), so a task held to the old value would find
+			// nothing, and the binding would be lost for good.
+			keys := rd.e.keyVars[r.Index]
 			for _, rest := range sols[i:] {
-				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return isBodyVar(r, n) }), rest: whole})
+				rd.leftover = append(rd.leftover, task{r: r, b: rest.b.restrict(func(n string) bool { return keys[n] }), rest: whole})
 			}
 			if whole {
 				rd.e.wholeAt[r.Index] = off + i
@@ -148,6 +157,20 @@ func renderBinding(b *binding, names []string) string {
 func isBodyVar(r *rules.Rule, n string) bool {
 	i := sort.SearchStrings(r.Body.Binds, n)
 	return i < len(r.Body.Binds) && r.Body.Binds[i] == n
+}
+
+// bodyKeyVars returns the path variables of r's body: the variables that
+// name the facts a binding reads, whatever their values.
+func bodyKeyVars(r *rules.Rule) map[string]bool {
+	out := map[string]bool{}
+	for _, ps := range [][]*rules.Pattern{r.Body.Match, r.Body.Optional, r.Body.Absent} {
+		for _, p := range ps {
+			for _, v := range p.Vars() {
+				out[v] = true
+			}
+		}
+	}
+	return out
 }
 
 // act evaluates an action rule under b: every binding whose guard holds
