@@ -153,6 +153,7 @@ type cluster struct {
 	root    *facts.Store // the test's own client, as root, over every endpoint
 	tls     *tls.Config  // root's
 	admin   bool         // servers serve /metrics (withAdmin)
+	resync  string       // the servers' --resync-every (withResync); "": the default
 }
 
 // newCluster starts three servers with --initial-cluster, sharing one CA
@@ -172,6 +173,11 @@ type clusterOption func(*cluster)
 // others run without, as the console it serves costs a little on every
 // change.
 func withAdmin() clusterOption { return func(c *cluster) { c.admin = true } }
+
+// withResync has the servers' engines resync at rest every d rather than
+// every 10 minutes, so that a test as short as the suite's can count what
+// the resyncs find (resyncMissed).
+func withResync(d time.Duration) clusterOption { return func(c *cluster) { c.resync = d.String() } }
 
 // newClusterOn is newCluster with each server in its own network
 // namespace, bridged to the others and to the root namespace by net
@@ -276,6 +282,9 @@ func (c *cluster) newMember(id string, ports [2]int, initialCluster, state strin
 		"--name", id, "--data-dir", filepath.Join(mdir, "data"), "--ca-dir", m.pki,
 		"--listen-client", m.client, "--listen-peer", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
 		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--admin-addr", m.admin}}
+	if c.resync != "" {
+		m.proc.args = append(m.proc.args, "--resync-every", c.resync)
+	}
 	return m
 }
 

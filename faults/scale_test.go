@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,6 +56,37 @@ func (c *cluster) fullRounds() map[string]float64 {
 	return out
 }
 
+// resyncs returns every server's engine's resyncs at rest, and the
+// firings they found that its incremental rounds had missed, by server and
+// rule: a correct engine's are none.
+func (c *cluster) resyncs() (rounds map[string]float64, missed []string) {
+	c.t.Helper()
+	rounds = map[string]float64{}
+	for _, m := range c.members {
+		n, err := c.engineCounter(m, "ccattler_engine_resync_rounds_total")
+		if err != nil {
+			c.t.Fatalf("resyncs of %s: %v", m.id, err)
+		}
+		rounds[m.id] = n
+		cl := http.Client{Timeout: 5 * time.Second}
+		resp, err := cl.Get("http://" + m.admin + "/metrics")
+		if err != nil {
+			c.t.Fatalf("metrics of %s: %v", m.id, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			c.t.Fatalf("metrics of %s: %v", m.id, err)
+		}
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(l, "ccattler_engine_resync_firings_total{") {
+				missed = append(missed, m.id+": "+l)
+			}
+		}
+	}
+	return rounds, missed
+}
+
 // problemsLogged are the lines of every server's log that report a rule
 // not evaluated in a round (engine.noteProblems).
 func (c *cluster) problemsLogged() []string {
@@ -81,10 +113,11 @@ type scaleChange struct {
 // 200 ms (3→8→2→6…) for 10 s (`-long`: a minute) and then leaves them:
 // once the counts are exact, every running instance has its endpoint and no
 // endpoint is left for one that is not running within 5 s; the engine made
-// no full evaluation meanwhile (every change was carried out incrementally)
-// and no server logged a rule not evaluated.
+// no full evaluation meanwhile (every change was carried out incrementally),
+// no server logged a rule not evaluated, and the leader's resyncs at rest
+// (every 2 s) found nothing the incremental rounds had missed.
 func TestRapidScale(t *testing.T) {
-	c := newCluster(t, withAdmin())
+	c := newCluster(t, withAdmin(), withResync(2*time.Second))
 	c.startAgents(2, scale(5, 10))
 	services := scale(4, 8)
 	names := map[string]int{}
@@ -191,6 +224,13 @@ func TestRapidScale(t *testing.T) {
 	if problems := c.problemsLogged(); len(problems) > 0 {
 		t.Errorf("%d rules not evaluated during the churn:\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
 	}
+	// Resyncs at rest, every 2 s, found nothing the incremental rounds had missed.
+	time.Sleep(3 * time.Second) // at rest now: at least one more resync
+	resyncs, missed := c.resyncs()
+	if resyncs[leader.id] < 1 || len(missed) > 0 {
+		t.Errorf("resyncs at rest %v; firings they found missed (want none):\n%s", resyncs, strings.Join(missed, "\n"))
+	}
+	t.Logf("resyncs at rest by server: %v, none found anything missed", resyncs)
 	c.allRunning()
 	rounds, _ := c.engineCounter(leader, "ccattler_engine_rounds_total")
 	c.keepHistory("rapid-scale.json", map[string]any{"changes": len(history), "services": services, "churn": stopped.Sub(start).String(),
