@@ -1,15 +1,13 @@
 package engine
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 	"github.com/ccattler/ccattler/rules"
 )
 
@@ -57,24 +55,6 @@ func (l lossyEval) drop(changes []facts.Change) []facts.Change {
 	return out
 }
 
-// logBuffer collects an engine's log lines; mu guards b.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A binding the incremental rounds miss is fired by the next resync at
 // rest, counted by rule and logged with its key; one they do not miss is
 // not counted; with resyncs off the miss stays.
@@ -94,10 +74,10 @@ func TestResyncFiresWhatIncrementalRoundsMissed(t *testing.T) {
 			a, b := "aaaa1", "bbbb2"
 			hidden := facts.InstanceState(b)
 			ev := lossyEval{NewRuleSetEvaluator(rs, nil).(ruleSetEvaluator), func(k string) bool { return k == hidden }}
-			var logs logBuffer
+			var logs etcdtest.Logs
 			cfg := testConfig()
 			cfg.ResyncInterval = tc.every
-			cfg.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			cfg.Log = logs.Logger()
 			v.put(t, facts.Clock(), `"2026-12-04T20:00:00Z"`)
 			e := v.engine(t, ev, cfg)
 			v.run(t, e)
