@@ -270,6 +270,8 @@ func TestConfigValidate(t *testing.T) {
 		{"backoff", func(c *Config) { c.BackoffMax = 0 }, "backoff"},
 		{"retention", func(c *Config) { c.EventMaxCount = -1 }, "retention"},
 		{"prune", func(c *Config) { c.PruneInterval = 0 }, "PruneInterval"},
+		{"resync", func(c *Config) { c.ResyncInterval = -time.Second }, "ResyncInterval"},
+		{"no resync", func(c *Config) { c.ResyncInterval = 0 }, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -85,14 +85,9 @@ func (l *leader) noteResync(ev Evaluator, p eval.Plan, took time.Duration) {
 		l.e.log.Info("engine: resync at rest found nothing missed", "rev", p.Rev, "took", took, "firings", len(p.Firings))
 		return
 	}
-	rules := make([]string, 0, len(byRule))
-	for r := range byRule {
-		rules = append(rules, r)
-	}
-	sort.Strings(rules)
-	counts := make([]string, len(rules))
-	for i, r := range rules {
-		counts[i] = fmt.Sprintf("%s=%d", r, byRule[r])
+	var counts []string
+	for _, r := range slices.Sorted(maps.Keys(byRule)) {
+		counts = append(counts, fmt.Sprintf("%s=%d", r, byRule[r]))
 	}
 	l.e.log.Warn("engine: resync at rest found firings the incremental rounds missed; committing them",
 		"missed", missed, "rev", p.Rev, "took", took, "version", ev.Version(), "keys", keys, "by_rule", strings.Join(counts, " "))

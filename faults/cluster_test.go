@@ -176,7 +176,7 @@ func withAdmin() clusterOption { return func(c *cluster) { c.admin = true } }
 
 // withResync has the servers' engines resync at rest every d rather than
 // every 10 minutes, so that a test as short as the suite's can count what
-// the resyncs find (resyncMissed).
+// the resyncs find (cluster.resyncs).
 func withResync(d time.Duration) clusterOption { return func(c *cluster) { c.resync = d.String() } }
 
 // newClusterOn is newCluster with each server in its own network

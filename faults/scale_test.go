@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,26 +18,36 @@ import (
 // engineCounter reads one of m's engine counters from its /metrics
 // (withAdmin), e.g. "ccattler_engine_full_rounds_total".
 func (c *cluster) engineCounter(m *member, name string) (float64, error) {
+	lines, err := c.metrics(m)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s in its /metrics", m.id, name)
+}
+
+// metrics returns the lines of m's /metrics (withAdmin).
+func (c *cluster) metrics(m *member) ([]string, error) {
 	if m.admin == "" {
 		c.t.Fatalf("server %s serves no /metrics: start the cluster withAdmin()", m.id)
 	}
 	cl := http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + m.admin + "/metrics")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
+		lines = append(lines, sc.Text())
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%s: no %s in its /metrics", m.id, name)
+	return lines, sc.Err()
 }
 
 // fullRounds is how many full evaluations every server's engine has made:
@@ -63,22 +72,16 @@ func (c *cluster) resyncs() (rounds map[string]float64, missed []string) {
 	c.t.Helper()
 	rounds = map[string]float64{}
 	for _, m := range c.members {
-		n, err := c.engineCounter(m, "ccattler_engine_resync_rounds_total")
-		if err != nil {
-			c.t.Fatalf("resyncs of %s: %v", m.id, err)
-		}
-		rounds[m.id] = n
-		cl := http.Client{Timeout: 5 * time.Second}
-		resp, err := cl.Get("http://" + m.admin + "/metrics")
+		lines, err := c.metrics(m)
 		if err != nil {
 			c.t.Fatalf("metrics of %s: %v", m.id, err)
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			c.t.Fatalf("metrics of %s: %v", m.id, err)
-		}
-		for _, l := range strings.Split(string(body), "\n") {
+		for _, l := range lines {
+			if v, ok := strings.CutPrefix(l, "ccattler_engine_resync_rounds_total "); ok {
+				if rounds[m.id], err = strconv.ParseFloat(v, 64); err != nil {
+					c.t.Fatalf("resyncs of %s: %v", m.id, err)
+				}
+			}
 			if strings.HasPrefix(l, "ccattler_engine_resync_firings_total{") {
 				missed = append(missed, m.id+": "+l)
 			}

@@ -171,7 +171,7 @@ a new watch from the mirror's revision.`,
 	fl.DurationVar(&f.rawFor, "raw-for", 2*time.Second, "how long the raw etcd put loop runs")
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
-	fl.DurationVar(&f.resync, "resync-every", engine.NewConfig().ResyncInterval, "at rest, at most this often, the engine evaluates every rule whole and commits what its incremental rounds missed (0: never), as `ccattler server --resync-every`")
+	addResyncFlag(fl, &f.resync, "at rest, at most this often, the engine evaluates every rule whole and commits what its incremental rounds missed (0: never), as `ccattler server --resync-every`")
 	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit each engine round's plan while the next round evaluates, as `ccattler server --overlap-commit`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: change, scale-down or delete")
@@ -230,8 +230,6 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 		return usageError("--timeout %s: expected a positive duration", f.timeout)
 	case f.stall < 0:
 		return usageError("--stall %s: expected a positive duration, or 0 for never", f.stall)
-	case f.resync < 0:
-		return usageError("--resync-every %s: expected a positive duration, or 0 for never", f.resync)
 	case f.changes < 0:
 		return usageError("--changes %d: expected 0 or more", f.changes)
 	case f.killShare <= 0 || f.killShare >= 0.5:

@@ -71,15 +71,8 @@ func (b *bench) run(ctx context.Context) error {
 		}
 		st := b.eng.Stats()
 		b.res.EngineGaveUp, b.res.EngineFullRounds = st.GaveUp, st.FullRounds
-		b.res.EngineResyncRounds, b.res.EngineResyncFirings = st.ResyncRounds, st.ResyncFirings
-		for rule, n := range st.ResyncFiringsByRule {
-			if n > 0 {
-				if b.res.EngineResyncFiringsByRule == nil {
-					b.res.EngineResyncFiringsByRule = map[string]int64{}
-				}
-				b.res.EngineResyncFiringsByRule[rule] = n
-			}
-		}
+		// A snapshot's own copy, holding only rules that missed a firing.
+		b.res.EngineResyncRounds, b.res.EngineResyncFirings, b.res.EngineResyncFiringsByRule = st.ResyncRounds, st.ResyncFirings, st.ResyncFiringsByRule
 		for rule, n := range st.ProblemsByRule {
 			if n > 0 {
 				if b.res.EngineProblems == nil {

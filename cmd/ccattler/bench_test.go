@@ -27,7 +27,6 @@ func TestBench(t *testing.T) {
 			stderr: "not done within --timeout 1ms", stdout: []string{`"stopped_in"`, `"agent_cache": false`, `"fresh_revision"`}},
 		{name: "unknown preset", args: []string{"bench", "--size", "huge"}, code: 2, stderr: `--size "huge": expected small, medium or large`},
 		{name: "negative stall", args: []string{"bench", "--stall", "-1s"}, code: 2, stderr: "--stall -1s: expected a positive duration, or 0 for never"},
-		{name: "negative resync", args: []string{"bench", "--resync-every", "-1s"}, code: 2, stderr: "--resync-every -1s: expected a positive duration, or 0 for never"},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 		{name: "scale-to below -1", args: []string{"bench", "--scale-to", "-2"}, code: 2, stderr: "--scale-to -2: expected -1 (skip) or 0 to 10000"},
 		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected change, scale-down or delete, with --cpuprofile`},

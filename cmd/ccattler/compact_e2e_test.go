@@ -176,6 +176,25 @@ func TestWhyAfterCompaction(t *testing.T) {
 	})
 }
 
+// A careless --resync-every is a usage error naming the flag, before
+// anything starts.
+func TestResyncEveryUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, cmd := range []string{"server", "bench"} {
+		for _, v := range []string{"-1s", "banana"} {
+			args := []string{cmd, "--resync-every", v}
+			if cmd != "bench" {
+				args = append(args, "--data-dir", dir)
+			}
+			r := run(t, args...)
+			if r.code != 2 || !strings.Contains(r.stderr, `"--resync-every"`) || !strings.Contains(r.stderr, "expected a duration") ||
+				strings.Contains(r.stderr, "etcd") {
+				t.Errorf("%s --resync-every %s: exit %d, want 2 naming the flag before etcd starts\n%s", cmd, v, r.code, r.stderr)
+			}
+		}
+	}
+}
+
 // A careless --compact-every is a usage error naming the flag, before
 // anything starts.
 func TestCompactEveryUsage(t *testing.T) {

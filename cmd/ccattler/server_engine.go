@@ -50,10 +50,32 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.BoolVar(&cfg.Engine.OverlapCommit, "overlap-commit", cfg.Engine.OverlapCommit, "commit each round's plan while the next round is evaluated on the plan's writes (the guards and firing records stay in the same transactions)")
 	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost one rule may spend in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long one rule may evaluate in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
-	f.DurationVar(&cfg.Engine.ResyncInterval, "resync-every", cfg.Engine.ResyncInterval, "at rest, at most this often, evaluate every rule whole and commit what the incremental rounds missed, logged at warn level and counted by rule in ccattler_engine_resync_firings_total (0: never)")
+	addResyncFlag(f, &cfg.Engine.ResyncInterval, "at rest, at most this often, evaluate every rule whole and commit what the incremental rounds missed, logged at warn level and counted by rule in ccattler_engine_resync_firings_total (0: never)")
 	f.BoolVar(&cfg.Ops.Watch, "watch", false, "reload the --policies rule set when its files change (checked every 500ms); a set with errors is rejected and the running one stays")
 	f.StringVar(&cfg.Ops.AdminAddr, "admin-addr", defaultAdminAddr, "host:port serving Prometheus metrics at /metrics and, on a loopback address, the web console at /ui/ (empty: none)")
 	cfg.Ops.adminRequired = func() bool { return f.Changed("admin-addr") }
+}
+
+// addResyncFlag adds --resync-every (engine.Config.ResyncInterval) to f,
+// its default the engine's: a negative interval is refused as the flag is
+// parsed, naming it, before anything starts.
+func addResyncFlag(f *pflag.FlagSet, every *time.Duration, usage string) {
+	*every = engine.NewConfig().ResyncInterval
+	f.Var((*resyncEvery)(every), "resync-every", usage)
+}
+
+// resyncEvery is --resync-every's value: a duration checked on Set.
+type resyncEvery time.Duration
+
+func (r *resyncEvery) String() string { return time.Duration(*r).String() }
+func (r *resyncEvery) Type() string   { return "duration" }
+func (r *resyncEvery) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return errors.New("expected a duration such as 10m, or 0 (never resync)")
+	}
+	*r = resyncEvery(d)
+	return nil
 }
 
 // startEngine loads the rule set of --policies (the default policies built

@@ -135,15 +135,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 		if !fillsHole(r) {
 			continue
 		}
-		ws := &waitSet{b: map[string]*binding{}, path: map[string]bool{}, hole: holeOf(r, r.Heads[0])}
-		for _, ps := range [][]*rules.Pattern{r.Body.Match, r.Body.Optional, r.Body.Absent} {
-			for _, p := range ps {
-				for _, v := range p.Vars() {
-					ws.path[v] = true
-				}
-			}
-		}
-		out[r.Index] = ws
+		out[r.Index] = &waitSet{b: map[string]*binding{}, path: bodyKeyVars(r), hole: holeOf(r, r.Heads[0])}
 	}
 	return out
 }
