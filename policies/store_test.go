@@ -40,6 +40,14 @@ func TestAggregateStoreChangesNothing(t *testing.T) {
 	t.Run("whole/adjust=0", func(t *testing.T) {
 		storeChangesNothing(t, rs, seeds, 0, eval.WithWholeAggregates(0))
 	})
+	// Results that read more than the store lists (a large service's
+	// counts), kept by adjusting alone: with the limit at 8 reads nearly
+	// every result is one.
+	for _, adjust := range []int{eval.MaxAdjust, 0} {
+		t.Run(fmt.Sprintf("kept-reads=8/adjust=%d", adjust), func(t *testing.T) {
+			storeChangesNothing(t, rs, seeds, adjust, eval.WithMaxKeptReads(8))
+		})
+	}
 }
 
 // storeChangesNothing runs the comparison; adjust 0 drops kept results a

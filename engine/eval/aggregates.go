@@ -424,6 +424,16 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 	}
 	rs := append([]Read(nil), s.reads[mark:]...)
 	s.reads = s.reads[:mark]
+	if d.tooMany && !d.impure && info != nil && !info.timed && len(ag.Body.Aggregates) == 0 {
+		// Too many reads to list, but every one a fact of its own
+		// patterns, each of which adjusts or drops it when it changes:
+		// kept by adjusting alone, as a result adjusted since its
+		// computation is (deps.adjusted), and dropped with those by a
+		// batch the store does not adjust for. Dropped instead, a large
+		// service's counts computed in a round were counted again in
+		// every round that read them.
+		d = &deps{adjusted: true}
+	}
 	if !ra.a.off {
 		if ra.cache[ag] == nil {
 			ra.cache[ag] = map[string]aggEntry{}
