@@ -184,10 +184,12 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		if sign < 0 && member {
 			// The member's facts leave the listed reads, as a
 			// recomputation would not list them.
+			keys := ra.keys[:0]
 			if self {
-				e.reads = withoutReads(e.reads, key)
+				keys = append(keys, key)
 			}
-			e.reads = withoutReads(e.reads, readKeys(mreads)...)
+			ra.keys = appendReadKeys(keys, mreads)
+			e.reads = withoutReads(e.reads, ra.keys...)
 		}
 		if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
 			e.reads = append([]Read(nil), e.reads...)
@@ -294,29 +296,51 @@ func (ra *roundAggs) contribute(ag *rules.Aggregate, e aggEntry, m *binding, rea
 }
 
 // withoutReads returns reads without one listing of each key, as a
-// recomputation without a member would list them.
+// recomputation without a member would list them: reads itself when it
+// lists none of them (a member past the listed ones, as most of a large
+// group's are), else a copy.
 func withoutReads(reads []Read, keys ...string) []Read {
-	out := append([]Read(nil), reads...)
-	for _, k := range keys {
-		for i, r := range out {
-			if r.Key == k {
-				out = append(out[:i], out[i+1:]...)
+	var small [16]bool
+	taken := small[:0]
+	if len(keys) <= len(small) {
+		taken = small[:len(keys)]
+	} else {
+		taken = make([]bool, len(keys))
+	}
+	var out []Read
+	for i, r := range reads {
+		j := -1
+		for k, key := range keys {
+			if !taken[k] && key == r.Key {
+				j = k
 				break
 			}
 		}
+		switch {
+		case j >= 0:
+			taken[j] = true
+			if out == nil {
+				out = append(make([]Read, 0, len(reads)-1), reads[:i]...)
+			}
+		case out != nil:
+			out = append(out, r)
+		}
+	}
+	if out == nil {
+		return reads
 	}
 	return out
 }
 
-// readKeys returns the keys of the reads a recomputation lists (not prefixes).
-func readKeys(reads []Read) []string {
-	var out []string
+// appendReadKeys appends the keys of the reads a recomputation lists (not
+// prefixes).
+func appendReadKeys(dst []string, reads []Read) []string {
 	for _, r := range reads {
 		if !r.Prefix {
-			out = append(out, r.Key)
+			dst = append(dst, r.Key)
 		}
 	}
-	return out
+	return dst
 }
 
 // writtenRead is how a cached result lists a fact that joined it through

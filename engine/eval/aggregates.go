@@ -79,6 +79,7 @@ type roundAggs struct {
 	gkBuf   []byte   // the group key lookup looks up
 	factB   *binding // the binding changed matches a written fact into (scratch)
 	parts   []string // the written key changed matches, split (scratch)
+	keys    []string // the listed keys a member leaving a group takes out (scratch)
 }
 
 // begin is a round's view of the results the store holds. A round works
