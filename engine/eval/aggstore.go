@@ -48,7 +48,7 @@ type deps struct {
 	segs     []segDep
 	vals     []valDep
 	types    []*facts.FactType
-	tooMany  bool // more accesses than maxDeps: not kept across rounds
+	tooMany  bool // more accesses than maxDeps: not indexed, so not kept across rounds (but see lookup)
 	impure   bool // saw the round's own writes: not right for the reader alone
 	// adjusted: the result was adjusted for changes since its computation.
 	// Adjusting follows the patterns, so what it lists is not every fact
@@ -141,8 +141,9 @@ type segDep struct {
 }
 
 // maxDeps bounds, by default (WithMaxKeptReads), the accesses of a result
-// the store keeps: a result that read more is recomputed in every round
-// that needs it.
+// the store indexes: a result that read more is kept only when adjusting
+// alone can keep it (its reads all facts of its own patterns: lookup),
+// else recomputed in every round that needs it.
 const maxDeps = 1 << 14
 
 func (d *deps) size() int {
