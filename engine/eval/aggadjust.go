@@ -300,11 +300,9 @@ func (ra *roundAggs) contribute(ag *rules.Aggregate, e aggEntry, m *binding, rea
 // lists none of them (a member past the listed ones, as most of a large
 // group's are), else a copy.
 func withoutReads(reads []Read, keys ...string) []Read {
-	var small [16]bool
-	taken := small[:0]
-	if len(keys) <= len(small) {
-		taken = small[:len(keys)]
-	} else {
+	var small [16]bool // a member's facts: a handful
+	taken := small[:]
+	if len(keys) > len(small) {
 		taken = make([]bool, len(keys))
 	}
 	var out []Read

@@ -68,6 +68,12 @@ rule "place" {
 }
 `
 
+// keptReadsTooFew has the store index no result: each service's count of
+// five placed instances reads more facts than four, as a large service's
+// counts read more than the default limit. Such a count is kept by
+// adjusting alone, and dropped by a change the store cannot adjust for.
+var keptReadsTooFew = eval.WithMaxKeptReads(4)
+
 // TestOwnWritesKeepCounts: the counts a round computed before its own
 // writes changed them are kept as they were, right for the facts the round
 // read, and adjusted when the writes come back as changes: the next round
@@ -119,20 +125,64 @@ func TestOwnWritesKeepCounts(t *testing.T) {
 	}
 }
 
+// TestLargeCountKeptByAdjusting: a count computed over more facts than the
+// store indexes (a large service's) is kept all the same, every fact it
+// read being one of its own patterns, and adjusted by the next changes:
+// the next round counts nothing again. (It was dropped at the round's end
+// and recounted in every round that read it.)
+func TestLargeCountKeptByAdjusting(t *testing.T) {
+	rs := loadSrc(t, ownWrites)
+	tb := newTable()
+	for s := range 2 {
+		putKnown(tb, fmt.Sprintf("desired/service/s%d/instances", s), `5`)
+		for i := range 5 {
+			id := fmt.Sprintf("%x%04x", s+1, i)
+			putKnown(tb, "observed/instance/"+id+"/service", fmt.Sprintf(`"s%d"`, s))
+			putKnown(tb, "placement/instance/"+id, `"node-1"`)
+		}
+	}
+	ev := eval.New(rs, eval.WithWholeAggregates(-1), keptReadsTooFew)
+	from := tb.Rev()
+	if p := ev.Full(tb); len(p.Firings) != 2 {
+		t.Fatalf("Full: %d firings, want the 2 effective counts", len(p.Firings))
+	}
+	// One more instance of s1 is placed; both desired counts change.
+	changes := []facts.Change{putKnown(tb, "observed/instance/20005/service", `"s1"`), putKnown(tb, "placement/instance/20005", `"node-1"`),
+		putKnown(tb, "desired/service/s0/instances", `6`), putKnown(tb, "desired/service/s1/instances", `7`)}
+	was := ev.Stats()
+	p := ev.Continue(from, tb, changes, false)
+	if n := ev.Stats().Aggregates - was.Aggregates; n != 0 {
+		t.Errorf("the next round counted %d groups again, want 0: the counts were kept and adjusted", n)
+	}
+	placed := map[string]string{}
+	for _, f := range p.Firings {
+		placed[f.Bindings["svc"]] = f.Bindings["placed"]
+	}
+	if placed["s0"] != "5" || placed["s1"] != "6" {
+		t.Fatalf("placed counted %v, want s0 5 and s1 6 (the placement added)", placed)
+	}
+}
+
 // TestRestoredCountIsDroppedByItsFacts: a kept count that the round's own
 // writes adjusted is restored, at the round's end, as it was before them —
 // and must still be found by every fact it counted. Forgetting the writes
 // deleted the store's index lists of the written keys; a restored count not
 // listed under them again stays stale when one of those facts later changes
 // in a way the store cannot adjust for (here the plan is not committed, and
-// a placement is then written with its value before unknown).
+// a placement is then written with its value before unknown). A count that
+// read too many facts to be listed at all is dropped by such a change too.
 func TestRestoredCountIsDroppedByItsFacts(t *testing.T) {
+	t.Run("indexed", func(t *testing.T) { restoredCountIsDropped(t) })
+	t.Run("too many reads", func(t *testing.T) { restoredCountIsDropped(t, keptReadsTooFew) })
+}
+
+func restoredCountIsDropped(t *testing.T, opts ...eval.Option) {
 	rs := loadSrc(t, ownWrites)
 	tb := newTable()
 	for s := range 2 {
 		putKnown(tb, fmt.Sprintf("desired/service/s%d/instances", s), `5`)
 	}
-	ev := eval.New(rs, eval.WithWholeAggregates(-1))
+	ev := eval.New(rs, append([]eval.Option{eval.WithWholeAggregates(-1)}, opts...)...)
 	from := tb.Rev()
 	changes := applyKnown(tb, ev.Full(tb))
 	// The instances arrive, not yet pending: the round counts none placed

@@ -36,18 +36,26 @@ rule "expire" {
 }
 `
 
+// stampClock is observed/clock's value sec seconds into the tests' minute.
+func stampClock(sec int) string { return fmt.Sprintf(`"2026-11-29T12:00:%02dZ"`, sec) }
+
+// stampWorld is the clock at stampClock(0) and n instances in state.
+func stampWorld(n int, state string) *table {
+	tb := newTable()
+	tb.put(facts.Clock(), stampClock(0))
+	for i := range n {
+		tb.put(facts.InstanceState(fmt.Sprintf("a%04x", i)), `"`+state+`"`)
+	}
+	return tb
+}
+
 // A rule that matches the clock only to stamp it is not evaluated again as
 // the clock moves; one that compares it is, and a stamp written later
 // carries the clock of the moment.
 func TestClockStampDoesNotReevaluate(t *testing.T) {
 	ev := eval.New(loadSrc(t, stampRules))
-	tb := newTable()
-	clock := func(sec int) string { return fmt.Sprintf(`"2026-11-29T12:00:%02dZ"`, sec) }
-	tb.put(facts.Clock(), clock(0))
 	const n = 200
-	for i := range n {
-		tb.put(facts.InstanceState(fmt.Sprintf("a%04x", i)), `"running"`)
-	}
+	tb := stampWorld(n, "running")
 	from := tb.rev
 	if p := ev.Full(tb); len(p.Firings) != 0 {
 		t.Fatalf("%d firings on running instances", len(p.Firings))
@@ -55,7 +63,7 @@ func TestClockStampDoesNotReevaluate(t *testing.T) {
 	tick := func(sec int, prevKnown bool) (eval.Plan, int64) {
 		t.Helper()
 		old, _ := tb.Get(facts.Clock())
-		c := tb.put(facts.Clock(), clock(sec))
+		c := tb.put(facts.Clock(), stampClock(sec))
 		c.Prev, c.PrevKnown = old.Value, prevKnown
 		before := ev.Stats().FactsVisited
 		p := ev.Continue(from, tb, []facts.Change{c}, false)
@@ -74,8 +82,8 @@ func TestClockStampDoesNotReevaluate(t *testing.T) {
 	c := tb.put(facts.InstanceState("a0007"), `"stopped"`)
 	p := ev.Continue(from, tb, []facts.Change{c}, false)
 	from = tb.rev
-	if len(p.Firings) != 1 || p.Firings[0].Rule != "stamp" || string(p.Firings[0].Writes[0].Value) != clock(2) {
-		t.Fatalf("stopping a0007: %+v; want one stamp of the clock of the moment, %s", p.Firings, clock(2))
+	if len(p.Firings) != 1 || p.Firings[0].Rule != "stamp" || string(p.Firings[0].Writes[0].Value) != stampClock(2) {
+		t.Fatalf("stopping a0007: %+v; want one stamp of the clock of the moment, %s", p.Firings, stampClock(2))
 	}
 	tb.apply(p)
 	if p, _ := tick(13, true); len(p.Firings) != 1 || p.Firings[0].Rule != "expire" {

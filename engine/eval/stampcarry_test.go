@@ -1,7 +1,6 @@
 package eval_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/ccattler/ccattler/engine/eval"
@@ -16,13 +15,8 @@ import (
 // with.
 func TestStampCarriedAcrossClockMove(t *testing.T) {
 	ev := eval.New(loadSrc(t, stampRules), eval.WithMaxFirings(3))
-	tb := newTable()
-	clock := func(sec int) string { return fmt.Sprintf(`"2026-11-29T12:00:%02dZ"`, sec) }
-	tb.put(facts.Clock(), clock(0))
 	const n = 10
-	for i := range n {
-		tb.put(facts.InstanceState(fmt.Sprintf("a%04x", i)), `"stopped"`)
-	}
+	tb := stampWorld(n, "stopped")
 	from := tb.rev
 	stamped := map[string]string{}
 	note := func(p eval.Plan) {
@@ -39,14 +33,12 @@ func TestStampCarriedAcrossClockMove(t *testing.T) {
 	}
 	note(p)
 	for sec := 1; sec < 30 && len(stamped) < n; sec++ {
-		old, _ := tb.Get(facts.Clock())
-		c := tb.put(facts.Clock(), clock(sec))
-		c.Prev, c.PrevKnown = old.Value, true // the clock moved on: no dispatch
+		c := putKnown(tb, facts.Clock(), stampClock(sec)) // the clock moved on: no dispatch
 		p := ev.Continue(from, tb, []facts.Change{c}, false)
 		from = tb.rev
 		for _, f := range p.Firings {
-			if v := string(f.Writes[0].Value); v != clock(sec) {
-				t.Errorf("%s stamped %s at %s: want the clock of the moment", f.Writes[0].Key, v, clock(sec))
+			if v := string(f.Writes[0].Value); v != stampClock(sec) {
+				t.Errorf("%s stamped %s at %s: want the clock of the moment", f.Writes[0].Key, v, stampClock(sec))
 			}
 		}
 		note(p)
@@ -55,12 +47,12 @@ func TestStampCarriedAcrossClockMove(t *testing.T) {
 		}
 	}
 	if len(stamped) != n {
-		t.Fatalf("%d of %d stopped instances stamped; a fresh evaluation fires %d more", len(stamped), n, len(ev2Firings(t, tb)))
+		t.Fatalf("%d of %d stopped instances stamped; a fresh evaluation fires %d more", len(stamped), n, len(freshFirings(t, tb)))
 	}
 }
 
-// ev2Firings is what a fresh evaluation of the same facts fires.
-func ev2Firings(t *testing.T, tb *table) []eval.Firing {
+// freshFirings is what a fresh evaluation of the same facts fires.
+func freshFirings(t *testing.T, tb *table) []eval.Firing {
 	return eval.New(loadSrc(t, stampRules)).Full(tb).Firings
 }
 
@@ -72,27 +64,22 @@ func ev2Firings(t *testing.T, tb *table) []eval.Firing {
 func TestStampOneBindingCarriedAcrossClockMove(t *testing.T) {
 	cut := false // the round ends at its next check, as once its time is spent
 	ev := eval.New(loadSrc(t, stampRules), eval.WithStop(func() bool { return cut }))
-	tb := newTable()
-	clock := func(sec int) string { return fmt.Sprintf(`"2026-11-29T12:00:%02dZ"`, sec) }
-	tb.put(facts.Clock(), clock(0))
-	tb.put(facts.InstanceState("a0001"), `"running"`)
+	tb := stampWorld(1, "running")
 	from := tb.rev
 	if p := ev.Full(tb); len(p.Firings) != 0 {
 		t.Fatalf("Full: %d firings on a running instance", len(p.Firings))
 	}
 	cut = true
-	c := tb.put(facts.InstanceState("a0001"), `"stopped"`)
+	c := tb.put(facts.InstanceState("a0000"), `"stopped"`)
 	p := ev.Continue(from, tb, []facts.Change{c}, false)
 	from = tb.rev
 	cut = false
 	if len(p.Firings) != 0 || !p.More {
 		t.Fatalf("a round cut at its first binding: %d firings, More %v; want none, its binding carried", len(p.Firings), p.More)
 	}
-	old, _ := tb.Get(facts.Clock())
-	c = tb.put(facts.Clock(), clock(1))
-	c.Prev, c.PrevKnown = old.Value, true // the clock moved on: no dispatch
+	c = putKnown(tb, facts.Clock(), stampClock(1)) // the clock moved on: no dispatch
 	p = ev.Continue(from, tb, []facts.Change{c}, false)
-	if len(p.Firings) != 1 || string(p.Firings[0].Writes[0].Value) != clock(1) {
-		t.Fatalf("after the clock moved: %+v; want a0001 stamped with %s (a fresh evaluation fires %d)", p.Firings, clock(1), len(ev2Firings(t, tb)))
+	if len(p.Firings) != 1 || string(p.Firings[0].Writes[0].Value) != stampClock(1) {
+		t.Fatalf("after the clock moved: %+v; want a0000 stamped with %s (a fresh evaluation fires %d)", p.Firings, stampClock(1), len(freshFirings(t, tb)))
 	}
 }
