@@ -74,10 +74,10 @@ type probeHandle struct {
 // ensureProbeLocked starts the health checks of a running instance unless
 // they run as the service's health block now says. The port is the one the
 // container was started with: it listens there whatever the service says now.
-func (n *node) ensureProbeLocked(ctx context.Context, id string, st Status) {
+func (n *node) ensureProbeLocked(ctx context.Context, id string, st *Status) {
 	sp := st.Spec
-	if w, ok := n.wants[id]; ok && n.live && w.Image != "" {
-		sp.Health = w.Health
+	if w, ok := n.wants[id]; ok && n.live && w.Spec.Image != "" {
+		sp.Health = w.Spec.Health
 	}
 	if p, ok := n.probes[id]; ok {
 		if p.hs == sp.Health {

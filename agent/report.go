@@ -308,15 +308,19 @@ func (n *node) instanceState(id string) instanceState {
 		s.has = hasNode | hasState | hasHealth | hasReason
 		// The image it ran, or failed to start: a rollout halts on the
 		// failures of its new image (policies/rollout.hcl).
-		if img := st.Spec.Image; exists && img != "" {
+		var ran Spec // what it was started with, if it was
+		if exists {
+			ran = st.Spec
+		}
+		if img := ran.Image; img != "" {
 			s.image, s.has = img, s.has|hasImage
-		} else if img := n.wants[id].Image; img != "" {
+		} else if img := n.wants[id].Spec.Image; img != "" {
 			s.image, s.has = img, s.has|hasImage
 		}
 		// Likewise its command, args, env and labels, by their digest.
-		if d := st.Spec.Digest; exists && d != "" {
+		if d := ran.Digest; d != "" {
 			s.digest, s.has = d, s.has|hasDigest
-		} else if d := n.wants[id].Digest; !exists && d != "" {
+		} else if d := n.wants[id].Spec.Digest; !exists && d != "" {
 			s.digest, s.has = d, s.has|hasDigest
 		}
 		// Why, for the failure policy to record (the engine writes the
