@@ -71,7 +71,7 @@ type specSig struct {
 type nodeWants struct {
 	pokes uint64
 	at    time.Time
-	out   map[string]Want
+	out   map[string]*Want
 }
 
 // wantsMaxAge is how long Desired returns wants it built without a poke.
@@ -117,9 +117,9 @@ type Want struct {
 }
 
 // Desired returns what is placed on node; the caller must not modify the
-// map. ok is false until the feed has listed etcd once: a node must not
+// map or the Wants it points to. ok is false until the feed has listed etcd once: a node must not
 // act destructively on an empty feed.
-func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
+func (f *Feed) Desired(node string) (out map[string]*Want, ok bool) {
 	f.mirror.View(func(r facts.Reader) {
 		if r.Rev() == 0 {
 			return
@@ -141,18 +141,30 @@ func (f *Feed) Desired(node string) (out map[string]Want, ok bool) {
 	return out, ok
 }
 
-// buildLocked builds what is placed on node from r. f.mu is held.
-func (f *Feed) buildLocked(r facts.Reader, node string) map[string]Want {
-	out := map[string]Want{}
-	for _, id := range placedOn(r, f.placement, node) {
-		svc, known := f.instService[id]
-		if !known {
-			out[id] = Want{Spec: Spec{ID: id}}
-			continue
+// buildLocked builds what is placed on node from r. f.mu is held. The
+// Wants are made in one slice: a Want is over 128 bytes, so a map of them
+// allocated each entry on its own, 30,000 allocations per rebuild of a
+// node of 30,000 instances. A service's facts are looked at once per
+// build, not once per instance.
+func (f *Feed) buildLocked(r facts.Reader, node string) map[string]*Want {
+	ids := placedOn(r, f.placement, node)
+	ws := make([]Want, len(ids))
+	out := make(map[string]*Want, len(ids))
+	var svcs map[string]Want // each service's, looked at once per build
+	for i, id := range ids {
+		if svc, known := f.instService[id]; known {
+			w, ok := svcs[svc]
+			if !ok {
+				w = f.serviceWantLocked(r, svc)
+				if svcs == nil {
+					svcs = map[string]Want{}
+				}
+				svcs[svc] = w
+			}
+			ws[i] = w
 		}
-		w := f.serviceWantLocked(r, svc)
-		w.Spec.ID = id
-		out[id] = w
+		ws[i].Spec.ID = id
+		out[id] = &ws[i]
 	}
 	return out
 }

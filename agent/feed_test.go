@@ -154,5 +154,8 @@ func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 // desiredOne is what Desired says of one instance of node.
 func (f *Feed) desiredOne(node, id string) Want {
 	got, _ := f.Desired(node)
-	return got[id]
+	if w := got[id]; w != nil {
+		return *w
+	}
+	return Want{}
 }

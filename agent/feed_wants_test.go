@@ -28,8 +28,8 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 	}
 	runFeed(t, f)
 
-	fresh := func(node string) map[string]Want {
-		var out map[string]Want
+	fresh := func(node string) map[string]*Want {
+		var out map[string]*Want
 		f.mirror.View(func(r facts.Reader) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -46,7 +46,7 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 			for _, n := range []string{"node-1", "node-2"} {
 				got, _ := f.Desired(n)
 				if want := fresh(n); !reflect.DeepEqual(got, want) {
-					return fmt.Sprintf("%s: %s: Desired = %v, built afresh %v", what, n, got, want)
+					return fmt.Sprintf("%s: %s: Desired = %v, built afresh %v", what, n, wantsText(got), wantsText(want))
 				}
 			}
 			return ""
@@ -66,20 +66,20 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 	settled("placed, service unknown", writeRaw(t, s, facts.Placement("b0002"), `"node-1"`))
 	rev := writeRaw(t, s, facts.InstanceService("b0002"), `"web"`) // learnt on a lookup, not watched
 	eventually(t, func() string {
-		if got, _ := f.Desired("node-1"); got["b0002"].Spec.Service != "web" {
+		if got, _ := f.Desired("node-1"); got["b0002"] == nil || got["b0002"].Spec.Service != "web" {
 			return "b0002's service not learnt"
 		}
 		return ""
 	})
 	settled("service learnt", rev)
 	settled("image changed", writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.29"`))
-	if got, _ := f.Desired("node-1"); got["a0001"].Spec.Image != "nginx:1.29" {
+	if got, _ := f.Desired("node-1"); got["a0001"] == nil || got["a0001"].Spec.Image != "nginx:1.29" {
 		t.Errorf("a0001 after the image change: %+v", got["a0001"])
 	}
 	same("image changed")
 	settled("moved to node-2", writeRaw(t, s, facts.Placement("a0001"), `"node-2"`))
 	if got, _ := f.Desired("node-1"); len(got) != 1 {
-		t.Errorf("node-1 after a0001 moved away: %v, want b0002 alone", got)
+		t.Errorf("node-1 after a0001 moved away: %v, want b0002 alone", wantsText(got))
 	}
 	rev, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("b0002"))}})
 	if err != nil {
@@ -87,8 +87,17 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 	}
 	settled("b0002 unplaced", rev)
 	if got, _ := f.Desired("node-1"); len(got) != 0 {
-		t.Errorf("node-1 after b0002's placement went: %v, want nothing", got)
+		t.Errorf("node-1 after b0002's placement went: %v, want nothing", wantsText(got))
 	}
 	f.Resync()
 	settled("relisted", rev)
+}
+
+// wantsText shows what a node's wants hold, not where.
+func wantsText(m map[string]*Want) map[string]Want {
+	out := make(map[string]Want, len(m))
+	for id, w := range m {
+		out[id] = *w
+	}
+	return out
 }

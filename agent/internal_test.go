@@ -247,7 +247,7 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 	runFeed(t, f)
 	check := func(image string) {
 		t.Helper()
-		var got map[string]Want
+		var got map[string]*Want
 		var ok bool
 		eventually(t, func() string { // the feed follows etcd on its own goroutine
 			got, ok = f.Desired("node-1")

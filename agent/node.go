@@ -45,7 +45,7 @@ type node struct {
 	mu sync.Mutex // guards the fields below; shared with start, stop and probe goroutines and Stats
 	// wants is what is placed on the node: the feed's map, shared and
 	// never modified, when live; built from the cache and what runs when not.
-	wants map[string]Want
+	wants map[string]*Want
 	live  bool // wants came from etcd (not from the cache)
 	// actual is what the runtime listed, by id, pointing into the list: a
 	// map of 320-byte values rebuilt at every reconcile of a node of 30,000
@@ -244,13 +244,13 @@ func (n *node) reconcile(ctx context.Context) {
 	if live {
 		n.wants = wants
 	} else {
-		n.wants = make(map[string]Want, len(n.cached))
+		n.wants = make(map[string]*Want, len(n.cached))
 		for id, sp := range n.cached {
-			n.wants[id] = Want{Spec: sp}
+			n.wants[id] = &Want{Spec: sp}
 		}
 		for id, st := range actual { // adopt what runs, cache or not
 			if _, ok := n.wants[id]; !ok {
-				n.wants[id] = Want{Spec: st.Spec}
+				n.wants[id] = &Want{Spec: st.Spec}
 			}
 		}
 	}

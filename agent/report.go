@@ -308,19 +308,22 @@ func (n *node) instanceState(id string) instanceState {
 		s.has = hasNode | hasState | hasHealth | hasReason
 		// The image it ran, or failed to start: a rollout halts on the
 		// failures of its new image (policies/rollout.hcl).
-		var ran Spec // what it was started with, if it was
+		var ran, placed Spec // what it was started with, if it was; what is placed
 		if exists {
 			ran = st.Spec
 		}
+		if w := n.wants[id]; w != nil {
+			placed = w.Spec
+		}
 		if img := ran.Image; img != "" {
 			s.image, s.has = img, s.has|hasImage
-		} else if img := n.wants[id].Spec.Image; img != "" {
+		} else if img := placed.Image; img != "" {
 			s.image, s.has = img, s.has|hasImage
 		}
 		// Likewise its command, args, env and labels, by their digest.
 		if d := ran.Digest; d != "" {
 			s.digest, s.has = d, s.has|hasDigest
-		} else if d := n.wants[id].Spec.Digest; !exists && d != "" {
+		} else if d := placed.Digest; !exists && d != "" {
 			s.digest, s.has = d, s.has|hasDigest
 		}
 		// Why, for the failure policy to record (the engine writes the

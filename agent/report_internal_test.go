@@ -21,13 +21,13 @@ func reportNode(tb testing.TB) *node {
 	a := &Agent{cfg: Config{Store: store, Log: log}, feed: NewFeed(store, log), link: &link{}}
 	n := newNode(a, NodeConfig{ID: "node-1", CPU: 8, Memory: 8 << 30, Architecture: "amd64", Zone: "z1", Address: "10.0.0.1"})
 	n.lease = 1
-	n.wants, n.actual = map[string]Want{}, map[string]*Status{}
+	n.wants, n.actual = map[string]*Want{}, map[string]*Status{}
 	return n
 }
 
 func (n *node) run1(id string) {
 	spec := Spec{Image: "nginx:1.28", CPU: 0.5, Memory: 64 << 20, Digest: "2f5fe11ad9e492f8"}
-	n.wants[id] = Want{Spec: spec}
+	n.wants[id] = &Want{Spec: spec}
 	n.actual[id] = &Status{Spec: spec, Image: "docker.io/library/nginx:1.28", IP: "10.88.0.2", Running: true,
 		StartedAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Health: Healthy}
 }
@@ -59,10 +59,10 @@ func keysOf(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 func TestReportWritesWhatChanged(t *testing.T) {
 	n := reportNode(t)
 	n.run1("a0001")
-	n.wants["b0002"] = Want{Spec: Spec{Image: "nginx:9", Digest: "0123456789abcdef"}}
+	n.wants["b0002"] = &Want{Spec: Spec{Image: "nginx:9", Digest: "0123456789abcdef"}}
 	exit := uint32(3)
 	n.failed["b0002"] = &failure{reason: "exited with status 3", exit: &exit}
-	n.wants["c0003"] = Want{Spec: Spec{Image: "nginx:1.28"}} // starting: nothing to say yet
+	n.wants["c0003"] = &Want{Spec: Spec{Image: "nginx:1.28"}} // starting: nothing to say yet
 
 	first := written(n, true)
 	for _, k := range []string{
