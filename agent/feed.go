@@ -117,8 +117,8 @@ type Want struct {
 }
 
 // Desired returns what is placed on node; the caller must not modify the
-// map or the Wants it points to. ok is false until the feed has listed etcd once: a node must not
-// act destructively on an empty feed.
+// map or the Wants it points to. ok is false until the feed has listed
+// etcd once: a node must not act destructively on an empty feed.
 func (f *Feed) Desired(node string) (out map[string]*Want, ok bool) {
 	f.mirror.View(func(r facts.Reader) {
 		if r.Rev() == 0 {
