@@ -150,15 +150,12 @@ func (f *Feed) buildLocked(r facts.Reader, node string) map[string]*Want {
 	ids := placedOn(r, f.placement, node)
 	ws := make([]Want, len(ids))
 	out := make(map[string]*Want, len(ids))
-	var svcs map[string]Want // each service's, looked at once per build
+	svcs := map[string]Want{} // each service's, looked at once per build
 	for i, id := range ids {
 		if svc, known := f.instService[id]; known {
 			w, ok := svcs[svc]
 			if !ok {
 				w = f.serviceWantLocked(r, svc)
-				if svcs == nil {
-					svcs = map[string]Want{}
-				}
 				svcs[svc] = w
 			}
 			ws[i] = w

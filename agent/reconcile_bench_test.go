@@ -26,21 +26,21 @@ func (r *listedRuntime) List(context.Context) ([]Status, error) {
 // BenchmarkReconcile is one reconcile of a node whose instances all run as
 // placed, at 1,000 and 30,000 instances: a list of the runtime compared
 // with the feed's placements, nothing to start or stop; and, reported as
-// ms/poked-reconcile, one after a poke, which builds the node's wants
-// from the feed's mirror again, as a change of its placements does. A simulated node
-// of the 100,000-instance scale-down on 3 nodes does this about four
+// ms/poked-reconcile, one after a poke, which builds the node's wants from
+// the feed's mirror again, as a change of its placements does. A simulated
+// node of the 100,000-instance scale-down on 3 nodes does this about four
 // times a second, so what it allocates is a large part of the collector's
 // work there.
 func BenchmarkReconcile(b *testing.B) {
 	store := etcdtest.Start(b).Store(b)
 	writeRaw(b, store, facts.ServiceAttr("web", "image"), `"nginx:1.28"`, facts.ServiceCPU("web"), `0.1`)
-	for _, size := range []int{1000, 30000} {
+	for k, size := range []int{1000, 30000} {
 		b.Run(fmt.Sprintf("instances=%d", size), func(b *testing.B) {
 			node := fmt.Sprintf("node-%d", size)
 			rt := &listedRuntime{}
 			var kv []string
 			for i := range size {
-				id := fmt.Sprintf("%c%05x", 'a'+size%20, i)
+				id := fmt.Sprintf("%c%05x", 'a'+k, i) // each size's own instances
 				kv = append(kv, facts.Placement(id), `"`+node+`"`, facts.InstanceService(id), `"web"`)
 				if len(kv) >= 1000 || i == size-1 {
 					writeRaw(b, store, kv...)
