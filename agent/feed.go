@@ -141,6 +141,14 @@ func (f *Feed) Desired(node string) (out map[string]*Want, ok bool) {
 	return out, ok
 }
 
+// pokesOf is how many times node was poked: its wants stand until this
+// changes (Desired).
+func (f *Feed) pokesOf(node string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pokes[node]
+}
+
 // buildLocked builds what is placed on node from r. f.mu is held. The
 // Wants are made in one slice: a Want is over 128 bytes, so a map of them
 // allocated each entry on its own, 30,000 allocations per rebuild of a

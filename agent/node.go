@@ -132,19 +132,87 @@ func (n *node) run(ctx context.Context) {
 	every := n.a.cfg.Resync + time.Duration(rand.Int64N(int64(n.a.cfg.Resync)/4+1))
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var settled rest // what the last pass depended on, if it settled everything
+	var settledAt time.Time
 	for {
+		before, ok := n.restNow()
 		n.reconcile(ctx)
 		n.saveCache()
-		n.report(ctx)
-		select {
-		case <-ctx.Done():
+		if n.report(ctx) && ok && n.idle() {
+			settled, settledAt = before, time.Now()
+		} else {
+			settled = rest{}
+		}
+		if !n.wait(ctx, t.C, settled, settledAt) {
 			n.stopProbes()
 			return
-		case <-n.notify:
-		case <-n.kick:
-		case <-t.C:
 		}
 	}
+}
+
+// wait blocks until the node has a pass to make: the feed or a start,
+// stop, probe or lease pokes it, or its timer fires and something the pass
+// depends on changed since it settled (at), or restMaxAge passed. It
+// returns false once ctx is done.
+func (n *node) wait(ctx context.Context, tick <-chan time.Time, settled rest, at time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-n.notify:
+			return true
+		case <-n.kick:
+			return true
+		case <-tick:
+			if now, _ := n.restNow(); now != settled || time.Since(at) >= restMaxAge {
+				return true
+			}
+		}
+	}
+}
+
+// rest is what a node's pass depends on that can change without waking
+// the node: its placements as the feed last told it (their poke count),
+// its runtime's version, the link's epoch and the node's lease, and its
+// registration's state. Everything else a pass reads changes inside a
+// pass, or pokes the node. The zero rest is never settled.
+type rest struct {
+	wants    uint64
+	runtime  uint64
+	epoch    int64
+	leaseGen int64
+	lease    facts.LeaseID
+	draining bool
+	cacheErr string
+	set      bool
+}
+
+// restMaxAge is how long a node woken by its timer alone leaves out its
+// pass while nothing it depends on changed: as long as the feed keeps its
+// wants without a poke (wantsMaxAge), should a change ever miss its poke.
+var restMaxAge = wantsMaxAge
+
+// restNow returns what the node's pass depends on now; ok is false when
+// its runtime cannot tell its version (a pass is then never left out).
+func (n *node) restNow() (rest, bool) {
+	v, ok := n.rt.(Versioner)
+	if !ok {
+		return rest{}, false
+	}
+	r := rest{wants: n.a.feed.pokesOf(n.cfg.ID), runtime: v.Version(), epoch: n.a.link.epoch.Load(), set: true}
+	n.mu.Lock()
+	r.leaseGen, r.lease, r.draining = n.leaseGen, n.lease, n.draining
+	n.mu.Unlock()
+	r.cacheErr = n.cacheErr
+	return r, true
+}
+
+// idle reports whether no start or stop is under way: each pokes the node
+// when it ends, but the pass after it must not be left out.
+func (n *node) idle() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.starting) == 0 && len(n.stopping) == 0 && n.live
 }
 
 func (n *node) poke() { poke(n.kick) }

@@ -17,21 +17,24 @@ import (
 // records what it reports (DESIGN §6, only the engine writes event/).
 // After a new lease or a reconnect everything is written again, because
 // anything may have happened to etcd meanwhile.
-func (n *node) report(ctx context.Context) {
+// It reports whether etcd holds all of it: nothing was left to write, or
+// the writes committed.
+func (n *node) report(ctx context.Context) bool {
 	if !n.a.link.up.Load() {
-		return // nothing would get through; the link's next epoch brings a full report
+		return false // nothing would get through; the link's next epoch brings a full report
 	}
 	ops, done := n.changes()
 	if len(ops) == 0 {
-		return
+		return true
 	}
 	if err := n.a.w.Write(ctx, ops); err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("report to etcd failed; will retry", "writes", len(ops), "err", err)
 		}
-		return
+		return false
 	}
 	done()
+	return true
 }
 
 // changes returns the writes a report makes, sorted by key (deterministic

@@ -21,8 +21,20 @@ type Runtime interface {
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	// List returns every container the runtime manages for this node,
 	// running or exited, with the spec it was started from. It is how an
-	// agent restarted without etcd finds its containers again.
+	// agent restarted without etcd finds its containers again. The caller
+	// does not modify the list: a runtime may return the same one again.
 	List(ctx context.Context) ([]Status, error)
+}
+
+// Versioner is a Runtime that can tell when its List would differ: Version
+// changes with every start, stop, exit and change of health. A node woken
+// by its resync timer alone, with its placements and its runtime's version
+// as at its last pass and that pass's report committed, leaves the pass
+// out (node.run). The simulated runtime is one: 5,000 simulated nodes in
+// one process listed and compared unchanged containers 2,200 times a
+// second. Containerd's is not: a container's exit is found by listing.
+type Versioner interface {
+	Version() uint64
 }
 
 // Addresser is a Runtime that knows the address its node's instances are

@@ -58,21 +58,12 @@ func (f *Fleet) SetHealth(id, h string) {
 	if f.health == nil {
 		f.health = map[string]string{}
 	}
+	f.healthGen.Add(1) // every node's list may differ now
 	if h == "" {
 		delete(f.health, id)
 		return
 	}
 	f.health[id] = h
-}
-
-func (f *Fleet) healthOverrides() map[string]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make(map[string]string, len(f.health))
-	for id, h := range f.health {
-		out[id] = h
-	}
-	return out
 }
 
 // SetLoad sets the synthetic load of a service, in cores; 0 or less removes it.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ccattler/ccattler/agent"
@@ -58,11 +59,14 @@ func (c Config) Validate() error {
 type Fleet struct {
 	cfg Config
 
-	mu     sync.Mutex // guards rng, nodes and loads
+	mu     sync.Mutex // guards rng, nodes, loads and health
 	rng    *rand.Rand
 	nodes  map[string]*runtime
 	loads  map[string]float64 // service -> synthetic cpu load in cores (knobs.go)
 	health map[string]string  // instance -> health it reports instead of its drawn one (knobs.go)
+	// healthGen grows with every change of health, under mu: every
+	// node's list may differ (runtime.Version).
+	healthGen atomic.Uint64
 }
 
 // NewFleet validates cfg and returns an empty fleet.
@@ -119,6 +123,7 @@ func (f *Fleet) Exit(node, id string, status uint32) bool {
 		return false
 	}
 	c.Running, c.ExitStatus, c.ExitReason = false, status, fmt.Sprintf("process exited with status %d", status)
+	r.ver.Add(1)
 	return true
 }
 
@@ -135,13 +140,18 @@ func (f *Fleet) draw() (fail, unhealthy bool) {
 type runtime struct {
 	f    *Fleet
 	addr netip.Addr // the node's address; its instances report it
-	mu   sync.Mutex // guards ctrs
+	mu   sync.Mutex // guards ctrs, listed and listedAt
 	ctrs map[string]*agent.Status
+	ver  atomic.Uint64 // grows with every change of ctrs (Version)
+
+	listed   []agent.Status // what List last returned, at Version listedAt
+	listedAt uint64
 }
 
 var (
 	_ agent.Runtime   = (*runtime)(nil)
 	_ agent.Addresser = (*runtime)(nil)
+	_ agent.Versioner = (*runtime)(nil)
 )
 
 // Address is the node's address: its instances report it.
@@ -202,13 +212,17 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 		}
 	}
 	r.ctrs[sp.ID] = st
+	r.ver.Add(1)
 	return *st, nil
 }
 
 func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.ctrs, id)
+	if _, ok := r.ctrs[id]; ok {
+		delete(r.ctrs, id)
+		r.ver.Add(1)
+	}
 	return nil
 }
 
@@ -235,18 +249,31 @@ func (r *runtime) OpenLog(id string) (io.ReadCloser, error) {
 }
 
 // List returns the node's containers in no order, as agent.Runtime allows:
-// sorting a node's tens of thousands at every reconcile was most of its cost.
+// sorting a node's tens of thousands at every reconcile was most of its
+// cost. Until its Version changes it returns the same list again, which
+// its callers do not modify.
 func (r *runtime) List(context.Context) ([]agent.Status, error) {
-	health := r.f.healthOverrides()
+	v := r.Version() // before the lock: a change meanwhile makes the next List build anew
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.listed != nil && r.listedAt == v {
+		return r.listed, nil
+	}
 	out := make([]agent.Status, 0, len(r.ctrs))
+	r.f.mu.Lock() // the health knobs; always taken after r.mu
 	for id, c := range r.ctrs {
 		st := *c
-		if h, ok := health[id]; ok && st.Running {
+		if h, ok := r.f.health[id]; ok && st.Running {
 			st.Health = h
 		}
 		out = append(out, st)
 	}
+	r.f.mu.Unlock()
+	r.listed, r.listedAt = out, v
 	return out, nil
 }
+
+// Version changes whenever List would differ: with every start, stop and
+// exit of the node's containers, and every health knob of the fleet.
+// Each count grows under the lock of what it counts, once that changed.
+func (r *runtime) Version() uint64 { return r.ver.Load() + r.f.healthGen.Load() }
