@@ -153,7 +153,6 @@ type Evaluator struct {
 	maxFresh    int
 	maxAggReads int
 	maxAbsent   int // WithMaxAbsentKeys
-	absentHint  int // the absent keys the last round interned (newRound)
 	maxDeps     int // WithMaxKeptReads
 	maxGuarded  int
 	maxAdjust   int
@@ -370,7 +369,6 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		rd.loop()
 		e.labels.phase("keep")
 		e.aggs.end(r, rd.aggs)
-		e.absentHint = len(rd.ov.absent)
 		e.labels.clear()
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
@@ -464,11 +462,6 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 	n := len(e.rs.Rules)
 	ov := newOverlay(r, e.rs.Schema)
 	ov.maxAbsent = e.maxAbsent
-	if n := min(e.absentHint, e.maxAbsent); n > 0 {
-		// As many as the last round interned: grown from empty, the
-		// map was rebuilt through every size, each round.
-		ov.absent = make(map[string]string, n)
-	}
 	rd := &round{e: e, ov: ov,
 		plan:    &Plan{RuleSetVersion: e.rs.Version, Rev: r.Rev()},
 		now:     types.Timestamp{Time: e.clock().UTC()},
