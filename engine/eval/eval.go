@@ -504,7 +504,10 @@ func (rd *round) push(t task, fresh bool) {
 	if ws := rd.e.waits[i]; ws != nil && b.len() > 0 && rd.filled(ws, b) {
 		return // waiting.go: nothing to do under b
 	}
-	k := b.key()
+	k := t.key // a task queued before (carried, requeued) has its key
+	if k == "" {
+		k = b.key()
+	}
 	if k == "" {
 		rd.queue[i] = rd.queue[i][:0]
 		clear(rd.queued[i])
