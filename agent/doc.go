@@ -12,6 +12,10 @@
 //     id; it reads observed/instance/{id}/service once per placed instance.
 //   - node.go    the reconcile loop of one node: start what is placed on it,
 //     stop what is not, never restart what exited (that is reported failed).
+//     A pass runs when the feed or a start, stop, probe or lease pokes the
+//     node, and at every --resync tick unless the runtime tells its version
+//     (Versioner: the simulated one) and nothing the pass depends on changed
+//     since the last one committed its report (at most 30 s).
 //   - report.go  observed/ facts (a failure's reason and exit status too),
 //     diffed against what was
 //     last written and committed in batches; everything is rewritten after a
