@@ -65,7 +65,15 @@ func TestSettledNodeListsOnlyOnChange(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(300 * time.Millisecond) // the passes the starts and reports poked
+	// The passes the starts and reports poked end; then the node settles.
+	waitFor(t, 10*time.Second, func() string {
+		n := quiet.lists.Load()
+		time.Sleep(300 * time.Millisecond)
+		if d := quiet.lists.Load() - n; d > 0 {
+			return fmt.Sprintf("the node still listed %d times in 300ms of 50ms ticks", d)
+		}
+		return ""
+	})
 	q0, b0 := quiet.lists.Load(), busy.lists.Load()
 	time.Sleep(time.Second) // 16-20 ticks of each node
 	if got := quiet.lists.Load() - q0; got > 1 {
