@@ -23,7 +23,8 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "engine-example")
 	defer os.RemoveAll(dir)
 	ec := embedded.NewConfig()
-	ec.DataDir, ec.ClientURL, ec.PeerURL = dir, "http://"+freeAddr(), "http://"+freeAddr()
+	addrs := freeAddrs(2)
+	ec.DataDir, ec.ClientURL, ec.PeerURL = dir, "http://"+addrs[0], "http://"+addrs[1]
 	etcd, err := embedded.Start(ec)
 	if err != nil {
 		fmt.Println(err)
@@ -73,11 +74,18 @@ rule "resolve_intent" {
 	// 1 record, at the same revision: true
 }
 
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+// freeAddrs returns n loopback addresses that were free a moment ago, each
+// different: the listeners stay open until all are taken, as the kernel
+// may offer a port just closed again.
+func freeAddrs(n int) []string {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -165,14 +164,8 @@ func observed(t *testing.T, s *facts.Store, id, attr string) (string, int64) {
 	return v, f.ModRevision
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is etcdtest.FreePort: never the same port twice in a process.
+func freePort(t *testing.T) int { return etcdtest.FreePort(t) }
 
 func httpOK(url string) error {
 	c := http.Client{Timeout: 2 * time.Second}

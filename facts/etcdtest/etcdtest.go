@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,15 +31,40 @@ type Etcd struct {
 	CA  *pki.CA // StartSecure's CA; nil for a plain member
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// handedOut holds the ports FreePort returned in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort returns a loopback port that was free a moment ago and that it
+// has not returned before in this process: the kernel may offer a port
+// just closed again, and a member given the same port for its client and
+// its peer URL never starts.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		handedOut.Lock()
+		fresh := !handedOut.ports[p]
+		if fresh {
+			if handedOut.ports == nil {
+				handedOut.ports = map[int]bool{}
+			}
+			handedOut.ports[p] = true
+		}
+		handedOut.Unlock()
+		if fresh {
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: the kernel offered 100 ports handed out before")
+	return 0
 }
 
 // Start starts an embedded etcd that is closed when the test ends.
