@@ -58,7 +58,7 @@ func (f *Fleet) SetHealth(id, h string) {
 	if f.health == nil {
 		f.health = map[string]string{}
 	}
-	f.healthGen.Add(1) // every node's list may differ now
+	defer f.healthGen.Add(1) // every node's list may differ now; under mu, once changed
 	if h == "" {
 		delete(f.health, id)
 		return
