@@ -331,7 +331,9 @@ func TestReloadReachesEveryServer(t *testing.T) {
 		t.Errorf("reload with one server's directory broken: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	b.stop(t)
-	waitUntil(t, 10*time.Second, "the stopped server gone from rules status", func() bool {
+	// Its status goes with its lease: revoked as it stops, or else
+	// expired a TTL (10 s) after its last renewal.
+	waitUntil(t, 15*time.Second, "the stopped server gone from rules status", func() bool {
 		sts = nil
 		return json.Unmarshal([]byte(a.ok(t, "rules", "status", "-o", "json")), &sts) == nil && len(sts) == 1
 	})

@@ -140,7 +140,9 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				// A loaded etcd may take more than a second; the
+				// lease's expiry is the fallback, a TTL later.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				_ = ctl.Revoke(rctx, lease)
 				cancel()
 				return
