@@ -135,10 +135,10 @@ func (n *node) run(ctx context.Context) {
 	var settled rest // what the last pass depended on, if it settled everything
 	var settledAt time.Time
 	for {
-		before, ok := n.restNow()
+		before := n.restNow()
 		n.reconcile(ctx)
 		n.saveCache()
-		if n.report(ctx) && ok && n.idle() {
+		if n.report(ctx) && before.set && n.idle() {
 			settled, settledAt = before, time.Now()
 		} else {
 			settled = rest{}
@@ -164,7 +164,7 @@ func (n *node) wait(ctx context.Context, tick <-chan time.Time, settled rest, at
 		case <-n.kick:
 			return true
 		case <-tick:
-			if now, _ := n.restNow(); now != settled || time.Since(at) >= restMaxAge {
+			if !settled.set || n.restNow() != settled || time.Since(at) >= restMaxAge {
 				return true
 			}
 		}
@@ -175,7 +175,7 @@ func (n *node) wait(ctx context.Context, tick <-chan time.Time, settled rest, at
 // the node: its placements as the feed last told it (their poke count),
 // its runtime's version, the link's epoch and the node's lease, and its
 // registration's state. Everything else a pass reads changes inside a
-// pass, or pokes the node. The zero rest is never settled.
+// pass, or pokes the node.
 type rest struct {
 	wants    uint64
 	runtime  uint64
@@ -183,8 +183,7 @@ type rest struct {
 	leaseGen int64
 	lease    facts.LeaseID
 	draining bool
-	cacheErr string
-	set      bool
+	set      bool // false: the runtime cannot tell its version, and no pass is left out
 }
 
 // restMaxAge is how long a node woken by its timer alone leaves out its
@@ -192,23 +191,22 @@ type rest struct {
 // wants without a poke (wantsMaxAge), should a change ever miss its poke.
 var restMaxAge = wantsMaxAge
 
-// restNow returns what the node's pass depends on now; ok is false when
-// its runtime cannot tell its version (a pass is then never left out).
-func (n *node) restNow() (rest, bool) {
+// restNow returns what the node's pass depends on now.
+func (n *node) restNow() rest {
 	v, ok := n.rt.(Versioner)
 	if !ok {
-		return rest{}, false
+		return rest{}
 	}
 	r := rest{wants: n.a.feed.pokesOf(n.cfg.ID), runtime: v.Version(), epoch: n.a.link.epoch.Load(), set: true}
 	n.mu.Lock()
 	r.leaseGen, r.lease, r.draining = n.leaseGen, n.lease, n.draining
 	n.mu.Unlock()
-	r.cacheErr = n.cacheErr
-	return r, true
+	return r
 }
 
-// idle reports whether no start or stop is under way: each pokes the node
-// when it ends, but the pass after it must not be left out.
+// idle reports whether the node's wants came from etcd and no start or
+// stop is under way: each pokes the node when it ends, but the pass after
+// it must not be left out.
 func (n *node) idle() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

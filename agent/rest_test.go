@@ -94,7 +94,7 @@ func TestSettledNodeListsOnlyOnChange(t *testing.T) {
 	})
 	t.Run("an exit is reported", func(t *testing.T) {
 		if !fleet.Exit("quiet-1", "a0002", 3) {
-			t.Fatal("no container q2 on quiet-1")
+			t.Fatal("no container a0002 on quiet-1")
 		}
 		waitFor(t, 5*time.Second, func() string {
 			if st := values(t, s, facts.InstanceState("a0002"))[facts.InstanceState("a0002")]; st != "failed" {

@@ -164,9 +164,6 @@ func observed(t *testing.T, s *facts.Store, id, attr string) (string, int64) {
 	return v, f.ModRevision
 }
 
-// freePort is etcdtest.FreePort: never the same port twice in a process.
-func freePort(t *testing.T) int { return etcdtest.FreePort(t) }
-
 func httpOK(url string) error {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get(url)
@@ -242,9 +239,9 @@ func TestContainerdAgent(t *testing.T) {
 	s := e.Store(t)
 	stateDir := t.TempDir()
 	cc := childConfig{Namespace: d.namespace, Endpoints: e.Endpoints(), Node: "node-1", StateDir: stateDir, Sock: d.sock, ImageDir: imgDir,
-		LogsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		LogsAddr: fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))}
 
-	port := freePort(t)
+	port := etcdtest.FreePort(t)
 	put(t, s, facts.DesiredService("hz"), map[string]any{}, facts.ServiceImage("hz"), "ccattler.test/healthz:1",
 		facts.ServiceCPU("hz"), 0.5, facts.ServiceMemory("hz"), "64Mi", facts.ServiceExpose("hz", port), map[string]any{},
 		facts.ServiceHealthMethod("hz"), "GET", facts.ServiceHealthPath("hz"), "/healthz", facts.ServiceHealthInterval("hz"), "1s")
@@ -402,7 +399,7 @@ func TestContainerdAgent(t *testing.T) {
 
 	step("a container that ignores SIGTERM is killed after the grace period", func(t *testing.T) {
 		const id4 = "c0ffe4"
-		sport := freePort(t)
+		sport := etcdtest.FreePort(t)
 		put(t, s, facts.DesiredService("stubborn"), map[string]any{}, facts.ServiceImage("stubborn"), "ccattler.test/stubborn:1",
 			facts.ServiceExpose("stubborn", sport), map[string]any{})
 		put(t, s, facts.InstanceService(id4), "stubborn", facts.Placement(id4), "node-1")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/agent/containerd"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // TestUsageFromCgroup measures a real container's cpu use from its cgroup:
@@ -32,7 +33,7 @@ func TestUsageFromCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	port := freePort(t)
+	port := etcdtest.FreePort(t)
 	const id = "bu5e1"
 	if _, err := rt.Start(ctx, agent.Spec{ID: id, Service: "hz", Image: "ccattler.test/healthz:1", Ports: []int{port}}); err != nil {
 		t.Fatal(err)

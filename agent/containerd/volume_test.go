@@ -62,7 +62,7 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 		}
 	}()
 
-	port := freePort(t)
+	port := etcdtest.FreePort(t)
 	put(t, s, facts.DesiredService("db"), map[string]any{}, facts.ServiceImage("db"), "ccattler.test/vol:1",
 		facts.ServiceExpose("db", port), map[string]any{}, facts.ServiceVolume("db"), "data")
 	get := func(path string) (string, error) {

@@ -32,10 +32,10 @@ type Etcd struct {
 }
 
 // handedOut holds the ports FreePort returned in this process.
-var handedOut struct {
+var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
-}
+}{ports: map[int]bool{}}
 
 // FreePort returns a loopback port that was free a moment ago and that it
 // has not returned before in this process: the kernel may offer a port
@@ -52,12 +52,7 @@ func FreePort(t testing.TB) int {
 		l.Close()
 		handedOut.Lock()
 		fresh := !handedOut.ports[p]
-		if fresh {
-			if handedOut.ports == nil {
-				handedOut.ports = map[int]bool{}
-			}
-			handedOut.ports[p] = true
-		}
+		handedOut.ports[p] = true
 		handedOut.Unlock()
 		if fresh {
 			return p
