@@ -2,6 +2,7 @@ package eval
 
 import (
 	"cmp"
+	"encoding/binary"
 	"math/big"
 	"slices"
 	"strings"
@@ -79,6 +80,15 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	}
 	info := ra.a.info[s.ag]
 	adjust := info.adjustable[s.p]
+	if adjust && ra.seen != nil && sd == nil && (s.p.Optional || s.p.Negated) {
+		// Another optional or absent fact under the same binding found
+		// the same members this pass, by the same join, and each is
+		// adjusted already. (A result with aggregates of its own records
+		// every changed fact: sd.)
+		if ra.sawOnce('j', info, kb) {
+			return
+		}
+	}
 	// An optional fact's value is bound by contribute, as the member sees it.
 	if s.p.Alias != "" && value != nil && !s.p.Optional {
 		if v, err := rd.e.values.decode(s.p.Type, value); err == nil {
@@ -178,6 +188,12 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 			ra.notWhole(s.ag)
 			continue
 		}
+		if ra.seen != nil && ra.sawOnce('m', info, m.b, m.gk) {
+			if held { // adjusted for an earlier change: what this one read still counts
+				*ra.touched = append(*ra.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
+			}
+			continue
+		}
 		mreads = append(mreads[:0], arena[m.lo:m.hi]...)
 		var member, ok bool
 		if e, member, ok = ra.contribute(s.ag, e, m.b, &mreads, sign); !ok {
@@ -225,6 +241,28 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	for _, m := range members { // contribute evaluated on them and kept none
 		rd.giveBack(m.b)
 	}
+}
+
+// sawOnce reports whether advance's pass met this binding of the
+// aggregate already (kind 'j': an optional fact's, joined; 'm': a member,
+// by its match facts, in group gk), and notes it.
+func (ra *roundAggs) sawOnce(kind byte, info *aggInfo, b *binding, gk ...string) bool {
+	k := append(ra.seenB[:0], kind)
+	k = binary.AppendUvarint(k, uint64(info.seq))
+	for _, g := range gk {
+		k = append(append(k, g...), 0)
+	}
+	if kind == 'm' {
+		k = b.appendKey(k, func(name string) bool { return info.member[name] })
+	} else {
+		k = b.appendKey(k, nil)
+	}
+	ra.seenB = k
+	if _, ok := ra.seen[string(k)]; ok {
+		return true
+	}
+	ra.seen[string(k)] = struct{}{}
+	return false
 }
 
 // contribute adds (sign +1) or removes (sign -1) the member m to or from a

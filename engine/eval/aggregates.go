@@ -76,10 +76,16 @@ type roundAggs struct {
 	// adjusts (nil: all).
 	touched *[]aggRef
 	only    map[*rules.Aggregate]bool
-	gkBuf   []byte   // the group key lookup looks up
-	factB   *binding // the binding changed matches a written fact into (scratch)
-	parts   []string // the written key changed matches, split (scratch)
-	keys    []string // the listed keys a member leaving a group takes out (scratch)
+	// seen holds, within one of advance's passes, the members already
+	// adjusted (aggregate, group, member) and the bindings of optional and
+	// absent facts already joined with an aggregate's members: a member
+	// several changed facts are part of is adjusted once a pass.
+	seen  map[string]struct{}
+	seenB []byte   // the key seen is looked up by (scratch)
+	gkBuf []byte   // the group key lookup looks up
+	factB *binding // the binding changed matches a written fact into (scratch)
+	parts []string // the written key changed matches, split (scratch)
+	keys  []string // the listed keys a member leaving a group takes out (scratch)
 }
 
 // begin is a round's view of the results the store holds. A round works
@@ -177,8 +183,11 @@ type aggInfo struct {
 	// them, a changed member joins the cached groups that agree on these
 	// (aggStore.partial).
 	named []int
-	whole bool // a round may compute every group at once (aggwhole.go)
-	seq   int  // the order it was met in the rule set: for deterministic walks
+	// member holds the variables of the match patterns: their values name
+	// one member (the facts it is made of).
+	member map[string]bool
+	whole  bool // a round may compute every group at once (aggwhole.go)
+	seq    int  // the order it was met in the rule set: for deterministic walks
 }
 
 // partialKey renders the values of the group variables members name.
@@ -283,9 +292,13 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 		info := &aggInfo{timed: timed, adjustable: map[*rules.Pattern]bool{}, seq: len(a.info)}
 		all := map[*facts.FactType]int{}
 		bound := map[string]bool{}
+		info.member = map[string]bool{}
 		for _, p := range ag.Body.Match {
 			for _, sg := range p.Segs {
 				bound[sg.Var] = true
+				if sg.Var != "" {
+					info.member[sg.Var] = true
+				}
 			}
 			bound[p.Alias] = true
 		}

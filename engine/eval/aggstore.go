@@ -620,54 +620,74 @@ func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool
 	return true
 }
 
-// advance adjusts the kept results for each change in turn, from the
+// advance adjusts the kept results for a batch of changes, from the
 // store's revision to r's (the round's end records it: aggStore.keep):
-// those of every aggregate, or of the aggregates only holds.
+// those of every aggregate, or of the aggregates only holds. It goes in
+// two passes, as a recomputation would see the batch: every member a
+// changed fact is part of leaves its group under the values before the
+// batch, then every member a changed fact is part of joins under the
+// values after it, each member once a pass however many of its facts
+// changed (an instance's first report changes seven; roundAggs.seen).
 func (a *aggregates) advance(r facts.Reader, changes []facts.Change, only map[*rules.Aggregate]bool) {
 	rd := a.e.newRound(r, nil)
 	ra := rd.aggs
 	ra.only = only
 	rd.ov.committed = true
+	keys := make([]string, 0, len(changes)) // each changed key once, in the order first changed
 	for _, c := range changes {
 		if _, set := rd.ov.w[c.Key]; !set { // a key changed twice held the first change's Prev
 			rd.ov.set(facts.Fact{Key: c.Key, Value: c.Prev})
+			keys = append(keys, c.Key)
 		}
 	}
 	var touched []aggRef
 	ra.touched = &touched
+	ra.seen = map[string]struct{}{}
+	pass := func(sign int) {
+		clear(ra.seen)
+		for _, k := range keys {
+			touched = touched[:0]
+			ra.changed(k, rd.ov.w[k].f.Value, sign)
+			a.noteTouched(touched)
+		}
+	}
+	pass(-1)
 	for _, c := range changes {
-		touched = touched[:0]
-		ra.changed(c.Key, c.Prev, -1)
 		after := c.Fact
 		if c.Deleted {
 			after.Value = nil
 		}
 		rd.ov.set(after)
-		ra.changed(c.Key, after.Value, +1)
-		for _, t := range touched { // t.d: what adjusting it read
-			en, ok := a.store.groups[t.ag][t.gk]
-			if !ok || en.deps == nil || en.deps.tooMany {
-				continue
-			}
-			// What adjusting read joins what the computation read. A
-			// result adjusted for so many different facts that this
-			// outgrows it is dropped: computing it again starts afresh.
-			en.deps.adjusted = true
-			if t.d == nil {
-				continue // nothing recorded: see maintainSite
-			}
-			added := en.deps.addNew(t.d)
-			if en.deps.size() > 4*en.deps.base+1024 {
-				delete(a.store.groups[t.ag], t.gk)
-				continue
-			}
-			a.store.index(aggRef{t.ag, t.gk, en.deps}, added)
-		}
 	}
+	pass(+1)
 	// An aggregate computed whole while adjusting (one a where reads) holds
 	// groups in no index, right only for that moment: dropped.
 	for _, ag := range a.store.wholeEnd(ra.whole) {
 		a.store.notWhole(ag)
+	}
+}
+
+// noteTouched marks the results a change adjusted; t.d holds what adjusting
+// read, which joins what their computation read.
+func (a *aggregates) noteTouched(touched []aggRef) {
+	for _, t := range touched {
+		en, ok := a.store.groups[t.ag][t.gk]
+		if !ok || en.deps == nil || en.deps.tooMany {
+			continue
+		}
+		// A result adjusted for so many different facts that what
+		// adjusting read outgrows what computing it read is dropped:
+		// computing it again starts afresh.
+		en.deps.adjusted = true
+		if t.d == nil {
+			continue // nothing recorded: see maintainSite
+		}
+		added := en.deps.addNew(t.d)
+		if en.deps.size() > 4*en.deps.base+1024 {
+			delete(a.store.groups[t.ag], t.gk)
+			continue
+		}
+		a.store.index(aggRef{t.ag, t.gk, en.deps}, added)
 	}
 }
 

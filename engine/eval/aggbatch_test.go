@@ -1,0 +1,135 @@
+package eval_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/engine/eval/ruletest"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
+	"github.com/ccattler/ccattler/policies"
+	"github.com/ccattler/ccattler/rules"
+)
+
+// changeKnown writes key (value "": deletes it) and returns the change as
+// the mirror reports it, with the value before.
+func changeKnown(tb *table, key, value string) facts.Change {
+	if value != "" {
+		return putKnown(tb, key, value)
+	}
+	tb.rev++
+	old, _ := tb.Delete(key)
+	tb.SetRev(tb.rev)
+	return facts.Change{Fact: old, Deleted: true, PrevKnown: true, Prev: old.Value}
+}
+
+// TestKeptAggregatesFollowReportBatches: the default policies' counts kept
+// across rounds are adjusted for batches of changes as agents write them —
+// several facts of one instance at once (its first report: state, node,
+// health, image), a key changed twice in one batch, a fact deleted — and
+// every round's plan is the one an evaluator without kept results makes.
+func TestKeptAggregatesFollowReportBatches(t *testing.T) {
+	rs, diags := rules.LoadFiles(policies.Sources())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	adjusted := int64(0)
+	for seed := uint64(0); seed < 12; seed++ {
+		r := rand.New(rand.NewPCG(seed, 19))
+		now := time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
+		clock := eval.WithClock(func() time.Time { return now })
+		with := eval.New(rs, eval.WithSeed(seed), clock, eval.WithMaxAggregateReads(1<<20))
+		without := eval.New(rs, eval.WithSeed(seed), clock, eval.WithoutAggregateCache(), eval.WithMaxAggregateReads(1<<20))
+		tw, to := newTable(), newTable()
+		both := func(key, value string) (facts.Change, facts.Change) {
+			return changeKnown(tw, key, value), changeKnown(to, key, value)
+		}
+		for n := range 4 {
+			node := fmt.Sprintf("node-%d", n)
+			for _, kv := range [][2]string{{facts.NodeState(node), `"alive"`}, {facts.NodeCapacityCPU(node), `64`},
+				{facts.NodeCapacityMemory(node), `"100000Gi"`}, {facts.NodeArchitecture(node), `"amd64"`},
+				{facts.NodeZone(node), `"zone-1"`}, {facts.Lease(node), `{}`}} {
+				both(kv[0], kv[1])
+			}
+		}
+		both(facts.Clock(), `"2026-11-29T21:00:00Z"`)
+		var src strings.Builder
+		for s := range 3 {
+			fmt.Fprintf(&src, "service \"svc-%d\" {\n  image = \"img:1\"\n  instances = %d\n  resources {\n    cpu = 0.5\n    memory = \"64Mi\"\n  }\n}\n", s, 3+r.IntN(5))
+		}
+		doc, diags := spec.Decode(spec.Source{Name: "batch.hcl", Bytes: []byte(src.String())})
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		for _, f := range doc.Facts() {
+			both(f.Key, string(f.Value))
+		}
+		from := tw.Rev()
+		pw, po := with.Full(tw), without.Full(to)
+		for step := range 14 {
+			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) {
+				t.Fatalf("seed %d step %d: plans differ\nkept results: %+v\nnone kept:    %+v", seed, step, pw.Firings, po.Firings)
+			}
+			var cw, co []facts.Change
+			add := func(key, value string) {
+				w, o := both(key, value)
+				cw, co = append(cw, w), append(co, o)
+			}
+			for _, f := range pw.Firings { // the plan commits
+				for _, w := range f.Writes {
+					add(w.Key, string(w.Value))
+				}
+			}
+			// The agents report in one batch: a placed instance's facts at
+			// once, some twice, an instance's health gone.
+			for _, id := range instanceIDs(tw) {
+				p, placed := tw.Get(facts.Placement(id))
+				if !placed || r.IntN(3) == 0 {
+					continue
+				}
+				node := string(p.Value)
+				switch r.IntN(4) {
+				case 0:
+					add(facts.InstanceState(id), `"running"`)
+					add(facts.InstanceNode(id), node)
+					add(facts.InstanceHealth(id), `"healthy"`)
+					add(facts.InstanceImage(id), `"img:1"`)
+				case 1:
+					add(facts.InstanceHealth(id), `"unhealthy"`)
+					add(facts.InstanceHealth(id), []string{`"healthy"`, `"unhealthy"`}[r.IntN(2)])
+				case 2:
+					if _, ok := tw.Get(facts.InstanceHealth(id)); ok {
+						add(facts.InstanceHealth(id), "")
+					}
+				default:
+					add(facts.InstanceImage(id), `"img:0"`)
+					add(facts.InstanceState(id), `"running"`)
+				}
+			}
+			rev := tw.Rev()
+			pw, po = with.Continue(from, tw, cw, false), without.Continue(from, to, co, false)
+			from = rev
+		}
+		adjusted += with.Stats().AggregateHits
+	}
+	if adjusted == 0 {
+		t.Error("no kept result was ever used")
+	}
+}
+
+// instanceIDs lists the instances tb holds, in key order.
+func instanceIDs(tb *table) []string {
+	var ids []string
+	tb.Prefix("observed/instance/", func(f facts.Fact) bool {
+		if parts := facts.SplitKey(nil, f.Key); len(parts) == 4 && parts[3] == "service" {
+			ids = append(ids, parts[2])
+		}
+		return true
+	})
+	return ids
+}
