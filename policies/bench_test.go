@@ -333,6 +333,39 @@ func BenchmarkHealthChange(b *testing.B) {
 	}
 }
 
+// BenchmarkRestartBatch is a batch of agent reports in a converged
+// cluster, without etcd: a thousand instances restarted, each reporting
+// several facts at once (health, image, start time, address), first
+// unhealthy, then healthy again, and the rounds they cause run to their
+// fixpoint. The kept counts over each instance's facts are adjusted for
+// the batch (aggstore.go): the work per member, not per changed fact.
+func BenchmarkRestartBatch(b *testing.B) {
+	rs := loadDefault(b)
+	t, ev, from := convergedWorld(b, rs, 1000, 100, 10000)
+	var ids []string
+	t.Prefix("placement/instance/", func(f facts.Fact) bool {
+		ids = append(ids, strings.TrimPrefix(f.Key, "placement/instance/"))
+		return true
+	})
+	before := ev.Stats()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		health, image := `"unhealthy"`, `"nginx:1.28-restarted"`
+		if i%2 == 1 {
+			health, image = `"healthy"`, `"nginx:1.28"`
+		}
+		var changes []facts.Change
+		for j := range 1000 {
+			id := ids[(i/2*1000+j)*7919%len(ids)]
+			changes = append(changes, putFact(t, facts.InstanceHealth(id), health), putFact(t, facts.InstanceImage(id), image),
+				putFact(t, facts.InstanceStartedAt(id), fmt.Sprintf(`"2026-11-29T21:%02d:%02dZ"`, i/60%60, i%60)),
+				putFact(t, facts.InstanceIP(id), fmt.Sprintf(`"10.1.%d.%d"`, j>>8, j&255)))
+		}
+		fixpoint(b, t, ev, &from, changes, 20)
+	}
+	reportWork(b, before, ev.Stats())
+}
+
 // reportWork reports the aggregates computed and facts visited per op
 // between two of an evaluator's Stats.
 func reportWork(b *testing.B, before, after eval.Stats) {
