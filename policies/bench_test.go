@@ -308,11 +308,7 @@ func BenchmarkHealthChange(b *testing.B) {
 	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
 		b.Run(fmt.Sprintf("nodes=%d/instances=%d", sz.nodes, sz.instances), func(b *testing.B) {
 			t, ev, from := convergedWorld(b, rs, sz.nodes, sz.services, sz.instances)
-			var ids []string
-			t.Prefix("placement/instance/", func(f facts.Fact) bool {
-				ids = append(ids, strings.TrimPrefix(f.Key, "placement/instance/"))
-				return true
-			})
+			ids := placedIDs(t)
 			before := ev.Stats()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -342,11 +338,7 @@ func BenchmarkHealthChange(b *testing.B) {
 func BenchmarkRestartBatch(b *testing.B) {
 	rs := loadDefault(b)
 	t, ev, from := convergedWorld(b, rs, 1000, 100, 10000)
-	var ids []string
-	t.Prefix("placement/instance/", func(f facts.Fact) bool {
-		ids = append(ids, strings.TrimPrefix(f.Key, "placement/instance/"))
-		return true
-	})
+	ids := placedIDs(t)
 	before := ev.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -364,6 +356,16 @@ func BenchmarkRestartBatch(b *testing.B) {
 		fixpoint(b, t, ev, &from, changes, 20)
 	}
 	reportWork(b, before, ev.Stats())
+}
+
+// placedIDs lists the placed instances, in key order.
+func placedIDs(t *facts.Table) []string {
+	var ids []string
+	t.Prefix("placement/instance/", func(f facts.Fact) bool {
+		ids = append(ids, strings.TrimPrefix(f.Key, "placement/instance/"))
+		return true
+	})
+	return ids
 }
 
 // reportWork reports the aggregates computed and facts visited per op
