@@ -80,14 +80,12 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	}
 	info := ra.a.info[s.ag]
 	adjust := info.adjustable[s.p]
-	if adjust && ra.seen != nil && sd == nil && (s.p.Optional || s.p.Negated) {
+	if adjust && ra.seen != nil && sd == nil && (s.p.Optional || s.p.Negated) && ra.sawJoin(info, kb) {
 		// Another optional or absent fact under the same binding found
 		// the same members this pass, by the same join, and each is
 		// adjusted already. (A result with aggregates of its own records
 		// every changed fact: sd.)
-		if ra.sawOnce('j', info, kb) {
-			return
-		}
+		return
 	}
 	// An optional fact's value is bound by contribute, as the member sees it.
 	if s.p.Alias != "" && value != nil && !s.p.Optional {
@@ -188,8 +186,8 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 			ra.notWhole(s.ag)
 			continue
 		}
-		if ra.seen != nil && ra.sawOnce('m', info, m.b, m.gk) {
-			if held { // adjusted for an earlier change: what this one read still counts
+		if ra.seen != nil && ra.sawMember(info, m.b, m.gk) {
+			if held && sd != nil { // adjusted for an earlier change: what this one read still counts
 				*ra.touched = append(*ra.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
 			}
 			continue
@@ -243,20 +241,24 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	}
 }
 
-// sawOnce reports whether advance's pass met this binding of the
-// aggregate already (kind 'j': an optional fact's, joined; 'm': a member,
-// by its match facts, in group gk), and notes it.
-func (ra *roundAggs) sawOnce(kind byte, info *aggInfo, b *binding, gk ...string) bool {
-	k := append(ra.seenB[:0], kind)
-	k = binary.AppendUvarint(k, uint64(info.seq))
-	for _, g := range gk {
-		k = append(append(k, g...), 0)
-	}
-	if kind == 'm' {
-		k = b.appendKey(k, func(name string) bool { return info.member[name] })
-	} else {
-		k = b.appendKey(k, nil)
-	}
+// sawJoin reports whether advance's pass joined this binding of an
+// optional or absent fact of the aggregate already, and notes it.
+func (ra *roundAggs) sawJoin(info *aggInfo, kb *binding) bool {
+	k := binary.AppendUvarint(append(ra.seenB[:0], 'j'), uint64(info.seq))
+	return ra.saw(kb.appendKey(k, nil))
+}
+
+// sawMember reports whether advance's pass adjusted this member of the
+// aggregate's group gk already (a member is named by its match facts), and
+// notes it.
+func (ra *roundAggs) sawMember(info *aggInfo, m *binding, gk string) bool {
+	k := binary.AppendUvarint(append(ra.seenB[:0], 'm'), uint64(info.seq))
+	k = append(append(k, gk...), 0)
+	return ra.saw(m.appendKey(k, func(name string) bool { return info.member[name] }))
+}
+
+// saw reports whether seen holds k, and adds it.
+func (ra *roundAggs) saw(k []byte) bool {
 	ra.seenB = k
 	if _, ok := ra.seen[string(k)]; ok {
 		return true
