@@ -566,15 +566,18 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 		}
 	}
 	sort.Strings(ch.Vars)
+	var inls []inline
 	for _, fb := range content.Blocks.OfType("filters") {
 		as, d := attrs(fb.Body)
 		c.diags = append(c.diags, d...)
 		for _, a := range as {
-			if e := c.expr(a, vs, "a boolean CEL filter", boolOnly); e != nil {
+			if e, inl := c.exprInlines(a, vs, "a boolean CEL filter", boolOnly); e != nil {
 				ch.Filters = append(ch.Filters, &Filter{Name: a.Name, Expr: e})
+				inls = append(inls, inl...)
 			}
 		}
 	}
+	ch.Pass = c.conjunction(ch.Filters, inls, vs)
 	if a := content.Attributes["score"]; a != nil {
 		ch.Score = c.expr(a, vs, "a numeric CEL score", numeric)
 	}
@@ -614,6 +617,37 @@ func (c *compiler) choice(b *hcl.Block, vs *vars) *Choice {
 		}
 	}
 	return ch
+}
+
+// conjunction compiles every filter in one program, `(f1) && (f2) && ...`,
+// which a choice evaluates first (Choice.Pass). It is nil with fewer than
+// two filters, or when one of them or the conjunction has no Fast program:
+// the conjunction of programs that count their cost would count it again.
+func (c *compiler) conjunction(fs []*Filter, inls []inline, vs *vars) *Expr {
+	if len(fs) < 2 {
+		return nil
+	}
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		if f.Expr.Fast == nil {
+			return nil
+		}
+		parts[i] = "(" + f.Expr.Src + "\n)" // a line comment ends before the parenthesis
+	}
+	var inl []inline
+	seen := map[string]bool{}
+	for _, l := range inls {
+		if !seen[l.name] {
+			seen[l.name] = true
+			inl = append(inl, l)
+		}
+	}
+	src := strings.Join(parts, " && ")
+	comp, err := c.cache.compileInlined(c.envs, vs, src, c.costLimit, inl)
+	if err != nil || comp.issues != nil || comp.fast == nil {
+		return nil // each filter alone, as always
+	}
+	return &Expr{Src: src, Range: fs[0].Expr.Range, Program: comp.prog, Fast: comp.fast, Type: comp.out, AST: comp.ast}
 }
 
 // orderKeys compiles a choice's order: a list whose elements are CEL

@@ -192,11 +192,18 @@ type Choice struct {
 	Name    string
 	Body    *Scope
 	Filters []*Filter
-	Score   *Expr       // nil: every candidate scores 0
-	Order   []*OrderKey // sort keys, most significant first; set instead of Score
-	Pick    *Expr       // how many candidates to pick, an int over the rule's binding; nil: one
-	Vars    []string    // the candidate's own variables, sorted
-	Range   hcl.Range
+	// Pass is every filter in one expression, `(f1) && (f2) && ...`: a
+	// candidate for which it holds passes each of them, and one
+	// evaluation tells so instead of one per filter. When it does not
+	// hold, or fails, each filter is evaluated alone to tell which reject
+	// the candidate. Nil with fewer than two filters, or when they count
+	// their CEL cost (Expr.Fast).
+	Pass  *Expr
+	Score *Expr       // nil: every candidate scores 0
+	Order []*OrderKey // sort keys, most significant first; set instead of Score
+	Pick  *Expr       // how many candidates to pick, an int over the rule's binding; nil: one
+	Vars  []string    // the candidate's own variables, sorted
+	Range hcl.Range
 	// Exact says the policy asked for the first of every candidate in its
 	// ranking: exact = true, an order list, a pick, or no score (the
 	// tie-break order is the ranking). A choice that only scores, for one

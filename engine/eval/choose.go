@@ -71,13 +71,15 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			c.b.push(l.Name, celVal(v))
 		}
 		var failed []string
-		for _, f := range ch.Filters {
-			ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				failed = append(failed, f.Name)
+		if !rd.passes(act, ch, c) {
+			for _, f := range ch.Filters {
+				ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					failed = append(failed, f.Name)
+				}
 			}
 		}
 		if len(failed) > 0 {
@@ -134,6 +136,19 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		out = append(out, kept[i].c)
 	}
 	return out, nil
+}
+
+// passes reports whether candidate c passes every filter of ch by their
+// conjunction (rules.Choice.Pass) alone. False says nothing: the filters
+// are then evaluated one by one, to name those that reject c or to report
+// the error. A conjunction that holds read what the filters would: each
+// filter was evaluated whole, left to right, as alone.
+func (rd *round) passes(act *activation, ch *rules.Choice, c *sol) bool {
+	if ch.Pass == nil || !c.b.within(rules.FastSize) {
+		return false // beyond what Fast takes, the program counts its cost, and would count it twice
+	}
+	ok, err := rd.evalBoolIn(act, ch.Pass, c.b, what{"filters", ch.Name, ""})
+	return err == nil && ok
 }
 
 // chosen completes a picked candidate: the aggregates its heads read that
