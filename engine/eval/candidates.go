@@ -37,6 +37,7 @@ type candList struct {
 	b     *binding
 	reads []Read
 	sols  []candSol
+	room  int // what a candidate's binding takes beyond its own: the scope's aggregates and lets
 }
 
 func (l candList) len() int { return len(l.sols) }
@@ -49,7 +50,10 @@ func (l candList) len() int { return len(l.sols) }
 func (l candList) at(i int, spare *sol) *sol {
 	c := l.sols[i]
 	if spare == nil {
-		spare = &sol{b: l.b.clone()} // with room for the choice's aggregates and lets
+		// With room for the choice's aggregates and lets: grown by
+		// their pushes instead, a candidate's binding was copied again
+		// for every best candidate kept.
+		spare = &sol{b: l.b.cloneRoom(len(c.names) + l.room)}
 	}
 	spare.b.names = append(append(spare.b.names[:0], l.b.names...), c.names...)
 	spare.b.vals = append(append(spare.b.vals[:0], l.b.vals...), c.vals...)
@@ -97,7 +101,7 @@ func (rd *round) candidates(sc *rules.Scope, vars []string, b *binding, reads []
 		}
 		memo[key] = e
 	}
-	return candList{b: b, reads: reads, sols: e.sols}
+	return candList{b: b, reads: reads, sols: e.sols, room: len(sc.Aggregates) + len(sc.Lets)}
 }
 
 // scopeWrites counts the round's writes of the fact types sc's patterns read.
