@@ -502,3 +502,51 @@ rule "expire" {
 		t.Errorf("timed rules %v, want [expire]", got)
 	}
 }
+
+// TestJoinStartsFromARareType: a rule over failed instances, evaluated
+// whole, starts its join from the few failed_at facts — a scan of their
+// type visits fewer facts than going through every service's instances —
+// wherever the pattern stands in the file, with no condition on a value to
+// look them up by; and it still finds every one.
+func TestJoinStartsFromARareType(t *testing.T) {
+	rs := loadSrc(t, `
+rule "release" {
+  doc       = "A failed instance loses its placement."
+  principal = "reconcile"
+  match {
+    image  = "desired/service/{svc}/image"
+    svc    = "observed/instance/{id}/service"
+    node   = "placement/instance/{id}"
+    failed = "observed/instance/{id}/failed_at"
+  }
+  when = "node != ''"
+  delete "placement/instance/{id}" {}
+}
+`)
+	for _, failed := range []int{0, 3} {
+		tb := newTable()
+		for s := range 20 {
+			svc := fmt.Sprintf("svc-%02d", s)
+			tb.put(facts.ServiceImage(svc), `"img:1"`)
+			for i := range 50 {
+				id := fmt.Sprintf("%02x%03x", s, i)
+				tb.put(facts.InstanceService(id), `"`+svc+`"`)
+				state := "running"
+				if s*50+i < failed {
+					state = "failed"
+					tb.put(facts.InstanceFailedAt(id), `"2026-12-05T09:00:00Z"`)
+				}
+				tb.put(facts.InstanceState(id), `"`+state+`"`)
+				tb.put(facts.Placement(id), `"node-1"`)
+			}
+		}
+		ev := eval.New(rs)
+		p := ev.Full(tb)
+		if len(p.Firings) != failed {
+			t.Fatalf("%d failed: %d firings %+v, problems %v", failed, len(p.Firings), p.Firings, p.Problems)
+		}
+		if v, most := ev.Stats().FactsVisited, int64(20+10*failed); v > most {
+			t.Errorf("%d failed of 1,000: visited %d facts, want at most %d: the join did not start from the failed", failed, v, most)
+		}
+	}
+}

@@ -197,22 +197,41 @@ func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func(
 		if left == 0 {
 			return fn()
 		}
-		best, bestAcc, bestN := -1, 0, 0
+		best, bestAcc, bestN, bestKind := -1, 0, 0, 0
 		for i, p := range pats {
 			if used[i] {
 				continue
 			}
 			acc, seg, arg := rd.e.plan(p, b)
-			n := 0
-			if acc == accByVar || acc == accByValue {
+			n, kind := 0, 0
+			switch {
+			case acc == accByVar || acc == accByValue:
 				// Two index lookups: the one that visits fewer facts first.
 				// Port clashes, say: the node's ten placements, not the
 				// hundred services exposing the same port.
 				n = rd.ov.count(p.Type, acc, rd.e.info(p).varPos[seg], seg, arg)
 				acc = accByVar
+			case (acc == accHint || acc == accScan) && rd.ov.rec == nil:
+				// A lookup by the values a condition allows, or a scan of
+				// the fact type, is weighed by the facts it visits too: a
+				// rare type's are fewer than an index lookup's, and a rule
+				// over failed instances starts from the few failed, not
+				// from every service's instances. On a tie the index
+				// lookup goes first, then the values. (Not while an
+				// aggregate records what it reads: there a scan depends
+				// on every fact of its type, a lookup on its own.)
+				if acc == accHint {
+					for _, v := range rd.e.info(p).hint {
+						n += rd.ov.count(p.Type, accByValue, 0, 0, v)
+					}
+					kind = 1
+				} else {
+					n, kind = rd.ov.countType(p.Type), 2
+				}
+				acc = accByVar
 			}
-			if best < 0 || acc < bestAcc || (acc == bestAcc && n < bestN) {
-				best, bestAcc, bestN = i, acc, n
+			if best < 0 || acc < bestAcc || (acc == bestAcc && (n < bestN || n == bestN && kind < bestKind)) {
+				best, bestAcc, bestN, bestKind = i, acc, n, kind
 			}
 		}
 		p := pats[best]

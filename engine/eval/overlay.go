@@ -320,6 +320,12 @@ func (o *overlay) count(t *facts.FactType, acc, pos, seg int, v string) int {
 	return o.base.CountByVar(t, pos, v) + len(o.bySeg[ovSegKey{t, seg, v}])
 }
 
+// countType is about how many facts ofType(t) visits: the base's and the
+// round's writes of the type. Used to order a join, never to answer one.
+func (o *overlay) countType(t *facts.FactType) int {
+	return o.base.CountOfType(t) + len(o.byType[t])
+}
+
 // byVar visits facts of t whose variable pos (in t.Vars) is v; seg is
 // that variable's segment index.
 func (o *overlay) byVar(t *facts.FactType, pos, seg int, v string, fn visitor) {
