@@ -164,3 +164,63 @@ func TestDefaultSchedulerHasAConjunction(t *testing.T) {
 		t.Fatal("no schedule rule in the default policies")
 	}
 }
+
+// TestFilterConjunctionOnlyWithinTheCostLimit: filters that each fit the
+// cost limit untracked (a Fast program) but whose conjunction's estimate
+// does not are never joined — an untracked conjunction would escape the
+// limit — and the choice decides filter by filter, naming every filter a
+// node fails; under a limit both fit, they are joined, and decide alike.
+func TestFilterConjunctionOnlyWithinTheCostLimit(t *testing.T) {
+	const src = `
+rule "place" {
+  doc       = "Place each pending instance on a node not draining, outside zone x."
+  principal = "scheduler"
+  match {
+    state = "observed/instance/{id}/state"
+  }
+  absent = ["placement/instance/{id}"]
+  when   = "state == 'pending'"
+  choose "node" {
+    match {
+      nstate = "observed/node/{node}/state"
+      nzone  = "observed/node/{node}/zone"
+    }
+    filters {
+      alive = "!nstate.contains('drain')"
+      zone  = "!nzone.contains('x')"
+    }
+  }
+  emit "placement/instance/{id}" {
+    value = "node"
+  }
+}
+`
+	var plans []string
+	for _, tc := range []struct {
+		limit uint64
+		pass  bool
+	}{{3600, false}, {rules.DefaultCostLimit, true}} {
+		rs := loadSrc(t, src, rules.WithCostLimit(tc.limit))
+		ch := rs.Rules[0].Choose
+		if ch.Filters[0].Expr.Fast == nil || ch.Filters[1].Expr.Fast == nil {
+			t.Fatalf("limit %d: a filter has no untracked program: nothing to test", tc.limit)
+		}
+		if (ch.Pass != nil) != tc.pass {
+			t.Fatalf("limit %d: conjunction %v, want %v", tc.limit, ch.Pass != nil, tc.pass)
+		}
+		tb := newTable()
+		for node, v := range map[string][2]string{"node-1": {"draining", "zone-x"}, "node-2": {"alive", "zone-x"}, "node-3": {"alive", "zone-1"}} {
+			tb.put("observed/node/"+node+"/state", `"`+v[0]+`"`)
+			tb.put("observed/node/"+node+"/zone", `"`+v[1]+`"`)
+		}
+		tb.put("observed/instance/c0001/state", `"pending"`)
+		p := eval.New(rs).Full(tb)
+		if len(p.Firings) != 1 || p.Firings[0].Bindings["node"] != "node-3" || len(p.Problems) != 0 {
+			t.Fatalf("limit %d: firings %+v problems %v: want c0001 on node-3", tc.limit, p.Firings, p.Problems)
+		}
+		plans = append(plans, fmt.Sprint(p.Rejections))
+	}
+	if !strings.Contains(plans[0], "alive zone") || plans[0] != plans[1] {
+		t.Fatalf("rejections filter by filter %s, with the conjunction %s: want node-1 failing both, and the same", plans[0], plans[1])
+	}
+}
