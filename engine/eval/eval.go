@@ -159,7 +159,7 @@ type Evaluator struct {
 	maxFirings  int
 	maxCost     uint64        // WithRoundBudget: CEL cost per round
 	maxTime     time.Duration // WithRoundBudget: wall time per round
-	carry       []task        // tasks a round left at its firing budget (WithMaxFirings)
+	carry       [][]task      // by rule index, the tasks a round left at its budget, as queues (queue.go)
 	resume      int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
 	yield       func() bool   // WithYield; nil: never
 	stop        func() bool   // WithStop; nil: never
@@ -363,7 +363,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 			e.loseWaits(nil) // the first attempt's bookkeeping is not the plan's
 			e.loseDeadlines()
 		}
-		rd.requeue(carried)
+		rd.install(carried)
 		e.labels.phase("dispatch")
 		seed(rd)
 		rd.loop()
@@ -419,7 +419,8 @@ type round struct {
 	// only after every earlier firing of the plan (Firing.AfterAll).
 	barrier    bool
 	queue      [][]task          // pending tasks by rule index
-	queued     []map[string]bool // binding keys in queue, by rule index
+	sorted     []int             // by rule index: the first of queue's tasks, carried, in key order (queue.go)
+	queued     []map[string]bool // binding keys in queue after the sorted ones, by rule index
 	fresh      []int             // tasks queued by this round's changes, not carried, by rule index (coalescing)
 	stopped    map[string]bool   // rules skipped for the rest of the round
 	history    map[string][]string
@@ -467,6 +468,7 @@ func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {
 		now:     types.Timestamp{Time: e.clock().UTC()},
 		queue:   make([][]task, n),
 		queued:  make([]map[string]bool, n),
+		sorted:  make([]int, n),
 		fresh:   make([]int, n),
 		stopped: map[string]bool{}, history: map[string][]string{}, writers: map[string][]string{},
 		drawn: map[string]bool{}, rejIdx: map[string]int{}, returns: map[string]int{}, oscillated: map[string]bool{},
@@ -509,10 +511,10 @@ func (rd *round) push(t task, fresh bool) {
 		k = b.key()
 	}
 	if k == "" {
-		rd.queue[i] = rd.queue[i][:0]
+		rd.queue[i], rd.sorted[i] = nil, 0 // not [:0]: a carried queue is not written (settle)
 		clear(rd.queued[i])
 	}
-	if rd.queued[i][k] {
+	if rd.queued[i][k] || rd.carriedHas(i, k) {
 		return
 	}
 	rd.queued[i][k] = true
@@ -549,7 +551,7 @@ func (rd *round) enqueueKept(r *rules.Rule, b *binding, keep func(string) bool) 
 		return
 	}
 	rd.keyBuf = b.appendKey(rd.keyBuf[:0], keep)
-	if len(rd.keyBuf) > 0 && rd.queued[r.Index][string(rd.keyBuf)] {
+	if len(rd.keyBuf) > 0 && (rd.queued[r.Index][string(rd.keyBuf)] || rd.carriedHas(r.Index, string(rd.keyBuf))) {
 		return
 	}
 	rd.enqueue(r, b.restrict(keep))
@@ -575,19 +577,20 @@ func (rd *round) loop() {
 			order = all
 		}
 		for _, r := range order {
-			ts := rd.queue[r.Index]
-			if len(ts) == 0 {
+			if len(rd.queue[r.Index]) == 0 {
 				continue
 			}
-			rd.queue[r.Index] = nil
-			clear(rd.queued[r.Index])
-			slices.SortFunc(ts, func(a, b task) int { return strings.Compare(a.key, b.key) })
+			ts := rd.take(r.Index)
+			ws := rd.e.waits[r.Index]
 			for i, t := range ts {
 				if rd.stopped[r.Name] {
 					if rd.oscillated[r.Name] {
 						rd.parked = append(rd.parked, ts[i:]...) // not dropped: the next call tries them again
 					}
 					break
+				}
+				if ws != nil && t.b.len() > 0 && rd.filled(ws, t.b) {
+					continue // waiting.go: its hole was filled since it was queued (or carried)
 				}
 				ran = true
 				rd.taskStart, rd.taskCost, rd.running = time.Now(), rd.cost, true
@@ -692,32 +695,14 @@ func (rd *round) refill() bool {
 // carryOver ends a round in which rules spent their budget: their tasks
 // not yet run go to the next call.
 func (rd *round) carryOver() {
-	carry := rd.leftover
-	for _, r := range rd.e.rs.Rules {
-		if rd.over[r.Index] {
-			carry = append(carry, rd.queue[r.Index]...)
-			rd.queue[r.Index] = nil
-		}
-	}
-	rd.carry(carry)
-}
-
-// carry hands tasks to the next call, asking for it at once (More); the
-// parked ones wait for the next call, not at once.
-func (rd *round) carry(tasks []task) {
-	rd.plan.More = len(tasks) > 0
-	rd.e.carry = append(tasks, rd.parked...)
+	rd.carry(rd.leftover, func(i int) bool { return rd.over[i] })
 }
 
 // carryRest ends a round at its firing budget: the current rule's tasks
 // not yet run (rest) and every queued task go to the next call, in the
 // order this round would have run them.
 func (rd *round) carryRest(rest []task) {
-	carry := append(rd.leftover, rest...)
-	for _, r := range rd.e.rs.Rules {
-		carry = append(carry, rd.queue[r.Index]...)
-	}
-	rd.carry(carry)
+	rd.carry(append(rd.leftover, rest...), func(int) bool { return true })
 }
 
 // runTask evaluates one rule under one partial binding. A panic is
