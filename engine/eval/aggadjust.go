@@ -37,21 +37,45 @@ func (ra *roundAggs) changed(key string, value []byte, sign int) {
 	ra.parts = facts.SplitKey(ra.parts[:0], key)
 	parts := ra.parts
 	kb := scratch(&ra.factB)
-	for _, s := range ra.a.sites[kt] {
-		if ra.only == nil || ra.only[s.ag] {
-			ra.maintainSite(s, key, parts, kb, value, sign)
-		}
+	for _, g := range ra.a.sites[kt] {
+		ra.maintainSites(g, key, parts, kb, value, sign)
 	}
 }
 
-// maintainSite is changed for one aggregate pattern the fact may match.
-func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *binding, value []byte, sign int) {
+// twin is one of the aggregates maintainSites adjusts at once.
+type twin struct {
+	s       aggSite
+	class   int // its optional and absent patterns (siteGroup.class)
+	info    *aggInfo
+	entries map[string]aggEntry
+	whole   bool
+	adjust  bool
+}
+
+// maintainSites is changed for one aggregate pattern the fact may match,
+// and the same pattern of the aggregate's twins (aggregates.go): the
+// members the fact adds or removes are found by one join, bound to their
+// optional and absent facts once for the twins that have the same, and
+// each twin counts those its own where lets through.
+func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb *binding, value []byte, sign int) {
 	rd := ra.rd
-	entries := ra.cache[s.ag]
-	whole := ra.isWhole(s.ag)
-	if len(entries) == 0 && !whole {
+	var buf [8]twin
+	ts := buf[:0]
+	for i, s := range g.sites {
+		if ra.only != nil && !ra.only[s.ag] {
+			continue
+		}
+		entries := ra.cache[s.ag]
+		whole := ra.isWhole(s.ag)
+		if len(entries) == 0 && !whole {
+			continue
+		}
+		ts = append(ts, twin{s: s, class: g.class[i], entries: entries, whole: whole})
+	}
+	if len(ts) == 0 {
 		return
 	}
+	s := ts[0].s // the patterns joined, alike in every twin
 	// Adjusting across rounds records what it reads for the results it
 	// adjusts (aggstore.go) when they have aggregates of their own: a
 	// change of a nested aggregate's member alters the result through its
@@ -60,7 +84,7 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	// and a later change of one of those finds the result through them
 	// here, as a kept whole aggregate's are found: adjusted or dropped.
 	// (A batch the store drops results for instead drops every adjusted
-	// one: aggStore.dropAdjusted.)
+	// one: aggStore.dropAdjusted.) Such an aggregate has no twin.
 	var sd *deps
 	if ra.touched != nil && len(s.ag.Body.Aggregates) > 0 {
 		// The changed fact itself is among what the result now depends
@@ -78,25 +102,28 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 	if !matchParts(s.p, parts, kb) {
 		return
 	}
-	info := ra.a.info[s.ag]
-	adjust := info.adjustable[s.p]
-	if adjust && ra.seen != nil && sd == nil && (s.p.Optional || s.p.Negated) && ra.sawJoin(info, kb) {
-		// Another optional or absent fact under the same binding found
-		// the same members this pass, by the same join, and each is
-		// adjusted already. (A result with aggregates of its own records
-		// every changed fact: sd.)
+	n := 0
+	for _, t := range ts {
+		t.info = ra.a.info[t.s.ag]
+		t.adjust = t.info.adjustable[t.s.p]
+		if t.adjust && ra.seen != nil && sd == nil && (s.p.Optional || s.p.Negated) && ra.sawJoin(t.info, kb) {
+			// Another optional or absent fact under the same binding found
+			// the same members this pass, by the same join, and each is
+			// adjusted already. (A result with aggregates of its own records
+			// every changed fact: sd.)
+			continue
+		}
+		ts[n] = t
+		n++
+	}
+	if ts = ts[:n]; len(ts) == 0 {
 		return
 	}
+	info := ts[0].info // the twins' group variables are alike
 	// An optional fact's value is bound by contribute, as the member sees it.
 	if s.p.Alias != "" && value != nil && !s.p.Optional {
 		if v, err := rd.e.values.decode(s.p.Type, value); err == nil {
 			kb.push(s.p.Alias, v)
-		}
-	}
-	var rest []*rules.Pattern
-	for _, p := range s.ag.Body.Match {
-		if p != s.p {
-			rest = append(rest, p)
 		}
 	}
 	all := false
@@ -105,21 +132,28 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		b      *binding
 		lo, hi int    // its reads: arena[lo:hi]
 		key    string // b.key(), for the sort
+		// What bind bound it to: the optional and absent patterns of
+		// twins of this class (-1: none yet), whether it is a member by
+		// them, and its reads with theirs, oarena[olo:ohi]. Its binding
+		// before them is b[:base].
+		bound    int
+		in       bool
+		base     int
+		olo, ohi int
 	}
 	var members []member
 	reads := rd.borrowReads(nil)
-	// The members' reads, one after the other: copied into mreads one
-	// member at a time, where contribute adds the optionals'. A slice of
-	// each member's own, grown by contribute, was a twentieth of what the
-	// large preset allocated.
-	arena, mreads := rd.borrowReads(nil), rd.borrowReads(nil)
-	defer func() { rd.giveReads(reads); rd.giveReads(arena); rd.giveReads(mreads) }()
+	// The members' reads, one after the other. A slice of each member's
+	// own, grown by contribute, was a twentieth of what the large preset
+	// allocated.
+	arena, oarena := rd.borrowReads(nil), rd.borrowReads(nil)
+	defer func() { rd.giveReads(reads); rd.giveReads(arena); rd.giveReads(oarena) }()
 	addMember := func(gk string, b *binding) {
 		lo := len(arena)
 		arena = append(arena, reads...)
-		members = append(members, member{gk, b, lo, len(arena), ""})
+		members = append(members, member{gk: gk, b: b, lo: lo, hi: len(arena), base: b.len(), bound: -1})
 	}
-	rd.join(rest, kb, &reads, func() bool {
+	rd.join(g.rest, kb, &reads, func() bool {
 		complete := true
 		for _, v := range info.group {
 			if !kb.has(v) {
@@ -128,15 +162,18 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		}
 		if complete {
 			gk := groupKey(info, kb)
-			if _, held := entries[gk]; !held && !whole {
-				return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
+			for _, t := range ts {
+				if _, held := t.entries[gk]; held || t.whole {
+					addMember(gk, rd.borrow(kb)) // bind adds the optionals to it
+					return true
+				}
 			}
-			addMember(gk, rd.borrow(kb)) // contribute binds the optionals on it
-			return true
+			return true // nothing to adjust: a placement exposing 8080 is in the group of every service exposing it
 		}
 		// The fact does not name its group (the rule's outer values
 		// its where reads): it is a member of every cached group that
-		// agrees with what it does name.
+		// agrees with what it does name. (Such an aggregate has no
+		// twin: ts holds it alone.)
 		for _, i := range info.named {
 			if !kb.has(info.group[i]) {
 				all = true // drop them all
@@ -145,7 +182,7 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		}
 		pk := partialKey(info, func(i int) string { return kb.str(info.group[i]) })
 		for _, gk := range ra.a.store.partial[s.ag][pk] {
-			e, ok := entries[gk]
+			e, ok := ts[0].entries[gk]
 			if !ok {
 				continue
 			}
@@ -167,74 +204,92 @@ func (ra *roundAggs) maintainSite(s aggSite, key string, parts []string, kb *bin
 		}
 		slices.SortFunc(members, func(a, b member) int { return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.gk, b.gk)) })
 	}
+	// bind binds member m to t's optional and absent facts, once for the
+	// twins that have the same (one after the other in the group), and
+	// returns its reads with theirs.
+	bind := func(m *member, t *twin) []Read {
+		if m.bound != t.class {
+			m.b.truncate(m.base)
+			m.olo = len(oarena)
+			oarena = append(oarena, arena[m.lo:m.hi]...)
+			m.in = rd.optionalAndAbsent(t.s.ag.Body, m.b, &oarena)
+			m.bound, m.ohi = t.class, len(oarena)
+		}
+		return oarena[m.olo:m.ohi]
+	}
 	// A fact of a match pattern is not among the member's reads the join
 	// and contribute list; one of an optional or absent one is.
 	self := !s.p.Optional && !s.p.Negated
-	for _, m := range members {
-		e, held := entries[m.gk]
-		if !held && !whole {
-			continue // nothing to adjust
-		}
-		if held && ra.touched == nil && !e.own && (e.deps != nil && !e.deps.tooMany && !e.deps.impure || e.deps == nil && ra.keptWhole(s.ag)) {
-			ra.pristine = append(ra.pristine, pristine{s.ag, m.gk, e}) // as the reader has it
-		}
-		if !held {
-			e = ra.emptyGroup(s.ag, info, m.b) // whole: a group not held has no member
-		}
-		if !adjust {
-			delete(entries, m.gk)
-			ra.notWhole(s.ag)
-			continue
-		}
-		if ra.seen != nil && ra.sawMember(info, m.b, m.gk) {
-			if held && sd != nil { // adjusted for an earlier change: what this one read still counts
-				*ra.touched = append(*ra.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
+	for ti := range ts {
+		t := &ts[ti]
+		ag, entries := t.s.ag, t.entries
+		for i := range members {
+			m := &members[i]
+			e, held := entries[m.gk]
+			if !held && !t.whole {
+				continue // nothing to adjust
 			}
-			continue
-		}
-		mreads = append(mreads[:0], arena[m.lo:m.hi]...)
-		var member, ok bool
-		if e, member, ok = ra.contribute(s.ag, e, m.b, &mreads, sign); !ok {
-			delete(entries, m.gk)
-			ra.notWhole(s.ag)
-			continue
-		}
-		if !held && (!member || sign < 0) {
-			if member { // a member leaving a group not held: it was not whole
-				ra.notWhole(s.ag)
+			if held && ra.touched == nil && !e.own && (e.deps != nil && !e.deps.tooMany && !e.deps.impure || e.deps == nil && ra.keptWhole(ag)) {
+				ra.pristine = append(ra.pristine, pristine{ag, m.gk, e}) // as the reader has it
 			}
-			continue
-		}
-		if sign < 0 && member {
-			// The member's facts leave the listed reads, as a
-			// recomputation would not list them.
-			keys := ra.keys[:0]
-			if self {
-				keys = append(keys, key)
+			if !held {
+				e = ra.emptyGroup(ag, t.info, m.b) // whole: a group not held has no member
 			}
-			ra.keys = appendReadKeys(keys, mreads)
-			e.reads = withoutReads(e.reads, ra.keys...)
-		}
-		if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
-			e.reads = append([]Read(nil), e.reads...)
-			if self {
-				e.reads = append(e.reads, ra.writtenRead(key))
+			if !t.adjust {
+				delete(entries, m.gk)
+				ra.notWhole(ag)
+				continue
 			}
-			for _, r := range mreads { // the member's other facts, as a recomputation would list them
-				if !r.Prefix {
-					r.NoGuard = true
-					e.reads = append(e.reads, r)
+			if ra.seen != nil && ra.sawMember(t.info, m.b, m.gk) {
+				if held && sd != nil { // adjusted for an earlier change: what this one read still counts
+					*ra.touched = append(*ra.touched, aggRef{ag: ag, gk: m.gk, d: sd})
+				}
+				continue
+			}
+			mreads := bind(m, t)
+			var member, ok bool
+			if e, member, ok = ra.contribute(ag, e, m.b, m.in, sign); !ok {
+				delete(entries, m.gk)
+				ra.notWhole(ag)
+				continue
+			}
+			if !held && (!member || sign < 0) {
+				if member { // a member leaving a group not held: it was not whole
+					ra.notWhole(ag)
+				}
+				continue
+			}
+			if sign < 0 && member {
+				// The member's facts leave the listed reads, as a
+				// recomputation would not list them.
+				keys := ra.keys[:0]
+				if self {
+					keys = append(keys, key)
+				}
+				ra.keys = appendReadKeys(keys, mreads)
+				e.reads = withoutReads(e.reads, ra.keys...)
+			}
+			if sign > 0 && member && len(e.reads) < rd.e.maxAggReads {
+				e.reads = append([]Read(nil), e.reads...)
+				if self {
+					e.reads = append(e.reads, ra.writtenRead(key))
+				}
+				for _, r := range mreads { // the member's other facts, as a recomputation would list them
+					if !r.Prefix {
+						r.NoGuard = true
+						e.reads = append(e.reads, r)
+					}
 				}
 			}
+			if ra.touched == nil {
+				e.deps = nil // no longer what its computation read: not kept across rounds
+				e.own = true
+				ra.adjusted = append(ra.adjusted, aggRef{ag: ag, gk: m.gk})
+			} else {
+				*ra.touched = append(*ra.touched, aggRef{ag: ag, gk: m.gk, d: sd})
+			}
+			entries[m.gk] = e
 		}
-		if ra.touched == nil {
-			e.deps = nil // no longer what its computation read: not kept across rounds
-			e.own = true
-			ra.adjusted = append(ra.adjusted, aggRef{ag: s.ag, gk: m.gk})
-		} else {
-			*ra.touched = append(*ra.touched, aggRef{ag: s.ag, gk: m.gk, d: sd})
-		}
-		entries[m.gk] = e
 	}
 	for _, m := range members { // contribute evaluated on them and kept none
 		rd.giveBack(m.b)
@@ -268,11 +323,12 @@ func (ra *roundAggs) saw(k []byte) bool {
 }
 
 // contribute adds (sign +1) or removes (sign -1) the member m to or from a
-// cached group result; member is false when m is not one (nothing changes);
-// ok false means the result must be recomputed.
-func (ra *roundAggs) contribute(ag *rules.Aggregate, e aggEntry, m *binding, reads *[]Read, sign int) (_ aggEntry, member, ok bool) {
+// cached group result, m bound to its optional and absent facts, by which
+// it is a member or not (in); member is false when m is not one (nothing
+// changes); ok false means the result must be recomputed.
+func (ra *roundAggs) contribute(ag *rules.Aggregate, e aggEntry, m *binding, in bool, sign int) (_ aggEntry, member, ok bool) {
 	rd := ra.rd
-	if !rd.optionalAndAbsent(ag.Body, m, reads) {
+	if !in {
 		return e, false, true // not a member
 	}
 	if ag.Where != nil {

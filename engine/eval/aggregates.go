@@ -1,7 +1,9 @@
 package eval
 
 import (
+	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,10 +50,10 @@ import (
 type aggregates struct {
 	e     *Evaluator
 	info  map[*rules.Aggregate]*aggInfo
-	sites map[*facts.FactType][]aggSite // by fact type: the aggregate patterns a written fact may match
-	heads map[*rules.Choice][]bool      // by a choice's aggregate: read by its rule's heads
-	store *aggStore                     // results kept across rounds
-	off   bool                          // WithoutAggregateCache: every result computed when asked for
+	sites map[*facts.FactType][]*siteGroup // by fact type: the aggregate patterns a written fact may match
+	heads map[*rules.Choice][]bool         // by a choice's aggregate: read by its rule's heads
+	store *aggStore                        // results kept across rounds
+	off   bool                             // WithoutAggregateCache: every result computed when asked for
 	// wholeAfter is WithWholeAggregates: wholeAuto by default.
 	wholeAfter int64
 }
@@ -261,7 +263,9 @@ type aggSite struct {
 // its patterns join on and those its where and of expressions read.
 func (a *aggregates) build(rs *rules.RuleSet) {
 	a.info = map[*rules.Aggregate]*aggInfo{}
-	a.sites = map[*facts.FactType][]aggSite{}
+	a.sites = map[*facts.FactType][]*siteGroup{}
+	groups := map[string]*siteGroup{}      // by twinKey and pattern
+	joins := map[string][]*rules.Pattern{} // by twinKey: the match patterns twins are joined by
 	a.heads = map[*rules.Choice][]bool{}
 	add := func(ag *rules.Aggregate) {
 		if a.info[ag] != nil {
@@ -332,8 +336,35 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 		}
 		info.whole = wholeEligible(ag, info)
 		a.info[ag] = info
-		for _, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
-			a.sites[p.Type] = append(a.sites[p.Type], aggSite{ag: ag, p: p})
+		tk, twins := a.twinKey(ag, info)
+		if twins && joins[tk] == nil {
+			// Copies, without the value hints a twin's where gives its
+			// patterns: the join finds every twin's members, and each
+			// twin's where counts its own.
+			for _, p := range ag.Body.Match {
+				c := *p
+				joins[tk] = append(joins[tk], &c)
+			}
+		}
+		bind := bindKey(ag)
+		for k, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
+			site := aggSite{ag: ag, p: p}
+			at := fmt.Sprintf("%s\x00%q %q %v %v", tk, p.Template, p.Alias, p.Optional, p.Negated)
+			if g := groups[at]; twins && g != nil {
+				g.sites, g.binds = append(g.sites, site), append(g.binds, bind)
+				continue
+			}
+			g := &siteGroup{sites: []aggSite{site}, binds: []string{bind}}
+			match := ag.Body.Match
+			if twins {
+				match, groups[at] = joins[tk], g
+			}
+			for i, q := range match {
+				if i != k { // k past the match patterns: the fact is joined with all of them
+					g.rest = append(g.rest, q)
+				}
+			}
+			a.sites[p.Type] = append(a.sites[p.Type], g)
 		}
 	}
 	for _, r := range rs.Rules {
@@ -347,6 +378,79 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 			a.heads[r.Choose] = headAggregates(r)
 		}
 	}
+	for _, gs := range a.sites {
+		for _, g := range gs {
+			g.order()
+		}
+	}
+}
+
+// siteGroup is an aggregate pattern a written fact may match, with the
+// same pattern of the aggregate's twins: adjusted together, the fact
+// joined with rest, the match patterns, once for all (maintainSites).
+type siteGroup struct {
+	sites []aggSite
+	rest  []*rules.Pattern
+	// binds, by site, names the optional and absent patterns of its
+	// aggregate (bindKey); class numbers them: twins with the same bind
+	// their members to the same facts, and come one after the other.
+	binds []string
+	class []int
+}
+
+// order puts the twins with the same optional and absent patterns one
+// after the other, keeping their order otherwise.
+func (g *siteGroup) order() {
+	first := map[string]int{}
+	for i, b := range g.binds {
+		if _, ok := first[b]; !ok {
+			first[b] = i
+		}
+	}
+	idx := make([]int, len(g.sites))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return first[g.binds[i]] - first[g.binds[j]] })
+	sites, binds, class := make([]aggSite, len(idx)), make([]string, len(idx)), make([]int, len(idx))
+	for n, i := range idx {
+		sites[n], binds[n], class[n] = g.sites[i], g.binds[i], first[g.binds[i]]
+	}
+	g.sites, g.binds, g.class = sites, binds, class
+}
+
+// bindKey names an aggregate's optional and absent patterns.
+func bindKey(ag *rules.Aggregate) string {
+	var k strings.Builder
+	for _, ps := range [][]*rules.Pattern{ag.Body.Optional, ag.Body.Absent} {
+		for _, p := range ps {
+			fmt.Fprintf(&k, "%q %q %v %v;", p.Template, p.Alias, p.Optional, p.Negated)
+		}
+		k.WriteByte('|')
+	}
+	return k.String()
+}
+
+// twinKey returns what makes aggregates twins, and whether ag may have
+// any: twins have the same match patterns (templates and aliases, in the
+// same order) and group variables, so that a changed fact joins into the
+// same members of the same groups in each; their optional and absent
+// patterns, where and what they fold may differ: the counts of one counts
+// block (placed, starting, healthy... of a service's instances). A
+// changed fact is joined once for all of them (maintainSites). An
+// aggregate with aggregates of its own records what its adjustment reads,
+// and one whose members do not name their group is adjusted through the
+// groups the round holds (aggStore.partial): neither has twins.
+func (a *aggregates) twinKey(ag *rules.Aggregate, info *aggInfo) (string, bool) {
+	if len(ag.Body.Aggregates) > 0 || len(info.named) != len(info.group) {
+		return "", false
+	}
+	var k strings.Builder
+	for _, p := range ag.Body.Match {
+		fmt.Fprintf(&k, "%q %q;", p.Template, p.Alias)
+	}
+	fmt.Fprintf(&k, "group %q", info.group)
+	return k.String(), true
 }
 
 // headAggregates reports, for each aggregate of r's choice, whether r's

@@ -201,7 +201,6 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 		}
 		e.lazy[r.Index] = lazyWhen(r, ok)
 	}
-	e.aggs.build(rs)
 	for _, r := range rs.Rules {
 		if readsNow(r) {
 			e.timed = append(e.timed, r)
@@ -218,6 +217,7 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 			}
 		}
 	}
+	e.aggs.build(rs) // after the hints: twins have the same (aggregates.go)
 	return e
 }
 
