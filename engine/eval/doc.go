@@ -54,7 +54,9 @@
 //     aggadjust.go: within a round, a result is kept until a write could
 //     change it, and the round's own writes adjust the groups their fact
 //     joins or leaves instead of dropping them: placing I instances on N
-//     nodes is not I times N. aggstore.go: across rounds, for Continue
+//     nodes is not I times N; aggregates with the same match patterns
+//     and group (twins: the counts of one counts block) find those
+//     members by one join. aggstore.go: across rounds, for Continue
 //     alone, a result is kept with every access its computation made to
 //     the reader (deps) and dropped, or for a small batch of changes that
 //     say what they replaced adjusted, when a change falls in one.
@@ -70,8 +72,9 @@
 //     firing decided on become compared reads, past MaxGuardedReads an
 //     ordering after the whole plan (Firing.AfterAll).
 //   - carry: WithMaxFirings and WithRoundBudget end a round early; its
-//     tasks not yet run are carried to the next call (Plan.More), whose
-//     first pass starts after the rule the round was cut in (eval.go). A
+//     tasks not yet run are carried to the next call (Plan.More) as its
+//     queues, in the order a pass runs them (queue.go), and its first
+//     pass starts after the rule the round was cut in (eval.go). A
 //     rule past its own budget waits while the others run, and gets
 //     another once none has work left (refill), up to the round's bound.
 //

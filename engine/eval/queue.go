@@ -2,7 +2,6 @@ package eval
 
 import (
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -40,14 +39,14 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 		ts := out[i]
 		if carried(i) {
 			if len(ts) == 0 {
-				ts = settle(rd.queue[i], rd.sorted[i]) // the common case: no copy when nothing was queued to it
+				ts = settle(rd.queue[i], rd.sorted[i], true) // the common case: no copy when nothing was queued to it
 			} else {
 				ts = append(ts, rd.queue[i]...)
-				ts = settle(ts, sortedPrefix(ts))
+				ts = settle(ts, sortedPrefix(ts), false)
 			}
 			rd.queue[i], rd.sorted[i] = nil, 0
 		} else {
-			ts = settle(ts, sortedPrefix(ts))
+			ts = settle(ts, sortedPrefix(ts), false)
 		}
 		if len(ts) > 0 && ts[0].key == "" {
 			ts = ts[:1]
@@ -74,17 +73,22 @@ func sortedPrefix(ts []task) int {
 }
 
 // settle returns ts in key order without repeats, given that its first n
-// are so: the rest, which are the caller's to reorder, are sorted (stably)
-// and merged in, the first of equal keys kept. The first n are never
-// written: they may be an earlier round's carried queue, which a round
-// redone for an oscillation takes again.
-func settle(ts []task, n int) []task {
+// are so: the rest, which are the caller's to reorder, are sorted and
+// merged in, the first of equal keys kept; unique says the rest repeat no
+// key (push queued them), so that their order among equals need not be
+// kept. The first n are never written: they may be an earlier round's
+// carried queue, which a round redone for an oscillation takes again.
+func settle(ts []task, n int, unique bool) []task {
 	if n == len(ts) {
 		return ts
 	}
 	rest := ts[n:]
-	slices.SortStableFunc(rest, byKey)
-	rest = slices.CompactFunc(rest, func(a, b task) bool { return a.key == b.key })
+	if unique {
+		slices.SortFunc(rest, byKey)
+	} else {
+		slices.SortStableFunc(rest, byKey)
+		rest = slices.CompactFunc(rest, func(a, b task) bool { return a.key == b.key })
+	}
 	if n == 0 {
 		return rest
 	}
@@ -127,14 +131,22 @@ func (rd *round) install(carried [][]task) {
 // under key k (the queue's sorted prefix, which queued does not list).
 func (rd *round) carriedHas(i int, k string) bool {
 	ts := rd.queue[i][:rd.sorted[i]]
-	j := sort.Search(len(ts), func(j int) bool { return ts[j].key >= k })
-	return j < len(ts) && ts[j].key == k
+	lo, hi := 0, len(ts)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ts[m].key < k {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(ts) && ts[lo].key == k
 }
 
 // take empties rule i's queue for a pass and returns its tasks in key
 // order.
 func (rd *round) take(i int) []task {
-	ts := settle(rd.queue[i], rd.sorted[i])
+	ts := settle(rd.queue[i], rd.sorted[i], true)
 	rd.queue[i], rd.sorted[i] = nil, 0
 	clear(rd.queued[i])
 	return ts

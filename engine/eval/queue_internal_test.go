@@ -99,7 +99,7 @@ func checkCarriedQueues(rng *rand.Rand, keys func() []string, pick func() string
 // (the remainder of a whole evaluation a budget cut) keeps its flag.
 func TestSettleKeepsTheFirstOfEqualKeys(t *testing.T) {
 	ts := []task{{key: "a"}, {key: "c", rest: true}, {key: "b"}, {key: "c"}, {key: "a"}}
-	got := settle(ts, 2)
+	got := settle(ts, 2, false)
 	if want := []string{"a", "b", "c"}; !slices.Equal(keysOf(got), want) {
 		t.Fatalf("settle: %v, want %v", keysOf(got), want)
 	}
