@@ -34,7 +34,7 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 		}
 		out[t.r.Index] = append(out[t.r.Index], t)
 	}
-	any := false
+	more := false
 	for i := range n {
 		ts := out[i]
 		if carried(i) {
@@ -48,17 +48,34 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 		} else {
 			ts = settle(ts, sortedPrefix(ts), false)
 		}
-		if len(ts) > 0 && ts[0].key == "" {
-			ts = ts[:1]
-		}
-		out[i] = ts
-		any = any || len(ts) > 0
+		out[i] = whole(ts)
+		more = more || len(out[i]) > 0
 	}
-	rd.plan.More = any
-	for _, t := range rd.parked {
-		out[t.r.Index] = append(out[t.r.Index], t) // a stopped rule's: no other task of it is queued
+	rd.plan.More = more
+	if len(rd.parked) > 0 {
+		// A stopped rule's, in the order it met them: sorted in, as
+		// queues are.
+		parked := make([][]task, n)
+		for _, t := range rd.parked {
+			parked[t.r.Index] = append(parked[t.r.Index], t)
+		}
+		for i, ts := range parked {
+			if len(ts) > 0 {
+				ts = append(slices.Clip(out[i]), ts...)
+				out[i] = whole(settle(ts, sortedPrefix(ts), false))
+			}
+		}
 	}
 	rd.e.carry = out
+}
+
+// whole keeps of a queue in key order its whole task alone, if it has
+// one: it subsumes the others.
+func whole(ts []task) []task {
+	if len(ts) > 0 && ts[0].key == "" {
+		return ts[:1]
+	}
+	return ts
 }
 
 // sortedPrefix is how many of ts's first tasks are in key order without

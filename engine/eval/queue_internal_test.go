@@ -95,6 +95,26 @@ func checkCarriedQueues(rng *rand.Rand, keys func() []string, pick func() string
 	return nil
 }
 
+// Tasks a rule stopped for oscillating left (parked) go to the next call
+// in its queue like the others, in key order without repeats, and do not
+// ask for that call at once.
+func TestParkedTasksAreCarriedAsQueues(t *testing.T) {
+	r := &rules.Rule{Name: "r", Index: 0}
+	rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: []*rules.Rule{r}}, waits: make([]*waitSet, 1)},
+		queue: make([][]task, 1), sorted: make([]int, 1), queued: []map[string]bool{{}},
+		stopped: map[string]bool{}, oscillated: map[string]bool{}, plan: &Plan{}}
+	for _, k := range []string{"c", "a", "c", "b"} {
+		rd.parked = append(rd.parked, task{r: r, key: k, b: &binding{}})
+	}
+	rd.carry(nil, func(int) bool { return false })
+	if got, want := keysOf(rd.e.carry[0]), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("parked tasks carried as %v, want %v", got, want)
+	}
+	if rd.plan.More {
+		t.Error("parked tasks alone asked for the next call at once")
+	}
+}
+
 // settle keeps, of equal keys, the task that came first: a rest task
 // (the remainder of a whole evaluation a budget cut) keeps its flag.
 func TestSettleKeepsTheFirstOfEqualKeys(t *testing.T) {
