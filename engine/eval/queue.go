@@ -27,13 +27,7 @@ func byKey(a, b task) int { return strings.Compare(a.key, b.key) }
 // task (key "") subsumes its others, as in push.
 func (rd *round) carry(first []task, carried func(i int) bool) {
 	n := len(rd.e.rs.Rules)
-	out := make([][]task, n)
-	for _, t := range first {
-		if t.key == "" {
-			t.key = t.b.key() // a binding a budget cut (body) is named here
-		}
-		out[t.r.Index] = append(out[t.r.Index], t)
-	}
+	out := byRule(first, n)
 	more := false
 	for i := range n {
 		ts := out[i]
@@ -55,11 +49,7 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 	if len(rd.parked) > 0 {
 		// A stopped rule's, in the order it met them: sorted in, as
 		// queues are.
-		parked := make([][]task, n)
-		for _, t := range rd.parked {
-			parked[t.r.Index] = append(parked[t.r.Index], t)
-		}
-		for i, ts := range parked {
+		for i, ts := range byRule(rd.parked, n) {
 			if len(ts) > 0 {
 				ts = append(slices.Clip(out[i]), ts...)
 				out[i] = whole(settle(ts, sortedPrefix(ts), false))
@@ -67,6 +57,20 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 		}
 	}
 	rd.e.carry = out
+}
+
+// byRule sorts tasks by rule index, in the order they come, each named by
+// its binding unless it is: a binding a budget cut (body), and a task push
+// parked, are named here.
+func byRule(tasks []task, n int) [][]task {
+	out := make([][]task, n)
+	for _, t := range tasks {
+		if t.key == "" {
+			t.key = t.b.key()
+		}
+		out[t.r.Index] = append(out[t.r.Index], t)
+	}
+	return out
 }
 
 // whole keeps of a queue in key order its whole task alone, if it has

@@ -54,9 +54,7 @@ func TestCarriedQueuesHoldWhatPushHeld(t *testing.T) {
 func checkCarriedQueues(rng *rand.Rand, keys func() []string, pick func() string) error {
 	{
 		r := &rules.Rule{Name: "r", Index: 0}
-		rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: []*rules.Rule{r}}, waits: make([]*waitSet, 1)},
-			queue: make([][]task, 1), sorted: make([]int, 1), queued: []map[string]bool{{}},
-			stopped: map[string]bool{}, oscillated: map[string]bool{}, plan: &Plan{}}
+		rd := queueRound(r)
 		// The earlier round's carried queue, as carry made it.
 		var before []task
 		for i, k := range keys() {
@@ -97,12 +95,12 @@ func checkCarriedQueues(rng *rand.Rand, keys func() []string, pick func() string
 
 // Tasks a rule stopped for oscillating left (parked) go to the next call
 // in its queue like the others, in key order without repeats, and do not
-// ask for that call at once.
+// ask for that call at once. push parks a task as it is handed it, before
+// naming it by its binding: carry names it, or it would pass for the
+// rule's whole task and subsume the others.
 func TestParkedTasksAreCarriedAsQueues(t *testing.T) {
 	r := &rules.Rule{Name: "r", Index: 0}
-	rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: []*rules.Rule{r}}, waits: make([]*waitSet, 1)},
-		queue: make([][]task, 1), sorted: make([]int, 1), queued: []map[string]bool{{}},
-		stopped: map[string]bool{}, oscillated: map[string]bool{}, plan: &Plan{}}
+	rd := queueRound(r)
 	for _, k := range []string{"c", "a", "c", "b"} {
 		rd.parked = append(rd.parked, task{r: r, key: k, b: &binding{}})
 	}
@@ -113,6 +111,32 @@ func TestParkedTasksAreCarriedAsQueues(t *testing.T) {
 	if rd.plan.More {
 		t.Error("parked tasks alone asked for the next call at once")
 	}
+
+	rd = queueRound(r)
+	var want []string
+	for _, id := range []string{"0000b", "0000a"} {
+		b := &binding{}
+		b.push("id", strVal(id))
+		rd.parked = append(rd.parked, task{r: r, b: b}) // as push parks it: not named yet
+		want = append(want, b.key())
+	}
+	slices.Sort(want)
+	rd.carry(nil, func(int) bool { return false })
+	if got := keysOf(rd.e.carry[0]); !slices.Equal(got, want) {
+		t.Errorf("parked tasks under bindings carried as %q, want %q", got, want)
+	}
+}
+
+// queueRound is a round of a rule set of rules, with nothing queued.
+func queueRound(rs ...*rules.Rule) *round {
+	n := len(rs)
+	rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: rs}, waits: make([]*waitSet, n)},
+		queue: make([][]task, n), sorted: make([]int, n), queued: make([]map[string]bool, n),
+		stopped: map[string]bool{}, oscillated: map[string]bool{}, plan: &Plan{}}
+	for i := range rd.queued {
+		rd.queued[i] = map[string]bool{}
+	}
+	return rd
 }
 
 // settle keeps, of equal keys, the task that came first: a rest task
