@@ -266,6 +266,7 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 	a.sites = map[*facts.FactType][]*siteGroup{}
 	groups := map[string]*siteGroup{}      // by twinKey and pattern
 	joins := map[string][]*rules.Pattern{} // by twinKey: the match patterns twins are joined by
+	binds := map[*siteGroup][]string{}     // by site: its aggregate's bindKey
 	a.heads = map[*rules.Choice][]bool{}
 	add := func(ag *rules.Aggregate) {
 		if a.info[ag] != nil {
@@ -349,12 +350,16 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 		bind := bindKey(ag)
 		for k, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
 			site := aggSite{ag: ag, p: p}
-			at := fmt.Sprintf("%s\x00%q %q %v %v", tk, p.Template, p.Alias, p.Optional, p.Negated)
-			if g := groups[at]; twins && g != nil {
-				g.sites, g.binds = append(g.sites, site), append(g.binds, bind)
-				continue
+			var at string
+			if twins {
+				at = fmt.Sprintf("%s\x00%q %q %v %v", tk, p.Template, p.Alias, p.Optional, p.Negated)
+				if g := groups[at]; g != nil {
+					g.sites, binds[g] = append(g.sites, site), append(binds[g], bind)
+					continue
+				}
 			}
-			g := &siteGroup{sites: []aggSite{site}, binds: []string{bind}}
+			g := &siteGroup{sites: []aggSite{site}}
+			binds[g] = []string{bind}
 			match := ag.Body.Match
 			if twins {
 				match, groups[at] = joins[tk], g
@@ -378,10 +383,8 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 			a.heads[r.Choose] = headAggregates(r)
 		}
 	}
-	for _, gs := range a.sites {
-		for _, g := range gs {
-			g.order()
-		}
+	for g, b := range binds {
+		g.order(b)
 	}
 }
 
@@ -391,18 +394,18 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 type siteGroup struct {
 	sites []aggSite
 	rest  []*rules.Pattern
-	// binds, by site, names the optional and absent patterns of its
-	// aggregate (bindKey); class numbers them: twins with the same bind
-	// their members to the same facts, and come one after the other.
-	binds []string
+	// class numbers, by site, the optional and absent patterns of its
+	// aggregate: twins of one class bind their members to the same
+	// facts, and come one after the other (order).
 	class []int
 }
 
-// order puts the twins with the same optional and absent patterns one
-// after the other, keeping their order otherwise.
-func (g *siteGroup) order() {
+// order puts the twins with the same optional and absent patterns, binds
+// by site (bindKey), one after the other, keeping their order otherwise,
+// and numbers them.
+func (g *siteGroup) order(binds []string) {
 	first := map[string]int{}
-	for i, b := range g.binds {
+	for i, b := range binds {
 		if _, ok := first[b]; !ok {
 			first[b] = i
 		}
@@ -411,12 +414,12 @@ func (g *siteGroup) order() {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(i, j int) int { return first[g.binds[i]] - first[g.binds[j]] })
-	sites, binds, class := make([]aggSite, len(idx)), make([]string, len(idx)), make([]int, len(idx))
+	slices.SortStableFunc(idx, func(i, j int) int { return first[binds[i]] - first[binds[j]] })
+	sites, class := make([]aggSite, len(idx)), make([]int, len(idx))
 	for n, i := range idx {
-		sites[n], binds[n], class[n] = g.sites[i], g.binds[i], first[g.binds[i]]
+		sites[n], class[n] = g.sites[i], first[binds[i]]
 	}
-	g.sites, g.binds, g.class = sites, binds, class
+	g.sites, g.class = sites, class
 }
 
 // bindKey names an aggregate's optional and absent patterns.
