@@ -74,13 +74,16 @@ type Config struct {
 	// budget of that kind.
 	RoundCost uint64
 	RoundTime time.Duration
-	// OverlapCommit commits a round's plan while the next round is
+	// OverlapCommit commits every round's plan while the next round is
 	// evaluated on a view with the plan's writes laid over the mirror
 	// (overlap.go), rather than evaluating only once the plan committed.
 	// Every write keeps its guards and its record in one transaction
-	// either way. Off by default: on a 2-core machine shared by etcd, the
-	// agents and the engine the commit's wait moved into evaluation and
-	// convergence was not faster (BENCHMARKS.md, "Overlapped commit on
+	// either way. Without it only a round cut at its budget overlaps the
+	// next, which has its work in hand; a round that finished waits, so
+	// the next takes every change the commit brought at once. Off by
+	// default: on a 2-core machine shared by etcd, the agents and the
+	// engine, overlapping every round ran more, smaller rounds for more
+	// CPU at the large preset (BENCHMARKS.md, "Overlapped commit on
 	// current main").
 	OverlapCommit bool
 	// ResyncInterval is how often, at most, the leader evaluates everything

@@ -89,6 +89,8 @@ type Engine struct {
 	// until the mirror holds it, so it never plans against its own past.
 	// Only the round loop's goroutine touches it.
 	lastRev int64
+	// flying is set while a plan is in flight (overlap.go), for Pending.
+	flying atomic.Bool
 }
 
 // New returns an engine that evaluates ev on mirror and writes through store.

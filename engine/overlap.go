@@ -11,15 +11,16 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-// With Config.OverlapCommit a round's plan commits while the round loop
-// goes on to the next round (a flight); the next round's view has the
-// flight's writes laid over the mirror (facts.Mirror.ViewOver), so it plans
-// on them as if they had come back through the watch. Before the next plan commits, the flight lands:
-// the next plan's reads of laid writes that committed get those writes'
-// revisions (the guards compare them like any other read), and its firings
-// that read a write that did not commit are dropped, and their keys
-// evaluated again in the round after. At most one plan is in flight, and
-// plans commit in the order they were evaluated.
+// A round's plan commits while the round loop goes on to the next round (a
+// flight) when the round was cut at its budget, and with
+// Config.OverlapCommit always; the next round's view has the flight's
+// writes laid over the mirror (facts.Mirror.ViewOver), so it plans on them
+// as if they had come back through the watch. Before the next plan
+// commits, the flight lands: the next plan's reads of laid writes that
+// committed get those writes' revisions (the guards compare them like any
+// other read), and its firings that read a write that did not commit are
+// dropped, and their keys evaluated again in the round after. At most one
+// plan is in flight, and plans commit in the order they were evaluated.
 
 // flight is a plan committing while the round loop goes on.
 type flight struct {
@@ -37,12 +38,22 @@ func (l *leader) launch(ctx context.Context, ev Evaluator, p eval.Plan) {
 	a := l.e.newApplier(l.t, p)
 	f := &flight{ev: ev, a: a, over: overlayOf(a.pending, p.Rev), done: make(chan struct{}), start: time.Now()}
 	l.fly = f
+	l.e.flying.Store(true)
 	go func() {
 		defer close(f.done)
 		f.err = a.commitAll(ctx)
 		f.took = time.Since(f.start)
 	}()
 }
+
+// Pending reports whether facts wait to be applied to the mirror that the
+// round being evaluated has not seen: the mirror's Pending (pass it to
+// eval.WithYield), but for while a plan is in flight. Its writes then come
+// back through the watch while the next round evaluates, laid over that
+// round's view already; ending the round for them would end every round
+// at its first rule budget. A change an agent makes meanwhile waits for the
+// round's end, within its four budgets.
+func (e *Engine) Pending() bool { return !e.flying.Load() && e.mirror.Pending() }
 
 // landing is closed when the plan in flight has committed (nil: none is).
 func (l *leader) landing() <-chan struct{} {
@@ -61,6 +72,7 @@ func (l *leader) landing() <-chan struct{} {
 func (l *leader) land(ctx context.Context, ev Evaluator, next *eval.Plan) error {
 	e, f := l.e, l.fly
 	l.fly = nil
+	e.flying.Store(false)
 	waited := time.Now()
 	<-f.done
 	wait := time.Since(waited)
@@ -70,7 +82,13 @@ func (l *leader) land(ctx context.Context, ev Evaluator, next *eval.Plan) error 
 	})
 	e.noteCommitted(f.a.run.lastRev)
 	if f.err != nil {
+		// As apply does, and next, planned on writes that may not
+		// have committed, is the next term's to evaluate again.
 		f.a.report(f.ev)
+		f.a.unsettle()
+		if next != nil {
+			l.discard(ev, *next)
+		}
 		return f.err
 	}
 	if next != nil {
@@ -89,6 +107,7 @@ func (l *leader) land(ctx context.Context, ev Evaluator, next *eval.Plan) error 
 	e.noteCommitted(f.a.run.lastRev)
 	e.m.update(func(s *Stats) { s.ApplyTime += time.Since(finishing) })
 	if err != nil {
+		f.a.unsettle()
 		return err
 	}
 	l.retryIfAbandoned()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -440,5 +441,115 @@ func TestShutdownStopsThePlanInFlight(t *testing.T) {
 	}
 	if evs := v.events(t); len(evs) != 0 {
 		t.Errorf("records after the shutdown: %+v", evs)
+	}
+}
+
+// cutEval is chainEval whose first step says its round was cut at its
+// budget (eval.Plan.More). Once per probe key it finds in its view, it
+// writes a fact, waits until the mirror holds that write back for the
+// view to end, and notes what the engine's Pending says then.
+type cutEval struct {
+	chainEval
+	v       *env
+	e       *Engine
+	probes  map[string]string // probe key -> the key it writes, "" once probed
+	mu      sync.Mutex
+	pending map[string]bool // probe key -> Engine.Pending while the mirror held a write back
+	errs    []error
+}
+
+func (c *cutEval) Full(r facts.Reader) eval.Plan { return c.cut(r) }
+func (c *cutEval) Continue(_ int64, r facts.Reader, _ []facts.Change, _ bool) eval.Plan {
+	return c.cut(r)
+}
+
+func (c *cutEval) cut(r facts.Reader) eval.Plan {
+	for key, write := range c.probes {
+		if _, ok := r.Get(key); ok && write != "" {
+			c.probes[key] = ""
+			c.probe(key, write)
+		}
+	}
+	p := c.plan(r)
+	for _, f := range p.Firings {
+		p.More = p.More || f.Rule == "x"
+	}
+	return p
+}
+
+// probe runs under the mirror's view: the write's watch event waits for it.
+func (c *cutEval) probe(key, write string) {
+	_, err := c.v.store.Commit(c.v.ctx, facts.Txn{Ops: []facts.Op{facts.Put(write, []byte("1"))}})
+	held := err == nil
+	for deadline := time.Now().Add(10 * time.Second); held && !c.v.mirror.Pending(); {
+		if time.Now().After(deadline) {
+			held = false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !held {
+		c.errs = append(c.errs, fmt.Errorf("probe %s: the mirror never held the write back (err %v)", key, err))
+		return
+	}
+	c.pending[key] = c.e.Pending()
+}
+
+// A round cut at its budget has the next round's work in hand, so its plan
+// commits while that round evaluates even without Config.OverlapCommit;
+// a round that finished commits before the next. While a plan is in
+// flight, watch events waiting for the mirror (its own writes coming back)
+// do not make Engine.Pending end the round; with none in flight they do.
+func TestCutRoundCommitsWhileTheNextEvaluates(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	// x is in a view while its write is in flight, z once put at rest.
+	inFlight, atRest := chainEX, facts.ServiceInstances("z")
+	ev := &cutEval{v: v, pending: map[string]bool{}, probes: map[string]string{
+		inFlight: facts.ServiceInstances("p1"), atRest: facts.ServiceInstances("p2")}}
+	e := v.engine(t, ev, testConfig())
+	ev.e = e
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+	waitFor(t, "a round evaluated on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if s.xOK && string(s.x.Value) == "3" {
+				return true
+			}
+		}
+		return false
+	})
+	g.open()
+	v.waitValue(t, chainEY, "3")
+	v.put(t, atRest, "1")
+	waitFor(t, "the probe at rest", 20*time.Second, func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		_, ok := ev.pending[atRest]
+		return ok || len(ev.errs) > 0
+	})
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, err := range ev.errs {
+		t.Error(err)
+	}
+	if p, ok := ev.pending[inFlight]; !ok || p {
+		t.Errorf("Pending with a plan in flight: %v (probed %v), want false", p, ok)
+	}
+	if p := ev.pending[atRest]; !p {
+		t.Errorf("Pending with no plan in flight and a watch event waiting: false, want true")
+	}
+	if st := e.Stats(); st.ApplyOverlapTime <= 0 {
+		t.Errorf("ApplyOverlapTime %v: the cut round's plan did not commit while the next evaluated", st.ApplyOverlapTime)
 	}
 }

@@ -27,7 +27,8 @@ import (
 // The state is kept for resumeWindow only: an engine that lost its term to
 // a standby would otherwise queue every change of the cluster while it
 // waits. It is not kept when the next round was to be full anyway, nor
-// with Config.OverlapCommit, whose plan in flight stops with the term.
+// with a plan in flight, which stops with the term unsettled, nor with
+// Config.OverlapCommit.
 var resumeWindow = 30 * time.Second // a variable for tests
 
 // handOn keeps l for the next term, or closes its subscription when the
@@ -38,7 +39,7 @@ func (e *Engine) handOn(run context.Context, l *leader) {
 	e.resumeMu.Lock()
 	defer e.resumeMu.Unlock()
 	e.dropResumeLocked()
-	if run == nil || run.Err() != nil || e.cfg.OverlapCommit || l.full || l.retry != nil || l.from < 0 || e.needFull || e.mostUnsettled(l.unsettled) {
+	if run == nil || run.Err() != nil || e.cfg.OverlapCommit || l.fly != nil || l.full || l.retry != nil || l.from < 0 || e.needFull || e.mostUnsettled(l.unsettled) {
 		l.sub.Close()
 		return
 	}

@@ -296,8 +296,8 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 }
 
 // commit records the round's invalid facts and rejections and commits its
-// plan, or with Config.OverlapCommit starts committing it while the next
-// round evaluates (launch, land). An abandoned plan schedules a full round
+// plan, or starts committing it while the next round evaluates (launch,
+// land) when the round was cut at its budget or with Config.OverlapCommit. An abandoned plan schedules a full round
 // after BackoffMax. It returns only on ctx's end or the loss of leadership.
 func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
 	e := l.e
@@ -317,7 +317,12 @@ func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) 
 	if len(p.Firings) == 0 {
 		return nil
 	}
-	if e.cfg.OverlapCommit {
+	// A round cut at its budget has its next round's work in hand (the
+	// carried tasks): that round need not wait for this plan's writes to
+	// come back, so it evaluates while the plan commits. A round that
+	// finished waits, so the next takes every change the commit brings
+	// at once (Config.OverlapCommit: every round overlaps).
+	if e.cfg.OverlapCommit || p.More {
 		l.launch(ctx, ev, p)
 		return nil
 	}

@@ -166,8 +166,9 @@ func TestScaleDownThroughTermEndsAndConflicts(t *testing.T) {
 	rs := defaultRules(t)
 	v := envOnSchema(t, etcdtest.Start(t), rs.Schema)
 	cfg := testConfig()
-	opts := []eval.Option{eval.WithMaxFirings(per / 2), eval.WithYield(v.mirror.Pending), eval.WithMaxKeptReads(256), eval.WithMaxAbsentKeys(8)}
-	e := v.engine(t, NewRuleSetEvaluator(rs, nil, opts...), cfg)
+	var e *Engine // its Pending yields as the server's does; set before it runs
+	opts := []eval.Option{eval.WithMaxFirings(per / 2), eval.WithYield(func() bool { return e.Pending() }), eval.WithMaxKeptReads(256), eval.WithMaxAbsentKeys(8)}
+	e = v.engine(t, NewRuleSetEvaluator(rs, nil, opts...), cfg)
 
 	// The agents: what the mirror shows placed is reported running,
 	// what is no longer placed stopped.

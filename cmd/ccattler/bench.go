@@ -172,7 +172,7 @@ a new watch from the mirror's revision.`,
 	fl.IntVar(&f.rawBatch, "raw-batch", 1000, "puts per transaction of the raw etcd put loop")
 	fl.IntVar(&f.roundFirings, "round-firings", engine.NewConfig().RoundFirings, "the most firings an engine round plans before committing them (0: no limit), as `ccattler server --round-firings`")
 	addResyncFlag(fl, &f.resync, "at rest, at most this often, the engine evaluates every rule whole and commits what its incremental rounds missed (0: never), as `ccattler server --resync-every`")
-	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit each engine round's plan while the next round evaluates, as `ccattler server --overlap-commit`")
+	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit every engine round's plan while the next round evaluates, not only a round cut at its budget, as `ccattler server --overlap-commit`")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: change, scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")

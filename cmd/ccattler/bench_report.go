@@ -61,7 +61,7 @@ type benchResult struct {
 	EngineTxns        int64   `json:"engine_transactions"`
 	EngineRounds      int64   `json:"engine_rounds"`
 	RoundFirings      int     `json:"round_firings"`  // the engine's firing budget per round (0: none)
-	OverlapCommit     bool    `json:"overlap_commit"` // whether a plan committed while the next round evaluated (--overlap-commit)
+	OverlapCommit     bool    `json:"overlap_commit"` // whether every plan committed while the next round evaluated (--overlap-commit; a round cut at its budget always does)
 	AgentCache        bool    `json:"agent_cache"`    // whether the simulated nodes kept their local caches (--agent-cache)
 	Conflicts         int64   `json:"compare_conflicts"`
 	AgentOps          int64   `json:"agent_keys_written"`

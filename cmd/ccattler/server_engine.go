@@ -47,7 +47,7 @@ func addEngineFlags(f *pflag.FlagSet, cfg *serverConfig) {
 	f.DurationVar(&cfg.Engine.EventMaxAge, "event-max-age", cfg.Engine.EventMaxAge, "firing records older than this are deleted (0: no age limit)")
 	f.IntVar(&cfg.Engine.EventMaxCount, "event-max-count", cfg.Engine.EventMaxCount, "the most firing records kept; the oldest go first (0: no limit)")
 	f.IntVar(&cfg.Engine.RoundFirings, "round-firings", cfg.Engine.RoundFirings, "the most firings a round plans before its plan is committed and the rest evaluated against it (0: no limit)")
-	f.BoolVar(&cfg.Engine.OverlapCommit, "overlap-commit", cfg.Engine.OverlapCommit, "commit each round's plan while the next round is evaluated on the plan's writes (the guards and firing records stay in the same transactions)")
+	f.BoolVar(&cfg.Engine.OverlapCommit, "overlap-commit", cfg.Engine.OverlapCommit, "commit every round's plan while the next round is evaluated on the plan's writes, not only a round cut at its budget (the guards and firing records stay in the same transactions)")
 	f.Uint64Var(&cfg.Engine.RoundCost, "round-cost", cfg.Engine.RoundCost, "the CEL cost one rule may spend in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	f.DurationVar(&cfg.Engine.RoundTime, "round-time", cfg.Engine.RoundTime, "how long one rule may evaluate in a round before its tasks left wait for the next (four such end the round; 0: no limit)")
 	addResyncFlag(f, &cfg.Engine.ResyncInterval, "at rest, at most this often, evaluate every rule whole and commit what the incremental rounds missed, logged at warn level and counted by rule in ccattler_engine_resync_firings_total (0: never)")
@@ -129,11 +129,13 @@ func startEngine(ctx context.Context, cfg serverConfig, store *facts.Store, mirr
 		}
 	}()
 	stopping := func() bool { return ectx.Err() != nil }
+	var eng *engine.Engine // set before its rounds run, which alone call pending
+	pending := func() bool { return eng.Pending() }
 	newEval := func(rs *rules.RuleSet) engine.Evaluator {
 		return engine.NewRuleSetEvaluator(rs, log, eval.WithMaxFirings(ecfg.RoundFirings), eval.WithRoundBudget(ecfg.RoundCost, ecfg.RoundTime),
-			eval.WithYield(mirror.Pending), eval.WithStop(stopping))
+			eval.WithYield(pending), eval.WithStop(stopping))
 	}
-	eng, err := engine.New(store, mirror, newEval(rs), ecfg)
+	eng, err = engine.New(store, mirror, newEval(rs), ecfg)
 	if err != nil {
 		return nil, nil, err
 	}
