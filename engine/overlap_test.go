@@ -106,6 +106,16 @@ type gate struct {
 	released sync.Once
 }
 
+// await waits until the held transaction arrived.
+func (g *gate) await(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first plan never reached etcd")
+	}
+}
+
 func newGate(key string) *gate {
 	return &gate{key: key, arrived: make(chan struct{}), release: make(chan struct{})}
 }
@@ -147,11 +157,7 @@ func TestNextRoundEvaluatesWhilePlanCommits(t *testing.T) {
 	e.beforeCommit = g.hold
 	v.run(t, e)
 
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	v.put(t, facts.ServiceInstances("z"), "1") // a change: another round
 	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
@@ -229,11 +235,7 @@ func TestFailedCommitDiscardsWhatWasPlannedOnIt(t *testing.T) {
 	e.beforeCommit = g.hold
 	v.run(t, e)
 
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	v.put(t, chainDX, "5") // the held firing read 3: its guard fails
 	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
@@ -282,11 +284,7 @@ func TestSwapWaitsForThePlanInFlight(t *testing.T) {
 	e.beforeCommit = g.hold
 	v.run(t, e)
 
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	swapped := &chainEval{}
 	e.Swap(swapped)
 	// Long enough for a full round that did not wait to have run: one
@@ -317,11 +315,7 @@ func TestSerialCommitHoldsTheNextRound(t *testing.T) {
 	e.beforeCommit = g.hold
 	v.run(t, e)
 
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	v.put(t, facts.ServiceInstances("z"), "1") // a change: another round, once the plan committed
 	// Long enough for a round that did not wait to have run: one that
 	// waits passes whatever this is.
@@ -359,11 +353,7 @@ func TestLeadershipLostDuringAnOverlappedCommit(t *testing.T) {
 	defer g.open()
 	ea.beforeCommit = g.hold
 	a.run(t, ea)
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	eb := b.engine(t, &chainEval{}, cfgB)
 	b.run(t, eb)
 	a.put(t, facts.ServiceInstances("z"), "1") // a change: engine-a plans y on its held write
@@ -409,11 +399,7 @@ func TestShutdownStopsThePlanInFlight(t *testing.T) {
 	defer g.open()
 	e.beforeCommit = g.hold
 	stop := v.run(t, e)
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	v.put(t, facts.ServiceInstances("z"), "1")
 	waitFor(t, "a round that plans on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
@@ -516,11 +502,7 @@ func TestCutRoundCommitsWhileTheNextEvaluates(t *testing.T) {
 	e.beforeCommit = g.hold
 	v.run(t, e)
 
-	select {
-	case <-g.arrived:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first plan never reached etcd")
-	}
+	g.await(t)
 	waitFor(t, "a round evaluated on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
 			if s.xOK && string(s.x.Value) == "3" {
