@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -442,9 +443,18 @@ type cutEval struct {
 	mu      sync.Mutex
 	pending map[string]bool // probe key -> Engine.Pending while the mirror held a write back
 	errs    []error
+	// fulls counts Full calls; incremental lists the keys Incremental
+	// was asked about.
+	fulls       int
+	incremental []string
 }
 
-func (c *cutEval) Full(r facts.Reader) eval.Plan { return c.cut(r) }
+func (c *cutEval) Full(r facts.Reader) eval.Plan {
+	c.mu.Lock()
+	c.fulls++
+	c.mu.Unlock()
+	return c.cut(r)
+}
 func (c *cutEval) Continue(_ int64, r facts.Reader, _ []facts.Change, _ bool) eval.Plan {
 	return c.cut(r)
 }
@@ -457,10 +467,19 @@ func (c *cutEval) cut(r facts.Reader) eval.Plan {
 		}
 	}
 	p := c.plan(r)
-	for _, f := range p.Firings {
-		p.More = p.More || f.Rule == "x"
-	}
+	p.More = slices.ContainsFunc(p.Firings, func(f eval.Firing) bool { return f.Rule == "x" })
 	return p
+}
+
+// Incremental notes the keys it is asked about, as a term that resumes
+// asks about those the previous term left unsettled.
+func (c *cutEval) Incremental(r facts.Reader, changes []facts.Change) eval.Plan {
+	c.mu.Lock()
+	for _, ch := range changes {
+		c.incremental = append(c.incremental, ch.Key)
+	}
+	c.mu.Unlock()
+	return c.plan(r)
 }
 
 // probe runs under the mirror's view: the write's watch event waits for it.
@@ -533,5 +552,51 @@ func TestCutRoundCommitsWhileTheNextEvaluates(t *testing.T) {
 	}
 	if st := e.Stats(); st.ApplyOverlapTime <= 0 {
 		t.Errorf("ApplyOverlapTime %v: the cut round's plan did not commit while the next evaluated", st.ApplyOverlapTime)
+	}
+}
+
+// A term that ends while a cut round's plan is in flight leaves two plans
+// uncommitted: the flight's, which fails its leadership compare, and the
+// one the next round planned on its writes. The term's state is handed on
+// all the same, and the next term evaluates both plans' keys again first
+// (Incremental over them), not everything.
+func TestTermEndedMidFlightIsEvaluatedAgain(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	ev := &cutEval{v: v}
+	e := v.engine(t, ev, testConfig())
+	ev.e = e
+	g := newGate(chainEX)
+	defer g.open()
+	e.beforeCommit = g.hold
+	v.run(t, e)
+
+	g.await(t)
+	waitFor(t, "the next round plans y on the held write", 20*time.Second, func() bool {
+		for _, s := range ev.seen() {
+			if slices.Contains(s.firing, "y") {
+				return true
+			}
+		}
+		return false
+	})
+	endTerm(t, v)
+	g.open() // the held transaction now fails its leader compare
+	waitFor(t, "a second term", 20*time.Second, func() bool { st := e.Stats(); return st.Terms == 2 && st.Leading })
+	v.waitValue(t, chainEX, "3")
+	v.waitValue(t, chainEY, "3")
+
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.fulls != 1 {
+		t.Errorf("full evaluations: %d, want 1: the second term goes on from the first's rounds", ev.fulls)
+	}
+	// The flight's firing read and wrote x (and read d); the plan made on
+	// it wrote y.
+	for _, k := range []string{chainDX, chainEX, chainEY} {
+		if !slices.Contains(ev.incremental, k) {
+			t.Errorf("the resumed term did not evaluate %s again (asked about %q)", k, ev.incremental)
+		}
 	}
 }

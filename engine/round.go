@@ -297,8 +297,9 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 
 // commit records the round's invalid facts and rejections and commits its
 // plan, or starts committing it while the next round evaluates (launch,
-// land) when the round was cut at its budget or with Config.OverlapCommit. An abandoned plan schedules a full round
-// after BackoffMax. It returns only on ctx's end or the loss of leadership.
+// land) when the round was cut at its budget or with
+// Config.OverlapCommit. An abandoned plan schedules a full round after
+// BackoffMax. It returns only on ctx's end or the loss of leadership.
 func (l *leader) commit(ctx context.Context, ev Evaluator, w work, p eval.Plan) error {
 	e := l.e
 	// A full round looks at every fact, an incremental one at what changed.

@@ -59,9 +59,9 @@ func (rd *round) carry(first []task, carried func(i int) bool) {
 	rd.e.carry = out
 }
 
-// byRule sorts tasks by rule index, in the order they come, each named by
-// its binding unless it is: a binding a budget cut (body), and a task push
-// parked, are named here.
+// byRule groups tasks by rule index, in the order they come, each named
+// by its binding unless it is: a binding a budget cut (body), and a task
+// push parked, are named here.
 func byRule(tasks []task, n int) [][]task {
 	out := make([][]task, n)
 	for _, t := range tasks {
