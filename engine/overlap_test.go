@@ -501,6 +501,23 @@ func (c *cutEval) probe(key, write string) {
 	c.pending[key] = c.e.Pending()
 }
 
+// heldCutRound runs an engine with the default config on ev, over
+// desired x = 3, and returns once the cut round's transaction (x's) is
+// held at the returned gate, which the test's end opens.
+func heldCutRound(t *testing.T, ev *cutEval) (*env, *Engine, *gate) {
+	t.Helper()
+	v := newEnv(t)
+	v.put(t, chainDX, "3")
+	e := v.engine(t, ev, testConfig())
+	ev.v, ev.e = v, e
+	g := newGate(chainEX)
+	e.beforeCommit = g.hold
+	v.run(t, e)
+	t.Cleanup(g.open) // after run's: cleanups run last first, and the engine's stop waits for the held flight
+	g.await(t)
+	return v, e, g
+}
+
 // A round cut at its budget has the next round's work in hand, so its plan
 // commits while that round evaluates even without Config.OverlapCommit;
 // a round that finished commits before the next. While a plan is in
@@ -508,20 +525,11 @@ func (c *cutEval) probe(key, write string) {
 // do not make Engine.Pending end the round; with none in flight they do.
 func TestCutRoundCommitsWhileTheNextEvaluates(t *testing.T) {
 	t.Parallel()
-	v := newEnv(t)
-	v.put(t, chainDX, "3")
 	// x is in a view while its write is in flight, z once put at rest.
 	inFlight, atRest := chainEX, facts.ServiceInstances("z")
-	ev := &cutEval{v: v, pending: map[string]bool{}, probes: map[string]string{
+	ev := &cutEval{pending: map[string]bool{}, probes: map[string]string{
 		inFlight: facts.ServiceInstances("p1"), atRest: facts.ServiceInstances("p2")}}
-	e := v.engine(t, ev, testConfig())
-	ev.e = e
-	g := newGate(chainEX)
-	defer g.open()
-	e.beforeCommit = g.hold
-	v.run(t, e)
-
-	g.await(t)
+	v, e, g := heldCutRound(t, ev)
 	waitFor(t, "a round evaluated on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
 			if s.xOK && string(s.x.Value) == "3" {
@@ -562,17 +570,8 @@ func TestCutRoundCommitsWhileTheNextEvaluates(t *testing.T) {
 // (Incremental over them), not everything.
 func TestTermEndedMidFlightIsEvaluatedAgain(t *testing.T) {
 	t.Parallel()
-	v := newEnv(t)
-	v.put(t, chainDX, "3")
-	ev := &cutEval{v: v}
-	e := v.engine(t, ev, testConfig())
-	ev.e = e
-	g := newGate(chainEX)
-	defer g.open()
-	e.beforeCommit = g.hold
-	v.run(t, e)
-
-	g.await(t)
+	ev := &cutEval{}
+	v, e, g := heldCutRound(t, ev)
 	waitFor(t, "the next round plans y on the held write", 20*time.Second, func() bool {
 		for _, s := range ev.seen() {
 			if slices.Contains(s.firing, "y") {
