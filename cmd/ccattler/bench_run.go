@@ -226,6 +226,7 @@ func (b *bench) converge(ctx context.Context) error {
 	// it got are the figures that remain.
 	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
 	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
+	res.EngineFiringsByRule = firingsSince(st0, st1)
 	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
 	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()

@@ -214,6 +214,19 @@ func checkBenchJSON(t *testing.T, out string) {
 	if n := num("change_engine_rounds"); n < 39 {
 		t.Errorf("change_engine_rounds %v for 40 flips", n)
 	}
+	// The converge's firings by rule add up to its firings, and place
+	// each instance once.
+	if by, _ := m["engine_firings_by_rule"].(map[string]any); by == nil || by["schedule"] != num("instances") {
+		t.Errorf("engine_firings_by_rule %v: want schedule once per instance (%v)", m["engine_firings_by_rule"], num("instances"))
+	} else {
+		sum := 0.0
+		for _, n := range by {
+			sum += n.(float64)
+		}
+		if sum != num("engine_firings") {
+			t.Errorf("engine_firings_by_rule adds up to %v, engine_firings is %v", sum, num("engine_firings"))
+		}
+	}
 	if by, _ := m["change_firings_by_rule"].(map[string]any); by == nil || by["publish_endpoint"] == nil || by["publish_endpoint"].(float64) < 39 || by["publish_endpoint"].(float64) > 40 {
 		t.Errorf("change_firings_by_rule %v: want publish_endpoint once per flip", m["change_firings_by_rule"])
 	}
