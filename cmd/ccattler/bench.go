@@ -78,6 +78,8 @@ simulated nodes in-process — and measure it:
              RSS, mirror bytes per fact (its facts indexed again in a
              child process, alone on its heap);
              the pace of the first and the last tenth of the instances;
+             how evenly they were placed (instances per node, and those
+             beyond an even spread of their service);
              where the engine's time went (evaluating, applying plans,
              waiting for its writes through the watch, idle) and the
              agents' time in their transactions

@@ -37,6 +37,15 @@ type benchResult struct {
 	// all. A pace that falls as the nodes fill shows as last < first.
 	PaceFirstTenth float64 `json:"pace_first_tenth"`
 	PaceLastTenth  float64 `json:"pace_last_tenth"`
+	// How the scheduler spread the instances once converged (tracker.spread):
+	// instances beyond an even spread of their service over the nodes, and
+	// instances per node, fewest, most, and their coefficient of variation.
+	// They tell what a cheaper scheduler (a smaller sample of candidates)
+	// would cost in placement.
+	SpreadExcessInstances int     `json:"spread_excess_instances"`
+	NodeInstancesMin      int     `json:"node_instances_min"`
+	NodeInstancesMax      int     `json:"node_instances_max"`
+	NodeInstancesCV       float64 `json:"node_instances_cv"`
 	// Where the engine's time went from the apply to convergence (or the
 	// stop): evaluating, applying plans (commits, conflicts, retries),
 	// waiting for its own writes to come back through the watch; idle is
@@ -168,6 +177,10 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	row("instances/s", fmt.Sprintf("%.0f", r.InstancesPerSecond), "")
 	if r.PaceFirstTenth > 0 {
 		row("  first / last tenth", fmt.Sprintf("%.0f / %.0f", r.PaceFirstTenth, r.PaceLastTenth), fmt.Sprintf("instances/s; last ÷ first %.2f", r.PaceLastTenth/r.PaceFirstTenth))
+	}
+	if r.ConvergeSeconds > 0 {
+		row("placement", fmt.Sprintf("%d–%d a node", r.NodeInstancesMin, r.NodeInstancesMax),
+			fmt.Sprintf("instances per node, coefficient of variation %.3f; %d instances beyond an even spread of their service", r.NodeInstancesCV, r.SpreadExcessInstances))
 	}
 	row("engine time", fmt.Sprintf("%.1fs evaluate", r.EngineEvalSeconds), fmt.Sprintf("%.1fs applying plans (%.1fs more under evaluation), %.1fs waiting for its writes through the watch, %.1fs idle; agents' commits %.1fs",
 		r.EngineApplySeconds, r.EngineApplyOverlapSeconds, r.EngineWatchWaitSeconds, r.EngineIdleSeconds, r.AgentCommitSeconds))

@@ -249,6 +249,9 @@ func (b *bench) converge(ctx context.Context) error {
 	res.KeysWritten, res.Transactions = snap.keys-tc0.keys, snap.revs-tc0.revs
 	res.KeysPerSecond = float64(res.KeysWritten) / secs
 	res.PaceFirstTenth, res.PaceLastTenth = paces(n, start, <-tenth, <-nineTenths, snap)
+	var sp spread
+	b.tr.read(func(t *tracker) { sp = t.spread() })
+	res.SpreadExcessInstances, res.NodeInstancesMin, res.NodeInstancesMax, res.NodeInstancesCV = sp.Excess, sp.Min, sp.Max, sp.CV
 	return nil
 }
 

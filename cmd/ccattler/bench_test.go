@@ -227,6 +227,11 @@ func checkBenchJSON(t *testing.T, out string) {
 			t.Errorf("engine_firings_by_rule adds up to %v, engine_firings is %v", sum, num("engine_firings"))
 		}
 	}
+	// Ten nodes, five services of ten: the scheduler spreads each service
+	// one to a node (it scores every node: fewer than its sample).
+	if e, lo, hi := num("spread_excess_instances"), num("node_instances_min"), num("node_instances_max"); e != 0 || lo != 5 || hi != 5 || num("node_instances_cv") != 0 {
+		t.Errorf("placement: %v instances beyond an even spread, %v-%v a node (cv %v); want 0, 5-5, 0", e, lo, hi, num("node_instances_cv"))
+	}
 	if by, _ := m["change_firings_by_rule"].(map[string]any); by == nil || by["publish_endpoint"] == nil || by["publish_endpoint"].(float64) < 39 || by["publish_endpoint"].(float64) > 40 {
 		t.Errorf("change_firings_by_rule %v: want publish_endpoint once per flip", m["change_firings_by_rule"])
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -268,4 +269,68 @@ func (t *tracker) progress() trackProgress {
 	defer t.mu.Unlock()
 	return trackProgress{placed: t.placed, ready: t.ready, stoppedAt: t.stoppedAt, endpoints: len(t.endpoints),
 		pending: t.states["pending"], running: t.states["running"], stopped: t.states["stopped"]}
+}
+
+// spread is how the scheduler spread what it placed, from the
+// placements alone: the instances beyond an even spread of each service
+// over the nodes (those on a node that already holds its service's share,
+// ceil(instances/nodes)), and the instances per node, fewest and most,
+// with their coefficient of variation (standard deviation ÷ mean). The
+// bench's services all request the same, so an even count is the least
+// allocated placement as well.
+type spread struct {
+	Excess   int
+	Min, Max int
+	CV       float64
+}
+
+// spread measures the placements now over every node the tracker knows,
+// an empty one included.
+func (t *tracker) spread() spread {
+	perNode := make(map[string]int, len(t.nodes))
+	for id := range t.nodes {
+		perNode[id] = 0
+	}
+	perService := map[string]map[string]int{} // service -> node -> instances
+	for _, in := range t.inst {
+		if in.node == "" {
+			continue
+		}
+		perNode[in.node]++
+		if perService[in.service] == nil {
+			perService[in.service] = map[string]int{}
+		}
+		perService[in.service][in.node]++
+	}
+	var s spread
+	if len(perNode) == 0 {
+		return s
+	}
+	for _, on := range perService {
+		total := 0
+		for _, n := range on {
+			total += n
+		}
+		share := (total + len(perNode) - 1) / len(perNode)
+		for _, n := range on {
+			s.Excess += max(0, n-share)
+		}
+	}
+	var sum, sq float64
+	s.Min = -1
+	for _, n := range perNode {
+		if s.Min < 0 || n < s.Min {
+			s.Min = n
+		}
+		s.Max = max(s.Max, n)
+		sum += float64(n)
+	}
+	mean := sum / float64(len(perNode))
+	for _, n := range perNode {
+		sq += (float64(n) - mean) * (float64(n) - mean)
+	}
+	if mean > 0 {
+		s.CV = math.Sqrt(sq/float64(len(perNode))) / mean
+	}
+	return s
 }
