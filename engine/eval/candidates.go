@@ -48,9 +48,10 @@ func (l candList) len() int { return len(l.sols) }
 // instance visits 64 candidates and keeps one, and building each afresh
 // was a tenth of what a scheduling round allocated. A spare begins with
 // the outer binding and reads already, which nothing visiting a candidate
-// writes (its lets, aggregates and reads go after them): only the
-// candidate's own are written again, and copying the outer ones for every
-// candidate was a tenth of what choosing cost.
+// writes (its lets, aggregates and reads go after them), so only the
+// candidate's own are written again: copying the outer ones for every
+// candidate, at took a seventh of the large preset's choosing (4.1 of
+// 28.8 s).
 func (l candList) at(i int, spare *sol) *sol {
 	c := l.sols[i]
 	if spare == nil {
