@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -291,46 +293,36 @@ func (t *tracker) spread() spread {
 	for id := range t.nodes {
 		perNode[id] = 0
 	}
-	perService := map[string]map[string]int{} // service -> node -> instances
+	type placed struct{ service, node string }
+	together := map[placed]int{} // a service's instances on one node
+	total := map[string]int{}    // a service's instances
 	for _, in := range t.inst {
-		if in.node == "" {
-			continue
+		if in.node != "" {
+			perNode[in.node]++
+			together[placed{in.service, in.node}]++
+			total[in.service]++
 		}
-		perNode[in.node]++
-		if perService[in.service] == nil {
-			perService[in.service] = map[string]int{}
-		}
-		perService[in.service][in.node]++
+	}
+	if len(perNode) == 0 {
+		return spread{}
 	}
 	var s spread
-	if len(perNode) == 0 {
-		return s
+	for p, n := range together {
+		share := (total[p.service] + len(perNode) - 1) / len(perNode)
+		s.Excess += max(0, n-share)
 	}
-	for _, on := range perService {
-		total := 0
-		for _, n := range on {
-			total += n
-		}
-		share := (total + len(perNode) - 1) / len(perNode)
-		for _, n := range on {
-			s.Excess += max(0, n-share)
-		}
-	}
+	counts := slices.Collect(maps.Values(perNode))
+	s.Min, s.Max = slices.Min(counts), slices.Max(counts)
 	var sum, sq float64
-	s.Min = -1
-	for _, n := range perNode {
-		if s.Min < 0 || n < s.Min {
-			s.Min = n
-		}
-		s.Max = max(s.Max, n)
+	for _, n := range counts {
 		sum += float64(n)
 	}
-	mean := sum / float64(len(perNode))
-	for _, n := range perNode {
+	mean := sum / float64(len(counts))
+	for _, n := range counts {
 		sq += (float64(n) - mean) * (float64(n) - mean)
 	}
 	if mean > 0 {
-		s.CV = math.Sqrt(sq/float64(len(perNode))) / mean
+		s.CV = math.Sqrt(sq/float64(len(counts))) / mean
 	}
 	return s
 }
