@@ -13,14 +13,27 @@ import (
 type entry struct {
 	Fact
 	typ *FactType // nil for a key no fact type matches
+	// typeAt and valueAt are the entry's positions in its type's list and
+	// in its value's (Table.byValue), so that it leaves either by a swap
+	// with the last. Within the 96 bytes the entry took before: the lists
+	// replace a map per type and one per short string value, and most
+	// values (an instance's address, its start time) are one fact's alone,
+	// each a small map of its own: 120 of the 350 MB the large preset's
+	// table held once converged.
+	typeAt, valueAt int32
 }
 
 func less(a, b *entry) bool { return a.Key < b.Key }
 
 type varIndexKey struct {
 	typ *FactType
-	pos int    // variable position; -1 indexes the value
-	val string // segment, or the value's string form
+	pos int    // variable position
+	val string // the variable's segment
+}
+
+type valueKey struct {
+	typ *FactType
+	val string // the value's string form (StringValue)
 }
 
 // Table is an indexed in-memory set of facts: by key, in key order, by fact
@@ -32,7 +45,8 @@ type Table struct {
 	log     *slog.Logger
 	byKey   map[string]*entry
 	tree    *btree.BTreeG[*entry]
-	byType  map[*FactType]map[string]*entry
+	byType  map[*FactType][]*entry
+	byValue map[valueKey][]*entry
 	idx     map[varIndexKey]map[string]*entry
 	rev     int64
 	untyped int // facts whose key matches no fact type (kept, not indexed)
@@ -51,7 +65,8 @@ func NewTable(schema *Schema) *Table {
 		log:     slog.New(slog.DiscardHandler),
 		byKey:   map[string]*entry{},
 		tree:    btree.NewG(32, less),
-		byType:  map[*FactType]map[string]*entry{},
+		byType:  map[*FactType][]*entry{},
+		byValue: map[valueKey][]*entry{},
 		idx:     map[varIndexKey]map[string]*entry{},
 		invalid: map[string]*entry{},
 	}
@@ -184,15 +199,11 @@ func (m *Table) index(e *entry, add bool) {
 			}
 		}
 	}
-	ts := m.byType[e.typ]
 	if add {
-		if ts == nil {
-			ts = map[string]*entry{}
-			m.byType[e.typ] = ts
-		}
-		ts[e.Key] = e
-	} else if ts != nil {
-		delete(ts, e.Key)
+		e.typeAt = int32(len(m.byType[e.typ]))
+		m.byType[e.typ] = append(m.byType[e.typ], e)
+	} else {
+		m.byType[e.typ] = unlist(m.byType[e.typ], e.typeAt, func(moved *entry) { moved.typeAt = e.typeAt })
 	}
 	if len(e.typ.Vars) > 1 {
 		parts := strings.Split(e.Key, "/")
@@ -208,8 +219,35 @@ func (m *Table) index(e *entry, add bool) {
 		}
 	}
 	if s, ok := StringValue(e.Value); ok {
-		set(varIndexKey{e.typ, -1, s})
+		k := valueKey{e.typ, s}
+		if add {
+			e.valueAt = int32(len(m.byValue[k]))
+			m.byValue[k] = append(m.byValue[k], e)
+		} else if l := unlist(m.byValue[k], e.valueAt, func(moved *entry) { moved.valueAt = e.valueAt }); len(l) > 0 {
+			m.byValue[k] = l
+		} else {
+			delete(m.byValue, k)
+		}
 	}
+}
+
+// unlist removes the entry at position at from l, moving the last entry
+// into its place (moved is told of it), and returns what is left. A list
+// that fell to a quarter of its capacity is copied to one of half: one
+// that held every pending instance of a large apply does not keep that
+// room once they run.
+func unlist(l []*entry, at int32, moved func(*entry)) []*entry {
+	last := len(l) - 1
+	if int(at) != last {
+		l[at] = l[last]
+		moved(l[at])
+	}
+	l[last] = nil
+	l = l[:last]
+	if c := cap(l); c > 64 && len(l) < c/4 {
+		l = append(make([]*entry, 0, c/2), l...)
+	}
+	return l
 }
 
 // StringValue returns the content of a short JSON string without escapes, as
@@ -294,11 +332,11 @@ func (m *Table) CountByVar(t *FactType, pos int, val string) int {
 
 // CountByValue is how many facts ByValue(t, val) visits, without visiting them.
 func (m *Table) CountByValue(t *FactType, val string) int {
-	return len(m.idx[varIndexKey{t, -1, val}])
+	return len(m.byValue[valueKey{t, val}])
 }
 
 func (m *Table) ByValue(t *FactType, val string, fn func(Fact) bool) {
-	for _, e := range m.idx[varIndexKey{t, -1, val}] {
+	for _, e := range m.byValue[valueKey{t, val}] {
 		if !fn(e.Fact) {
 			return
 		}
