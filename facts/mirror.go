@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -312,7 +313,8 @@ func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 		}
 		changes := make([]Change, 0, len(resp.Events))
 		for _, ev := range resp.Events {
-			c := Change{Fact: Fact{Key: m.store.Rel(string(ev.Kv.Key)), Value: ev.Kv.Value,
+			// The key copied without the root: the table keeps it.
+			c := Change{Fact: Fact{Key: string(bytes.TrimPrefix(ev.Kv.Key, []byte(m.store.Root))), Value: ev.Kv.Value,
 				ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision, Lease: ev.Kv.Lease}}
 			if ev.Type == mvccpb.DELETE {
 				c.Deleted = true
