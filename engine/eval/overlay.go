@@ -34,7 +34,8 @@ type overlay struct {
 	// their revisions, not the round's writes: the aggregate store's
 	// overlay of the state before a batch of changes (aggstore.go).
 	committed bool
-	buf       []byte // the key getPattern looks up
+	buf       []byte   // the key getPattern looks up
+	parts     []string // the key indexVars splits (scratch)
 	// absent holds the keys getPattern found nowhere, interned, to be
 	// found absent again without a look in the base (maxAbsentKeys at
 	// most): a choice reads the same absent facts of a candidate for
@@ -54,7 +55,6 @@ type ovEntry struct {
 	f       facts.Fact
 	deleted bool
 	typ     *facts.FactType
-	parts   []string
 	vals    []string // the string values under which byVal lists it
 }
 
@@ -103,14 +103,11 @@ func (o *overlay) set(f facts.Fact) {
 	if ok {
 		e.f, e.deleted = f, value == nil
 	} else {
-		e = &ovEntry{f: f, deleted: value == nil, parts: strings.Split(key, "/")}
+		e = &ovEntry{f: f, deleted: value == nil}
 		if kt, err := o.schema.KeyType(key); err == nil {
 			e.typ = kt
 			o.byType[e.typ] = append(o.byType[e.typ], e)
-			for i, p := range e.parts {
-				sk := ovSegKey{e.typ, i, p}
-				o.bySeg[sk] = append(o.bySeg[sk], e)
-			}
+			o.indexVars(e)
 		}
 		o.w[key] = e
 		o.keys.ReplaceOrInsert(e)
@@ -130,6 +127,29 @@ func (o *overlay) set(f facts.Fact) {
 		e.vals = append(e.vals, v)
 		vk := ovValKey{e.typ, v}
 		o.byVal[vk] = append(o.byVal[vk], e)
+	}
+}
+
+// indexVars lists e under the value of each of its type's variables after
+// the first, the ones byVar looks up (the first is a prefix, as in the
+// base). Every segment was listed once, the literal ones too, each the
+// whole type again: a list per segment grown by every write of the type,
+// two thirds of what the large preset's overlays allocated.
+func (o *overlay) indexVars(e *ovEntry) {
+	if len(e.typ.Vars) < 2 {
+		return
+	}
+	o.parts = facts.SplitKey(o.parts[:0], e.f.Key)
+	vi := 0
+	for i, sg := range e.typ.Segments {
+		if sg.Var == "" {
+			continue
+		}
+		if vi > 0 && i < len(o.parts) {
+			sk := ovSegKey{e.typ, i, o.parts[i]}
+			o.bySeg[sk] = append(o.bySeg[sk], e)
+		}
+		vi++
 	}
 }
 

@@ -142,3 +142,60 @@ func TestBindingAppendKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayByVarListsWrites: the round's writes are found by a variable
+// after the first, as the base's facts are, the base fact a write replaces
+// or deletes is not visited twice or at all, and a count weighs both.
+// Only those variables are listed: the literal segments and the first
+// variable (a prefix) are not, and looking one up finds nothing.
+func TestOverlayByVarListsWrites(t *testing.T) {
+	ep, _ := facts.Default.Type("endpoint.service")
+	const val = `{"ip":"10.0.0.1","port":80}`
+	tb := facts.NewTable(nil)
+	tb.Put(facts.Fact{Key: facts.Endpoint("web", "a8f31"), Value: []byte(val), ModRevision: 1})
+	tb.Put(facts.Fact{Key: facts.Endpoint("api", "a8f31"), Value: []byte(val), ModRevision: 1})
+	tb.Put(facts.Fact{Key: facts.Endpoint("web", "b72c9"), Value: []byte(val), ModRevision: 1})
+	ov := newOverlay(tb, facts.Default)
+	ov.put(facts.Endpoint("db", "a8f31"), []byte(val))  // new
+	ov.put(facts.Endpoint("web", "a8f31"), []byte(val)) // replaces the base's
+	ov.put(facts.Endpoint("api", "a8f31"), nil)         // deletes the base's
+	ov.put(facts.Endpoint("db", "c0ffe"), []byte(val))  // another instance
+	const seg = 3                                       // endpoint/service/{name}/{instance-id}
+	var got []string
+	owns := 0
+	ov.byVar(ep, 1, seg, "a8f31", func(f facts.Fact, own bool) bool {
+		got = append(got, f.Key)
+		if own {
+			owns++
+		}
+		return true
+	})
+	want := []string{facts.Endpoint("db", "a8f31"), facts.Endpoint("web", "a8f31")}
+	if !sameKeys(got, want) || owns != 2 {
+		t.Fatalf("byVar(instance-id a8f31) = %v (%d own), want %v, both written", got, owns, want)
+	}
+	if n := ov.count(ep, accByVar, 1, seg, "a8f31"); n < len(want) {
+		t.Errorf("count = %d, below the %d facts visited", n, len(want))
+	}
+	for _, k := range []ovSegKey{{ep, 0, "endpoint"}, {ep, 1, "service"}, {ep, 2, "db"}} {
+		if l := ov.bySeg[k]; len(l) != 0 {
+			t.Errorf("bySeg%v lists %d writes: only variables after the first are looked up", k, len(l))
+		}
+	}
+}
+
+func sameKeys(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, k := range a {
+		seen[k]++
+	}
+	for _, k := range b {
+		if seen[k]--; seen[k] < 0 {
+			return false
+		}
+	}
+	return true
+}
