@@ -158,15 +158,18 @@ func (f *Feed) buildLocked(r facts.Reader, node string) map[string]*Want {
 	ids := placedOn(r, f.placement, node)
 	ws := make([]Want, len(ids))
 	out := make(map[string]*Want, len(ids))
-	svcs := map[string]Want{} // each service's, looked at once per build
+	// Each service's Want, looked at once per build, as the first of its
+	// instances holds it: a map of Wants (over 128 bytes) allocated each
+	// one apart.
+	svcs := map[string]*Want{}
 	for i, id := range ids {
 		if svc, known := f.instService[id]; known {
-			w, ok := svcs[svc]
-			if !ok {
-				w = f.serviceWantLocked(r, svc)
-				svcs[svc] = w
+			if w, ok := svcs[svc]; ok {
+				ws[i] = *w
+			} else {
+				ws[i] = f.serviceWantLocked(r, svc)
+				svcs[svc] = &ws[i]
 			}
-			ws[i] = w
 		}
 		ws[i].Spec.ID = id
 		out[id] = &ws[i]
