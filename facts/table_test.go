@@ -1,6 +1,7 @@
 package facts_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -132,4 +133,34 @@ func equalSets(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// TestTableListsShrinkAndStayRight: a type's list and a value's that
+// held hundreds of facts shrink as they leave (copied to a smaller array
+// past a quarter of their room), and what is left is found exactly.
+func TestTableListsShrinkAndStayRight(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	state, _ := facts.Default.Type("observed.instance.state")
+	tb := facts.NewTable(nil)
+	var keys []string
+	for i := 0; i < 600; i++ {
+		k := facts.InstanceState(fmt.Sprintf("%05x", 0xa0000+i))
+		tb.Put(facts.Fact{Key: k, Value: []byte(`"pending"`)})
+		keys = append(keys, k)
+	}
+	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	left := keys
+	for len(left) > 7 {
+		tb.Delete(left[0])
+		left = left[1:]
+		if len(left)%97 == 0 || len(left) < 20 {
+			got := visited(t, func(fn func(facts.Fact) bool) { tb.OfType(state, fn) })
+			byValue := visited(t, func(fn func(facts.Fact) bool) { tb.ByValue(state, "pending", fn) })
+			if !equalSets(got, left) || !equalSets(byValue, left) || tb.CountOfType(state) != len(left) || tb.CountByValue(state, "pending") != len(left) {
+				t.Fatalf("%d left: OfType found %d, ByValue %d", len(left), len(got), len(byValue))
+			}
+		}
+	}
 }
