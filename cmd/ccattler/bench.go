@@ -74,9 +74,10 @@ simulated nodes in-process — and measure it:
   converge   apply S services totalling N instances; time until every
              instance is running and healthy and every endpoint exists;
              keys and transactions committed, the engine's firings by
-             rule, compare conflicts, process CPU seconds, peak heap and
-             RSS, mirror bytes per fact (its facts indexed again in a
-             child process, alone on its heap);
+             rule, compare conflicts, process CPU seconds and the
+             collector's part of them, peak heap and RSS, mirror bytes
+             per fact (its facts indexed again in a child process, alone
+             on its heap);
              the pace of the first and the last tenth of the instances;
              how evenly they were placed (instances per node, and those
              beyond an even spread of their service);

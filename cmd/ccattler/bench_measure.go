@@ -46,6 +46,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// gcCPUTime is the runtime's estimate of the CPU time its collector has
+// spent so far: marking in the background and in assists, and its pauses
+// (runtime/metrics /cpu/classes/gc/total:cpu-seconds).
+func gcCPUTime() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
+}
+
 // procStatus reads a "kB" field of /proc/self/status (VmHWM: peak RSS,
 // VmRSS: RSS now) in bytes; 0 where there is no /proc.
 func procStatus(field string) int64 {

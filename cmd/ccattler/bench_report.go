@@ -81,6 +81,7 @@ type benchResult struct {
 	AgentTxns           int64            `json:"agent_transactions"`
 	CPUSeconds          float64          `json:"cpu_seconds"`
 	CPUNote             string           `json:"cpu_note"`
+	GCCPUSeconds        float64          `json:"gc_cpu_seconds"`       // the collector's part of cpu_seconds, as the runtime estimates it
 	PeakHeapBytes       int64            `json:"peak_heap_bytes"`      // every object, garbage not yet collected included
 	PeakLiveHeapBytes   int64            `json:"peak_live_heap_bytes"` // the most a collection found live
 	PeakRSSBytes        int64            `json:"peak_rss_bytes"`       // the whole run, measuring phases included
@@ -196,6 +197,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		cpuNote = r.CPUNote + "; simulated nodes' local caches on"
 	}
 	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), cpuNote)
+	row("collector CPU", fmt.Sprintf("%.1f", r.GCCPUSeconds), fmt.Sprintf("%.0f%% of the CPU seconds: marking, assists and pauses (runtime/metrics)", 100*r.GCCPUSeconds/max(r.CPUSeconds, 1e-9)))
 	row("peak heap / RSS", fmt.Sprintf("%s / %s", mib(r.PeakHeapBytes), mib(r.PeakRSSBytes)), "whole process")
 	row("peak live heap", mib(r.PeakLiveHeapBytes), "the most a collection found live")
 	row("collector", fmt.Sprintf("GOGC=%d", r.GCPercent), fmt.Sprintf("soft memory limit %s (set GOGC, GOMEMLIMIT to change them)", mib(r.MemoryLimitBytes)))

@@ -213,7 +213,7 @@ func (b *bench) converge(ctx context.Context) error {
 	})
 	tenth := b.tr.when(func(t *tracker) bool { return t.ready >= (n+9)/10 })
 	nineTenths := b.tr.when(func(t *tracker) bool { return t.ready >= n-n/10 })
-	st0, ag0, tc0, cpu0 := b.eng.Stats(), b.agentStats(), b.tr.counts(), cpuTime()
+	st0, ag0, tc0, cpu0, gc0 := b.eng.Stats(), b.agentStats(), b.tr.counts(), cpuTime(), gcCPUTime()
 	start := time.Now()
 	for _, doc := range docs {
 		if _, err := spec.Apply(ctx, b.store, doc, spec.Options{Actor: "bench"}); err != nil {
@@ -224,12 +224,13 @@ func (b *bench) converge(ctx context.Context) error {
 	// The counters up to now, whether or not it converged: when it did
 	// not (the large preset may not within --timeout), they and how far
 	// it got are the figures that remain.
-	cpu1, st1, ag1 := cpuTime(), b.eng.Stats(), b.agentStats()
+	cpu1, gc1, st1, ag1 := cpuTime(), gcCPUTime(), b.eng.Stats(), b.agentStats()
 	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
 	res.EngineFiringsByRule = firingsSince(st0, st1)
 	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
 	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.GCCPUSeconds = (gc1 - gc0).Seconds()
 	res.EngineEvalSeconds = (st1.EvalTime - st0.EvalTime).Seconds()
 	res.EngineApplySeconds = (st1.ApplyTime - st0.ApplyTime).Seconds()
 	res.EngineApplyOverlapSeconds = (st1.ApplyOverlapTime - st0.ApplyOverlapTime).Seconds()

@@ -214,6 +214,10 @@ func checkBenchJSON(t *testing.T, out string) {
 	if n := num("change_engine_rounds"); n < 39 {
 		t.Errorf("change_engine_rounds %v for 40 flips", n)
 	}
+	// The collector ran while it converged, and is part of the CPU.
+	if gc, cpu := num("gc_cpu_seconds"), num("cpu_seconds"); gc <= 0 || gc >= cpu {
+		t.Errorf("gc_cpu_seconds %v: want more than 0 and less than cpu_seconds %v", gc, cpu)
+	}
 	// The converge's firings by rule add up to its firings, and place
 	// each instance once.
 	if by, _ := m["engine_firings_by_rule"].(map[string]any); by == nil || by["schedule"] != num("instances") {
