@@ -40,6 +40,9 @@ type valueKey struct {
 // type, by each variable after the first, and by short string value. The
 // Mirror keeps one in step with etcd; rule tests and `rules plan` fill one
 // directly. A Table is not safe for concurrent use: the owner serializes.
+// Nor may a visit change it: OfType and ByValue walk lists that a delete
+// reorders (the last entry moves into the hole), so a fact put or deleted
+// from inside fn may be visited twice or missed.
 type Table struct {
 	schema  *Schema
 	log     *slog.Logger
