@@ -96,3 +96,45 @@ func TestViewOverLaysAndTakesBack(t *testing.T) {
 	}
 	assertEqualsStore(t, m, s)
 }
+
+// A view's writes taken back leave the table's lists right for what the
+// watch does next: the fact a laid put replaced is restored with fresh
+// positions in its type's list and its value's, and the deletes that
+// follow (each moves the last entry of a list into its hole) leave every
+// fact listed once under its type and value, and no deleted one.
+func TestViewOverLeavesListsRightForLaterDeletes(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	rev := put(t, s, "observed/instance/a8f31/service", `"web"`, "observed/instance/b72c9/service", `"web"`,
+		"observed/instance/c0ffe/service", `"db"`, "observed/instance/d00d1/service", `"web"`)
+	m, _ := runMirror(t, s)
+	if err := m.WaitRev(t.Context(), rev); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := s.Schema.Type("observed.instance.service")
+	m.ViewOver([]facts.Overlay{
+		{Key: "observed/instance/a8f31/service", Value: []byte(`"db"`), Since: rev}, // replaces a web
+		{Key: "observed/instance/b72c9/service", Since: rev},                        // deletes a web
+		{Key: "observed/instance/e1e10/service", Value: []byte(`"web"`)},            // a creation
+	}, func(facts.Reader, []facts.Laid) {})
+	del, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete("observed/instance/a8f31/service"), facts.Delete("observed/instance/c0ffe/service")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitRev(t.Context(), del); err != nil {
+		t.Fatal(err)
+	}
+	m.View(func(r facts.Reader) {
+		var types, web, db []string
+		r.OfType(svc, func(f facts.Fact) bool { types = append(types, f.Key); return true })
+		r.ByValue(svc, "web", func(f facts.Fact) bool { web = append(web, f.Key); return true })
+		r.ByValue(svc, "db", func(f facts.Fact) bool { db = append(db, f.Key); return true })
+		sort.Strings(types)
+		sort.Strings(web)
+		want := []string{"observed/instance/b72c9/service", "observed/instance/d00d1/service"}
+		if fmt.Sprint(types) != fmt.Sprint(want) || fmt.Sprint(web) != fmt.Sprint(want) || len(db) != 0 || r.CountOfType(svc) != 2 {
+			t.Errorf("after the view and two deletes: of the type %v (count %d), web %v, db %v; want %v under both, no db",
+				types, r.CountOfType(svc), web, db, want)
+		}
+	})
+}

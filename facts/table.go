@@ -183,9 +183,9 @@ func (m *Table) registerPlugin(name string, raw []byte) {
 	}
 }
 
-// index adds (or removes) e in the per-type set, the index of each variable
-// after the first (the first is served by a prefix scan of the tree) and the
-// value index for short string values.
+// index adds (or removes) e in its type's list, the index of each variable
+// after the first (the first is served by a prefix scan of the tree) and,
+// for a short string value, that value's list.
 func (m *Table) index(e *entry, add bool) {
 	set := func(k varIndexKey) {
 		s := m.idx[k]

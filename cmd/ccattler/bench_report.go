@@ -197,7 +197,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 		cpuNote = r.CPUNote + "; simulated nodes' local caches on"
 	}
 	row("CPU seconds", fmt.Sprintf("%.1f", r.CPUSeconds), cpuNote)
-	row("collector CPU", fmt.Sprintf("%.1f", r.GCCPUSeconds), fmt.Sprintf("%.0f%% of the CPU seconds: marking, assists and pauses (runtime/metrics)", 100*r.GCCPUSeconds/max(r.CPUSeconds, 1e-9)))
+	row("collector CPU", fmt.Sprintf("%.1f", r.GCCPUSeconds), fmt.Sprintf("about %.0f%% of the CPU seconds: marking, assists and pauses, as the runtime estimates them (runtime/metrics)", 100*r.GCCPUSeconds/max(r.CPUSeconds, 1e-9)))
 	row("peak heap / RSS", fmt.Sprintf("%s / %s", mib(r.PeakHeapBytes), mib(r.PeakRSSBytes)), "whole process")
 	row("peak live heap", mib(r.PeakLiveHeapBytes), "the most a collection found live")
 	row("collector", fmt.Sprintf("GOGC=%d", r.GCPercent), fmt.Sprintf("soft memory limit %s (set GOGC, GOMEMLIMIT to change them)", mib(r.MemoryLimitBytes)))
