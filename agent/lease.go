@@ -15,7 +15,7 @@ func (n *node) holdLease(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
 		if !n.a.link.up.Load() {
-			facts.Sleep(ctx, n.a.cfg.Probe)
+			n.a.link.waitUp(ctx, n.a.cfg.Probe)
 			continue
 		}
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -278,3 +278,26 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 		})
 	})
 }
+
+// A node takes its lease as soon as etcd first answers the agent, not a
+// probe interval later: with the probe's minute here, a node that waited
+// for it would miss the deadline by far.
+func TestNodeTakesItsLeaseOnceEtcdAnswers(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	fleet, err := sim.NewFleet(sim.Config{StartDelay: 20 * time.Millisecond, Range: sim.NewConfig().Range, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(s, t.TempDir())
+	cfg.Probe = time.Minute
+	started := time.Now()
+	startAgent(t, cfg, simNodes(fleet, "quick-", 1))
+	waitFor(t, 10*time.Second, func() string {
+		if len(values(t, s, "lease/node/")) != 1 {
+			return "no lease/node/quick-0001 yet"
+		}
+		return ""
+	})
+	t.Logf("lease held %s after the agent started", time.Since(started).Round(time.Millisecond))
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +118,31 @@ type link struct {
 	probe string // a key the agent may read: its own lease key
 	up    atomic.Bool
 	epoch atomic.Int64
+
+	mu    sync.Mutex
+	upped chan struct{} // closed when the link next comes up; nil when no one waits
+}
+
+// waitUp returns once the link is up, after at most d, or when ctx ends:
+// a node takes its lease as soon as etcd first answers, not a probe
+// interval after the agent started.
+func (l *link) waitUp(ctx context.Context, d time.Duration) {
+	l.mu.Lock()
+	if l.upped == nil {
+		l.upped = make(chan struct{})
+	}
+	ch := l.upped
+	l.mu.Unlock()
+	if l.up.Load() {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-t.C:
+	}
 }
 
 func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
@@ -132,6 +158,12 @@ func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
 		was := l.up.Swap(err == nil)
 		if err == nil && !was {
 			l.epoch.Add(1)
+			l.mu.Lock()
+			if l.upped != nil {
+				close(l.upped)
+				l.upped = nil
+			}
+			l.mu.Unlock()
 			onUp()
 		}
 		select {

@@ -218,7 +218,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		m := &agent.Metrics{Store: store, Nodes: nodes, Interval: f.metricsEvery, MaxBatch: f.maxBatch, Log: log}
 		go m.Run(ctx)
 	}
-	log.Info("agent running", "etcd", g.etcd, "runtime", f.runtime, "nodes", len(nodes), "state_dir", f.stateDir)
+	log.Info("agent running", "etcd", strings.Join(eps, ","), "runtime", f.runtime, "nodes", len(nodes), "state_dir", f.stateDir)
 	a.Run(ctx)
 	log.Info("agent stopped; containers keep running")
 	return nil

@@ -56,7 +56,7 @@ A server started with --watch reloads by itself when its files change.`,
 			}
 			got, asked, werr := reload.Answers(ctx, s, req.ID, rev)
 			if len(asked) == 0 {
-				return exitError{code: 1, err: fmt.Errorf("no server is running the rules engine against %s (no status under %sstatus/)", g.etcd, reload.CtlPrefix(s.Root))}
+				return exitError{code: 1, err: fmt.Errorf("no server is running the rules engine against %s (no status under %sstatus/)", strings.Join(s.Endpoints(), ","), reload.CtlPrefix(s.Root))}
 			}
 			var silent []string
 			for _, a := range asked {

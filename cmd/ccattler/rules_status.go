@@ -43,7 +43,7 @@ disappears within seconds.`,
 				return printJSON(cmd.OutOrStdout(), sts)
 			}
 			if len(sts) == 0 {
-				return exitError{code: 1, err: fmt.Errorf("no server is running the rules engine against %s", g.etcd)}
+				return exitError{code: 1, err: fmt.Errorf("no server is running the rules engine against %s", strings.Join(s.Endpoints(), ","))}
 			}
 			out := cmd.OutOrStdout()
 			for i, st := range sts {
