@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -26,6 +25,7 @@ func init() { subcommands = append(subcommands, newAgentCmd) }
 // agentFlags are the flags of `ccattler agent`.
 type agentFlags struct {
 	nodeID, runtime, stateDir string
+	logLevel                  string
 	cpu                       float64
 	memory, arch, zone        string
 	leaseTTL, grace           time.Duration
@@ -110,6 +110,7 @@ that health from then on.`,
 	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: the range node addresses are drawn from, by a hash of the node id (never dialled)")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "sim: seed of the failure and health draws")
 	fl.StringVar(&f.logsAddr, "logs-address", "", "serve the containers' output for `ccattler logs` at this host:port, e.g. 127.0.0.1:7070 (HTTPS on the node's certificate, users and auditors only; plain HTTP when the agent connects without TLS)")
+	fl.StringVar(&f.logLevel, "log-level", "info", logLevelUsage)
 	fl.BoolVar(&f.simHostNetwork, "sim-host-network", false, "sim: instances share their node's network and ports, as with containerd")
 	return cmd
 }
@@ -125,7 +126,10 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if f.nodes < 1 || (f.runtime != "sim" && f.nodes != 1) {
 		return usageError("--nodes %d: expected 1, or any positive number with --runtime sim", f.nodes)
 	}
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -118,11 +118,10 @@ a new watch from the mirror's revision.`,
 			if err := f.resolve(cmd); err != nil {
 				return err
 			}
-			level := slog.LevelWarn
-			if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-				return usageError("--log-level %q: expected debug, info, warn or error", f.logLevel)
+			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			if f.cpuProfile != "" && f.profilePhase == "" {
 				pf, err := os.Create(f.cpuProfile)
 				if err != nil {
@@ -180,7 +179,7 @@ a new watch from the mirror's revision.`,
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: change, scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
-	fl.StringVar(&f.logLevel, "log-level", "error", "level of the components' own logs on stderr: debug, info, warn, error")
+	fl.StringVar(&f.logLevel, "log-level", "error", logLevelUsage)
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
 	addCompactFlag(fl, &f.compactEvery)
 	cmd.AddCommand(newBenchWeighCmd())

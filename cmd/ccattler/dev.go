@@ -100,11 +100,10 @@ control plane (docs/security.md).`,
 					return exitError{code: 1, err: fmt.Errorf("nothing started: %d %s in the files", len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
 				}
 			}
-			level := slog.LevelWarn
-			if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-				return usageError("--log-level %q: expected debug, info, warn or error", f.logLevel)
+			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			if f.dataDir == "" {
 				dir, err := os.MkdirTemp("", "ccattler-dev-")
 				if err != nil {
@@ -146,7 +145,7 @@ control plane (docs/security.md).`,
 	fl.StringVar(&f.memory, "node-memory", "8Gi", "memory each simulated node offers")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "TTL of each node's lease")
 	fl.DurationVar(&f.simDelay, "sim-start-delay", 200*time.Millisecond, "how long a simulated container takes to start")
-	fl.StringVar(&f.logLevel, "log-level", "warn", "level of the components' own logs on stderr: debug, info, warn, error")
+	fl.StringVar(&f.logLevel, "log-level", "warn", logLevelUsage)
 	fl.BoolVar(&f.reportLog, "show-leases", false, "also show lease renewals in the live log")
 	fl.StringVar(&cfg.Embed.ClientURL, "listen-client", cfg.Embed.ClientURL, "URL the embedded etcd serves clients on")
 	fl.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "URL the embedded etcd serves peers on")

@@ -55,6 +55,15 @@ func TestExitCodesEveryCommand(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a bad --log-level value", func(t *testing.T) {
+		for _, cmd := range []string{"agent", "server", "dev", "bench"} {
+			args := append(append([]string(nil), noCluster...), cmd, "--log-level", "loud")
+			r := run(t, args...)
+			if r.code != 2 || !strings.Contains(r.stderr, `--log-level "loud": expected debug, info, warn or error`) {
+				t.Errorf("%s --log-level loud: exit %d, want 2; stderr:\n%s", cmd, r.code, r.stderr)
+			}
+		}
+	})
 	t.Run("a bad --output value", func(t *testing.T) {
 		if r := run(t, append(noCluster, "version", "-o", "xml")...); r.code != 2 || !strings.Contains(r.stderr, `--output "xml": expected table or json`) {
 			t.Errorf("version -o xml: exit %d, stderr:\n%s", r.code, r.stderr)

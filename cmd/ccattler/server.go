@@ -127,11 +127,10 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
   ccattler server --etcd http://10.0.0.1:2379,http://10.0.0.2:2379`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageError("--log-level %q: expected debug, info, warn or error", logLevel)
+			var err error
+			if cfg.Log, err = newLogger(cmd.ErrOrStderr(), logLevel); err != nil {
+				return err
 			}
-			cfg.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))
 			if cmd.Flags().Changed("etcd") {
 				cfg.Endpoints = g.endpoints()
 				if len(cfg.Endpoints) == 0 {
@@ -173,7 +172,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err := runServer(ctx, cfg)
+			err = runServer(ctx, cfg)
 			if err != nil && ctx.Err() != nil {
 				// Interrupted while starting: what failed was cut short on
 				// purpose, so say so rather than report it.
@@ -188,7 +187,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 	f.StringVar(&cfg.Embed.ClientURL, "listen-client", cfg.Embed.ClientURL, "client URL of the embedded etcd")
 	f.StringVar(&cfg.Embed.PeerURL, "listen-peer", cfg.Embed.PeerURL, "peer URL of the embedded etcd")
 	f.UintVar(&cfg.Embed.MaxTxnOps, "max-txn-ops", cfg.Embed.MaxTxnOps, "operations allowed in one transaction of the embedded etcd")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logLevel, "log-level", "info", logLevelUsage)
 	f.BoolVar(&cfg.Insecure, "insecure", false, "serve plain http with no client certificates and no etcd auth: any client may write anything")
 	f.StringVar(&cfg.Embed.Name, "name", cfg.Embed.Name, "this server's etcd member name (and, unless --engine-id is given, its engine's)")
 	f.StringVar(&cfg.Embed.InitialCluster, "initial-cluster", "",
