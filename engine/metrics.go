@@ -4,6 +4,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/ccattler/ccattler/engine/eval"
 )
 
 // Stats are the engine's counters since it started. They are plain numbers
@@ -36,14 +38,17 @@ type Stats struct {
 	// ApplyTime counts only the time the round loop waited for a commit;
 	// ApplyOverlapTime is commit time the next round's evaluation overlapped.
 	EvalTime, ApplyTime, WatchWaitTime time.Duration
-	ApplyOverlapTime                   time.Duration
-	MaxCommitTime                      time.Duration // slowest successful commit
-	EventsPruned                       int64         // firing records deleted by retention
-	RejectionRecords                   int64         // records of choices that placed nothing
-	InvalidRecords                     int64         // records of facts that break the schema (KindInvalid)
-	LastRev                            int64         // revision of the last commit
-	SettledRev                         int64         // every change up to this revision is evaluated and its plan committed
-	RuleSetVersion                     string        // version of the evaluator in use
+	// Work is what the evaluators did in those rounds, summed over every
+	// evaluator this engine used (a reload starts a new one).
+	Work             Work
+	ApplyOverlapTime time.Duration
+	MaxCommitTime    time.Duration // slowest successful commit
+	EventsPruned     int64         // firing records deleted by retention
+	RejectionRecords int64         // records of choices that placed nothing
+	InvalidRecords   int64         // records of facts that break the schema (KindInvalid)
+	LastRev          int64         // revision of the last commit
+	SettledRev       int64         // every change up to this revision is evaluated and its plan committed
+	RuleSetVersion   string        // version of the evaluator in use
 	// Resyncs at rest (Config.ResyncInterval): rounds, and the firings
 	// they planned that the incremental rounds had missed (the rules that
 	// read now aside: time, not a change, makes theirs due), by rule.
@@ -90,4 +95,33 @@ func (m *metrics) committed(chunk []*staged, rev int64, took time.Duration) {
 		m.s.FiringsByRule[st.f.Rule]++
 		m.s.KeysWritten += int64(len(st.f.Writes))
 	}
+}
+
+// Work counts an evaluator's work (eval.Stats): what a round costs
+// besides its time, comparable between runs and presets where time is not.
+type Work struct {
+	Tasks         int64 // (rule, partial binding) evaluations
+	Evals         int64 // CEL evaluations
+	FactsVisited  int64 // facts joins looked at
+	Aggregates    int64 // aggregate groups computed
+	AggregateHits int64 // aggregate groups served from a round's cache or the store
+	Adjustments   int64 // kept aggregate results adjusted for a changed fact, a join each
+}
+
+// workOf is the part of an evaluator's counters Work holds.
+func workOf(s eval.Stats) Work {
+	return Work{Tasks: s.Tasks, Evals: s.Evals, FactsVisited: s.FactsVisited,
+		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments}
+}
+
+// Sub returns w - o, field by field.
+func (w Work) Sub(o Work) Work {
+	return Work{Tasks: w.Tasks - o.Tasks, Evals: w.Evals - o.Evals, FactsVisited: w.FactsVisited - o.FactsVisited,
+		Aggregates: w.Aggregates - o.Aggregates, AggregateHits: w.AggregateHits - o.AggregateHits, Adjustments: w.Adjustments - o.Adjustments}
+}
+
+// add returns w + o, field by field.
+func (w Work) add(o Work) Work {
+	return Work{Tasks: w.Tasks + o.Tasks, Evals: w.Evals + o.Evals, FactsVisited: w.FactsVisited + o.FactsVisited,
+		Aggregates: w.Aggregates + o.Aggregates, AggregateHits: w.AggregateHits + o.AggregateHits, Adjustments: w.Adjustments + o.Adjustments}
 }

@@ -128,6 +128,27 @@ type leader struct {
 	// unsettled: keys the previous term's uncommitted firings read and
 	// wrote, evaluated again before this term's first round (resume.go)
 	unsettled map[string]bool
+
+	workEv *eval.Evaluator // the evaluator workAt counts for
+	workAt Work            // its counters after the previous round
+}
+
+// work returns what ev did since the previous round's count: all of it for
+// an evaluator not seen before (a reload's). Only the rules evaluator
+// counts its work; another (a test's wrapper) did none that can be told.
+func (l *leader) work(ev Evaluator) Work {
+	r, ok := ev.(ruleSetEvaluator)
+	if !ok {
+		return Work{}
+	}
+	c := r.Evaluator
+	if l.workEv != c {
+		l.workEv, l.workAt = c, Work{}
+	}
+	now := workOf(c.Stats())
+	d := now.Sub(l.workAt)
+	l.workAt = now
+	return d
 }
 
 // work is what one round evaluates.
@@ -257,8 +278,10 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		l.fullAt = start
 	}
 	took := time.Since(start)
+	work := l.work(ev)
 	e.m.update(func(s *Stats) {
 		s.EvalTime += took
+		s.Work = s.Work.add(work)
 		if !w.idle {
 			s.Rounds++
 		}

@@ -446,3 +446,44 @@ rule "give_up" {
 		t.Errorf("want tick rounds and one firing of give_up: %+v", st)
 	}
 }
+
+// The engine's Work adds up what its evaluators did: it grows with the
+// rounds a change causes, and a swapped-in evaluator's work is added to
+// the last one's, neither lost nor counted twice.
+func TestWorkCountsEveryEvaluator(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	rs, diags := rules.Load("eval/testdata/aggregate", rules.WithSchema(v.store.Schema))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	first := NewRuleSetEvaluator(rs, nil, eval.WithSeed(1))
+	e := v.engine(t, first, testConfig())
+	v.run(t, e)
+	v.put(t, facts.Intent("user", "web"), "3")
+	settle(t, v, e)
+	w1 := e.Stats().Work
+	if w1.Tasks == 0 || w1.Evals == 0 || w1.FactsVisited == 0 || w1.Aggregates == 0 {
+		t.Fatalf("work after creating 3 instances: %+v: want tasks, evaluations, facts visited and an aggregate computed", w1)
+	}
+	if own := workOf(first.(ruleSetEvaluator).Stats()); own != w1 {
+		t.Fatalf("engine counts %+v, its one evaluator %+v", w1, own)
+	}
+
+	second := NewRuleSetEvaluator(rs, nil, eval.WithSeed(2))
+	e.Swap(second)
+	v.put(t, facts.Intent("user", "web"), "5")
+	settle(t, v, e)
+	w2 := e.Stats().Work
+	if d := w2.Sub(w1); d.Tasks <= 0 || d.Evals <= 0 {
+		t.Fatalf("work after the swap and a change grew by %+v: want more tasks and evaluations", d)
+	}
+	// The second evaluator's own counters are what the engine added,
+	// the first's stopped at the swap.
+	if d, own := w2.Sub(w1), workOf(second.(ruleSetEvaluator).Stats()); d != own {
+		t.Errorf("engine added %+v since the swap, the new evaluator did %+v", d, own)
+	}
+	if own := workOf(first.(ruleSetEvaluator).Stats()); own != w1 {
+		t.Errorf("the swapped-out evaluator worked on: %+v, was %+v", own, w1)
+	}
+}

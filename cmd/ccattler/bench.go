@@ -83,7 +83,9 @@ simulated nodes in-process — and measure it:
              beyond an even spread of their service);
              where the engine's time went (evaluating, applying plans,
              waiting for its writes through the watch, idle) and the
-             agents' time in their transactions
+             agents' time in their transactions; what the evaluator did,
+             counted (tasks, CEL evaluations, facts visited, aggregate
+             groups computed, served kept and adjusted to changes)
   raw etcd   a batched-transaction put loop against the same etcd, the
              baseline CCattler's committed keys/s is a ratio of
   change     change one instance's health, --changes times, each timed

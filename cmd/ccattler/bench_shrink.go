@@ -106,6 +106,18 @@ func (b *bench) profilePhase(phase string) (stop func(), err error) {
 
 // shrink runs change and waits for done, counting what went on meanwhile
 // (and profiling it, with --cpuprofile-phase naming the phase).
+// settleCounters waits, at most 10 s, until the engine has evaluated and
+// committed everything the tracker saw: it counts a firing once its commit
+// returns, which may be after the watch delivered its writes, so counters
+// read at once may miss the last plan's.
+func (b *bench) settleCounters() {
+	var seen int64
+	b.tr.read(func(t *tracker) { seen = t.lastRev })
+	for deadline := time.Now().Add(10 * time.Second); b.eng.Stats().SettledRev < seen && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, change func() error) (*shrinkResult, error) {
 	stop, err := b.profilePhase(what)
 	if err != nil {
@@ -121,13 +133,8 @@ func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, 
 	}
 	snap, err := b.wait(ctx, done, what)
 	cpu1 := cpuTime()
-	// The engine counts a firing once its commit returns, which may be
-	// after the watch delivered its writes: the counters are read once
-	// the engine has evaluated and committed everything the tracker saw.
-	var seen int64
-	b.tr.read(func(t *tracker) { seen = t.lastRev })
-	for deadline := time.Now().Add(10 * time.Second); err == nil && b.eng.Stats().SettledRev < seen && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	if err == nil {
+		b.settleCounters()
 	}
 	st1 := b.eng.Stats()
 	r := &shrinkResult{EngineRounds: st1.Rounds - st0.Rounds, EngineFirings: st1.Firings - st0.Firings,

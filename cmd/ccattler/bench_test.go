@@ -220,10 +220,27 @@ func checkBenchJSON(t *testing.T, out string) {
 	if gc, cpu := num("gc_cpu_seconds"), num("cpu_seconds"); gc < 0 || gc >= cpu {
 		t.Errorf("gc_cpu_seconds %v: want at least 0 and less than cpu_seconds %v", gc, cpu)
 	}
-	// The converge's firings by rule add up to its firings, and place
-	// each instance once.
-	if by, _ := m["engine_firings_by_rule"].(map[string]any); by == nil || by["schedule"] != num("instances") {
-		t.Errorf("engine_firings_by_rule %v: want schedule once per instance (%v)", m["engine_firings_by_rule"], num("instances"))
+	// The evaluator's work, counted: at least a task per instance (its
+	// placement), and aggregates computed, served and adjusted (the
+	// scheduler's counts, each placement adjusts them).
+	if w, _ := m["engine_work"].(map[string]any); w == nil {
+		t.Errorf("engine_work missing: %v", m["engine_work"])
+	} else {
+		for _, k := range []string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments"} {
+			if v, _ := w[k].(float64); v <= 0 {
+				t.Errorf("engine_work.%s = %v: want more than 0", k, w[k])
+			}
+		}
+		if v, _ := w["tasks"].(float64); v < num("instances") {
+			t.Errorf("engine_work.tasks %v: want at least one per instance (%v)", v, num("instances"))
+		}
+	}
+	// The converge's firings by rule add up to its firings, place each
+	// instance once and publish its endpoint once.
+	// The counters are read once the engine committed what the tracker saw:
+	// the endpoints it waited for are all counted.
+	if by, _ := m["engine_firings_by_rule"].(map[string]any); by == nil || by["schedule"] != num("instances") || by["publish_endpoint"] != num("instances") {
+		t.Errorf("engine_firings_by_rule %v: want schedule and publish_endpoint once per instance (%v)", m["engine_firings_by_rule"], num("instances"))
 	} else {
 		sum := 0.0
 		for _, n := range by {

@@ -153,6 +153,7 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 		arena = append(arena, reads...)
 		members = append(members, member{gk: gk, b: b, lo: lo, hi: len(arena), base: b.len(), bound: -1})
 	}
+	rd.e.stats.Adjustments++
 	rd.join(g.rest, kb, &reads, func() bool {
 		complete := true
 		for _, v := range info.group {

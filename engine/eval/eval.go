@@ -139,6 +139,7 @@ type Stats struct {
 	Aggregates      int64 // aggregate groups computed
 	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
 	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
+	Adjustments     int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
 	Due             int64 // bindings a clock move made due (deadline.go)
 }
 

@@ -51,6 +51,8 @@ var (
 	dUnavailable   = desc("engine_unavailable_total", "Commit attempts that failed because etcd did not answer.")
 	dRejected      = desc("engine_rejected_firings_total", "Firings that could not be committed (too large, invalid).")
 	dProblems      = desc("engine_problems_total", "Rule problems (budget, runtime error, oscillation), by rule.", "rule")
+	dEvalSeconds   = desc("engine_evaluate_seconds_total", "Time rounds spent evaluating rules.")
+	dWork          = desc("engine_work_total", "What the evaluator did, counted: tasks (rule, partial binding), CEL evaluations, facts visited by joins, aggregate groups computed, served kept, and kept ones adjusted to a changed fact.", "kind")
 	dCommit        = desc("engine_commit_duration_seconds", "Time of successful commits (count: transactions).")
 	dCommitMax     = desc("engine_commit_duration_seconds_max", "Slowest successful commit.")
 	dPruned        = desc("engine_events_pruned_total", "Firing records deleted by retention.")
@@ -78,7 +80,7 @@ var (
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dLeading, dTerms, dRounds, dFullRounds, dResyncRounds, dResyncFirings, dTickRounds, dFirings, dPlanFirings, dPlanWrites,
-		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dCommit,
+		dMaxPlan, dTxns, dKeys, dConflicts, dReevaluated, dGaveUp, dUnavailable, dRejected, dProblems, dEvalSeconds, dWork, dCommit,
 		dCommitMax, dPruned, dRejections, dInvalid, dLastRev, dSettledRev, dMirrorFacts, dMirrorEvents, dMirrorRelists,
 		dMirrorUntyped, dMirrorInvalid, dRuleSet, dLoaded, dRuleCount, dReloads, dReloadFails,
 		dCompactions, dCompactFails, dSpaceRecover, dCompactRev, dCompactTime} {
@@ -112,6 +114,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dPlanWrites, float64(s.PlanWrites))
 		gauge(dMaxPlan, float64(s.MaxPlanWrites))
 		counter(dTxns, float64(s.Txns))
+		counter(dEvalSeconds, s.EvalTime.Seconds())
+		for kind, n := range map[string]int64{"tasks": s.Work.Tasks, "cel_evaluations": s.Work.Evals, "facts_visited": s.Work.FactsVisited,
+			"aggregates_computed": s.Work.Aggregates, "aggregate_hits": s.Work.AggregateHits, "aggregate_adjustments": s.Work.Adjustments} {
+			counter(dWork, float64(n), kind)
+		}
 		counter(dKeys, float64(s.KeysWritten))
 		counter(dConflicts, float64(s.Conflicts))
 		counter(dReevaluated, float64(s.Reevaluated))

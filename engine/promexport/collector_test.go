@@ -18,7 +18,8 @@ func TestCollector(t *testing.T) {
 	stats := engine.Stats{Leading: true, Rounds: 7, Txns: 4, CommitTime: 2 * time.Second, MaxCommitTime: time.Second,
 		Conflicts: 2, PlanWrites: 30, MaxPlanWrites: 12,
 		FiringsByRule: map[string]int64{"schedule": 5, "publish_endpoint": 3}, ProblemsByRule: map[string]int64{},
-		ResyncRounds: 3, ResyncFiringsByRule: map[string]int64{"note_stopped": 1}}
+		ResyncRounds: 3, ResyncFiringsByRule: map[string]int64{"note_stopped": 1},
+		EvalTime: 1500 * time.Millisecond, Work: engine.Work{Tasks: 40, Evals: 90, FactsVisited: 480, Aggregates: 2, AggregateHits: 50, Adjustments: 59}}
 	loaded := time.Unix(1700000000, 0)
 	cases := []struct {
 		name    string
@@ -30,10 +31,11 @@ func TestCollector(t *testing.T) {
 			name: "engine",
 			src:  promexport.Sources{Engine: func() engine.Stats { return stats }},
 			metrics: []string{"ccattler_engine_firings_total", "ccattler_engine_commit_duration_seconds", "ccattler_engine_txn_conflicts_total", "ccattler_engine_plan_writes_max", "ccattler_engine_leading",
-				"ccattler_engine_resync_rounds_total", "ccattler_engine_resync_firings_total"},
+				"ccattler_engine_resync_rounds_total", "ccattler_engine_resync_firings_total", "ccattler_engine_evaluate_seconds_total", "ccattler_engine_work_total"},
 			want: `
 ccattler_engine_commit_duration_seconds_sum 2
 ccattler_engine_commit_duration_seconds_count 4
+ccattler_engine_evaluate_seconds_total 1.5
 ccattler_engine_firings_total{rule="publish_endpoint"} 3
 ccattler_engine_firings_total{rule="schedule"} 5
 ccattler_engine_leading 1
@@ -41,6 +43,12 @@ ccattler_engine_plan_writes_max 12
 ccattler_engine_resync_firings_total{rule="note_stopped"} 1
 ccattler_engine_resync_rounds_total 3
 ccattler_engine_txn_conflicts_total 2
+ccattler_engine_work_total{kind="aggregate_adjustments"} 59
+ccattler_engine_work_total{kind="aggregate_hits"} 50
+ccattler_engine_work_total{kind="aggregates_computed"} 2
+ccattler_engine_work_total{kind="cel_evaluations"} 90
+ccattler_engine_work_total{kind="facts_visited"} 480
+ccattler_engine_work_total{kind="tasks"} 40
 `,
 		},
 		{
