@@ -89,6 +89,11 @@ type Engine struct {
 	// until the mirror holds it, so it never plans against its own past.
 	// Only the round loop's goroutine touches it.
 	lastRev int64
+	// workEv is the evaluator workAt holds the counters of, as of the
+	// latest round (Stats.Work): kept across terms, since an evaluator
+	// outlives them. Only the round loop's goroutine touches them.
+	workEv *eval.Evaluator
+	workAt Work
 	// flying is set while a plan is in flight (overlap.go), for Pending.
 	flying atomic.Bool
 }

@@ -38,17 +38,17 @@ type Stats struct {
 	// ApplyTime counts only the time the round loop waited for a commit;
 	// ApplyOverlapTime is commit time the next round's evaluation overlapped.
 	EvalTime, ApplyTime, WatchWaitTime time.Duration
-	// Work is what the evaluators did in those rounds, summed over every
+	ApplyOverlapTime                   time.Duration
+	MaxCommitTime                      time.Duration // slowest successful commit
+	EventsPruned                       int64         // firing records deleted by retention
+	RejectionRecords                   int64         // records of choices that placed nothing
+	InvalidRecords                     int64         // records of facts that break the schema (KindInvalid)
+	LastRev                            int64         // revision of the last commit
+	SettledRev                         int64         // every change up to this revision is evaluated and its plan committed
+	RuleSetVersion                     string        // version of the evaluator in use
+	// Work is what the evaluators did in the rounds, summed over every
 	// evaluator this engine used (a reload starts a new one).
-	Work             Work
-	ApplyOverlapTime time.Duration
-	MaxCommitTime    time.Duration // slowest successful commit
-	EventsPruned     int64         // firing records deleted by retention
-	RejectionRecords int64         // records of choices that placed nothing
-	InvalidRecords   int64         // records of facts that break the schema (KindInvalid)
-	LastRev          int64         // revision of the last commit
-	SettledRev       int64         // every change up to this revision is evaluated and its plan committed
-	RuleSetVersion   string        // version of the evaluator in use
+	Work Work
 	// Resyncs at rest (Config.ResyncInterval): rounds, and the firings
 	// they planned that the incremental rounds had missed (the rules that
 	// read now aside: time, not a change, makes theirs due), by rule.

@@ -128,26 +128,23 @@ type leader struct {
 	// unsettled: keys the previous term's uncommitted firings read and
 	// wrote, evaluated again before this term's first round (resume.go)
 	unsettled map[string]bool
-
-	workEv *eval.Evaluator // the evaluator workAt counts for
-	workAt Work            // its counters after the previous round
 }
 
 // work returns what ev did since the previous round's count: all of it for
 // an evaluator not seen before (a reload's). Only the rules evaluator
 // counts its work; another (a test's wrapper) did none that can be told.
-func (l *leader) work(ev Evaluator) Work {
+func (e *Engine) work(ev Evaluator) Work {
 	r, ok := ev.(ruleSetEvaluator)
 	if !ok {
 		return Work{}
 	}
 	c := r.Evaluator
-	if l.workEv != c {
-		l.workEv, l.workAt = c, Work{}
+	if e.workEv != c {
+		e.workEv, e.workAt = c, Work{}
 	}
 	now := workOf(c.Stats())
-	d := now.Sub(l.workAt)
-	l.workAt = now
+	d := now.Sub(e.workAt)
+	e.workAt = now
 	return d
 }
 
@@ -278,7 +275,7 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		l.fullAt = start
 	}
 	took := time.Since(start)
-	work := l.work(ev)
+	work := e.work(ev)
 	e.m.update(func(s *Stats) {
 		s.EvalTime += took
 		s.Work = s.Work.add(work)
