@@ -104,8 +104,6 @@ func (b *bench) profilePhase(phase string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
 }
 
-// shrink runs change and waits for done, counting what went on meanwhile
-// (and profiling it, with --cpuprofile-phase naming the phase).
 // settleCounters waits, at most 10 s, until the engine has evaluated and
 // committed everything the tracker saw: it counts a firing once its commit
 // returns, which may be after the watch delivered its writes, so counters
@@ -118,6 +116,8 @@ func (b *bench) settleCounters() {
 	}
 }
 
+// shrink runs change and waits for done, counting what went on meanwhile
+// (and profiling it, with --cpuprofile-phase naming the phase).
 func (b *bench) shrink(ctx context.Context, done <-chan trackSnap, what string, change func() error) (*shrinkResult, error) {
 	stop, err := b.profilePhase(what)
 	if err != nil {
