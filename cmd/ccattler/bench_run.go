@@ -224,27 +224,28 @@ func (b *bench) converge(ctx context.Context) error {
 	// The counters up to now, whether or not it converged: when it did
 	// not (the large preset may not within --timeout), they and how far
 	// it got are the figures that remain.
-	cpu1, gc1, ag1, elapsed := cpuTime(), gcCPUTime(), b.agentStats(), time.Since(start)
+	cpu1, gc1, ag1, elapsed, stAt := cpuTime(), gcCPUTime(), b.agentStats(), time.Since(start), b.eng.Stats()
+	// Memory as of convergence, before the measuring phases (weighing the
+	// mirror, the raw put loop) add their own: peak RSS only grows.
+	res.ConvergePeakRSSBytes, res.ConvergePeakLiveHeapBytes = procStatus("VmHWM"), b.heap.peakLive.Load()
+	st1 := stAt // the engine's times as of convergence; its counts once it committed all it planned for it
 	if err == nil {
-		b.settleCounters() // firings and work counted in full; time and CPU as of convergence
+		b.settleCounters()
+		st1 = b.eng.Stats()
 	}
-	st1 := b.eng.Stats()
 	res.EngineKeysWritten, res.EngineFirings = st1.KeysWritten-st0.KeysWritten, st1.Firings-st0.Firings
 	res.EngineFiringsByRule = firingsSince(st0, st1)
 	res.EngineTxns, res.EngineRounds, res.Conflicts = st1.Txns-st0.Txns, st1.Rounds-st0.Rounds, st1.Conflicts-st0.Conflicts
 	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	res.GCCPUSeconds = (gc1 - gc0).Seconds()
-	res.EngineEvalSeconds = (st1.EvalTime - st0.EvalTime).Seconds()
 	res.EngineWork = benchWorkOf(st1.Work.Sub(st0.Work))
-	res.EngineApplySeconds = (st1.ApplyTime - st0.ApplyTime).Seconds()
-	res.EngineApplyOverlapSeconds = (st1.ApplyOverlapTime - st0.ApplyOverlapTime).Seconds()
-	res.EngineWatchWaitSeconds = (st1.WatchWaitTime - st0.WatchWaitTime).Seconds()
+	res.EngineEvalSeconds = (stAt.EvalTime - st0.EvalTime).Seconds()
+	res.EngineApplySeconds = (stAt.ApplyTime - st0.ApplyTime).Seconds()
+	res.EngineApplyOverlapSeconds = (stAt.ApplyOverlapTime - st0.ApplyOverlapTime).Seconds()
+	res.EngineWatchWaitSeconds = (stAt.WatchWaitTime - st0.WatchWaitTime).Seconds()
 	res.EngineIdleSeconds = max(0, elapsed.Seconds()-res.EngineEvalSeconds-res.EngineApplySeconds-res.EngineWatchWaitSeconds)
 	res.AgentCommitSeconds = (ag1.CommitTime - ag0.CommitTime).Seconds()
-	// Memory as of convergence, before the measuring phases (weighing the
-	// mirror, the raw put loop) add their own: peak RSS only grows.
-	res.ConvergePeakRSSBytes, res.ConvergePeakLiveHeapBytes = procStatus("VmHWM"), b.heap.peakLive.Load()
 	if err != nil {
 		b.tr.read(func(t *tracker) { res.ReadyAtStop, res.EndpointsAtStop = t.ready, len(t.endpoints) })
 		return err
