@@ -54,7 +54,11 @@ func explainDeadline(err error) error {
 	if err == nil || !g.deadlined || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	eps := g.dialled // as dialled: https:// when TLS was found
+	if len(eps) == 0 {
+		eps = g.endpoints()
+	}
 	return exitError{code: 1, err: fmt.Errorf("etcd at %s did not answer within --timeout %s: a majority of its members may be down or cut off (no quorum); "+
 		"a write sent is one transaction, made whole or not at all: check with ccattler get, or run the command again: %w",
-		strings.Join(g.endpoints(), ","), g.timeout, err)}
+		strings.Join(eps, ","), g.timeout, err)}
 }

@@ -22,7 +22,8 @@ type globals struct {
 	output      string        // table | json
 	dialTimeout time.Duration // bounded wait for etcd
 	tls         tlsFlags
-	etcdGiven   bool // --etcd or CCATTLER_ETCD was set
+	etcdGiven   bool     // --etcd or CCATTLER_ETCD was set
+	dialled     []string // the endpoints connection resolved last (https:// when TLS was found), for messages
 	// timeout bounds every client command (deadline.go); deadlined says
 	// this one runs under it, cancelDeadline releases it.
 	timeout        time.Duration
@@ -131,6 +132,7 @@ func (g *globals) connection(identity string) (*tls.Config, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	g.dialled = eps
 	return tlsCfg, eps, nil
 }
 
