@@ -59,7 +59,9 @@ rule "stop_replaced" {
       available = "!serving || healthy - 1 >= want - max_unavailable.orValue(0)"
       believed  = "believed"
     }
-    order = [desc("!serving")]
+    # Not serving first; then the one beside the most instances on the new
+    # image, so that the new image ends spread as the old one was.
+    order = [desc("!serving"), desc("current_siblings"), desc("siblings")]
   }
   delete "placement/instance/{id}" {}
 }

@@ -8,6 +8,17 @@ counts {
 }
 
 counts {
+  doc    = "Instances of svc pending or running on node whose agent reports them on the service's image: during a rollout, the new ones."
+  params = ["node", "svc"]
+  over   = "placement"
+  match {
+    iimage = "observed/instance/{id}/image"
+    dimage = "desired/service/{svc}/image"
+  }
+  current_siblings = "active && iimage == dimage"
+}
+
+counts {
   doc             = "Instances of svc pending or running, wherever placed: a colocated service's first goes anywhere."
   params          = ["svc"]
   over            = "placement"
@@ -90,9 +101,13 @@ rule "schedule" {
       memory = "used_mem + mem.orValue(0) <= cap_mem"
       port   = "nnet.orValue('') != 'host' || port_taken == 0"
     }
-    # Spread first; then nodes where the service failed less (a failed
-    # instance is replaced elsewhere when there is a choice); then the least allocated.
-    score = "-1000.0 * double(siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
+    # Spread first, the service's instances on its current image among
+    # them (a rollout's new instances go beside old ones, not new ones:
+    # stop_replaced stops the old one beside them, and the new image ends
+    # spread as the old was); then nodes where the service failed less (a
+    # failed instance is replaced elsewhere when there is a choice); then
+    # the least allocated.
+    score = "-1000.0 * double(siblings) - 100.0 * double(current_siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }
   emit "placement/instance/{id}" { value = "node" }
 }

@@ -688,6 +688,27 @@ func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
 	return out
 }
 
+// sortKeyArgs returns the CEL strings of an order's keys, each given
+// alone or as the argument of asc or desc, leaving out what is neither
+// (orderKeys reports those).
+func sortKeyArgs(e hcl.Expression) []hcl.Expression {
+	exprs, d := hcl.ExprList(e)
+	if d.HasErrors() {
+		return nil
+	}
+	var out []hcl.Expression
+	for _, x := range exprs {
+		if call, d := hcl.ExprCall(x); !d.HasErrors() {
+			if len(call.Arguments) == 1 {
+				out = append(out, call.Arguments[0])
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
 // orderable reports whether values of t compare with each other.
 func orderable(t *cel.Type) bool {
 	switch t.Kind() {

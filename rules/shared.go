@@ -357,6 +357,14 @@ func (c *compiler) usesOf(block *hcl.Block) *uses {
 				u.declared[name] = true
 			case skipAttrs[name]:
 				continue
+			case name == "order" && blockType == "choose":
+				// A list of sort keys, each a CEL string or asc/desc of one.
+				for _, k := range sortKeyArgs(a.Expr) {
+					if s, d := stringOf(k, c.src, ""); d == nil {
+						read(s.val)
+					}
+				}
+				continue
 			}
 			if s, d := stringOf(a.Expr, c.src, ""); d == nil {
 				read(s.val)

@@ -289,6 +289,37 @@ rule "place" {
 	}
 }
 
+// A shared aggregate a choice reads only in its order's keys, bare or
+// under asc or desc, is placed in the choice as one its filters read.
+func TestSharedAggregateInOrder(t *testing.T) {
+	for _, order := range []string{`[desc("on_node")]`, `["on_node"]`, `[asc("state == 'x'"), asc("-on_node")]`} {
+		rs, diags := load(t, map[string]string{"r.hcl": `aggregate "on_node" {
+  params = ["node"]
+  match { node = "placement/instance/{j}" }
+  count  = true
+}
+
+rule "stop" {
+  doc       = "d"
+  principal = "reconcile"
+  match { state = "observed/instance/{id}/state" }
+  choose "victim" {
+    match { node = "placement/instance/{v}" }
+    order = ` + order + `
+  }
+  delete "placement/instance/{v}" {}
+}
+`})
+		if diags.HasErrors() {
+			t.Fatalf("order = %s: %s", order, diags.Error())
+		}
+		r, _ := rs.Rule("stop")
+		if len(r.Choose.Body.Aggregates) != 1 || r.Choose.Body.Aggregates[0].Name != "on_node" {
+			t.Errorf("order = %s: the choice's aggregates %v; want on_node", order, r.Choose.Body.Aggregates)
+		}
+	}
+}
+
 // A rule's body and a choice take a relation's patterns with over, as an
 // aggregate does: its match and absent patterns, and the names they bind
 // for the shared lets.

@@ -211,3 +211,74 @@ test "a changed cpu request replaces instances like a changed image; agents that
     }
   }
 }
+
+# Three instances on three nodes, one each, replaced one at a time: a new
+# one goes beside an old one, not beside a new one, and the old one stopped
+# is the one beside it (not the first by id), so the new image ends one to
+# a node as the old one was: spreading is the scheduler's promise, and a
+# rollout must not undo it.
+test "a rollout keeps a service spread: the old instance stopped is the one beside the new" {
+  seed = 3
+  now  = "2026-11-29T12:00:00Z"
+  worlds = [service("web", "nginx:2", 3),
+    node("node-1"), capacity("node-1", 16, "16Gi"),
+    node("node-2"), capacity("node-2", 16, "16Gi"),
+    node("node-3"), capacity("node-3", 16, "16Gi"),
+    serving_image("b0001", "web", "node-1", "nginx:1"),
+    serving_image("b0003", "web", "node-2", "nginx:1"),
+    serving_image("b0002", "web", "node-3", "nginx:1")]
+  facts = { "observed/clock" = "2026-11-29T12:00:00Z" }
+  expect {
+    writes = {
+      "observed/service/web/rollout" = { image = "nginx:2", updated = 0, total = 3, state = "progressing", reason = "" }
+      "observed/instance/*/service"  = "web"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/d1fb2"     = "node-1"
+    }
+    firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
+  }
+
+  then "the new one runs on node-1: the old one beside it stops" {
+    worlds = [report("d1fb2", "running", "healthy", "nginx:2")]
+    expect {
+      writes  = { "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 3, state = "progressing", reason = "" } }
+      deletes = ["placement/instance/b0001"]
+      firings = { rollout_status = 1, stop_replaced = 1 }
+    }
+  }
+
+  then "stopped: the second new one is placed" {
+    facts = { "observed/instance/b0001/state" = "stopped" }
+    expect {
+      writes = {
+        "observed/instance/*/service"        = "web"
+        "observed/instance/*/state"          = "pending"
+        "placement/instance/eb214"           = "node-2"
+        "observed/instance/b0001/stopped_at" = "2026-11-29T12:00:00Z"
+      }
+      firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
+    }
+  }
+
+  then "the second runs on node-2: the old one beside it stops" {
+    worlds = [report("eb214", "running", "healthy", "nginx:2")]
+    expect {
+      writes  = { "observed/service/web/rollout" = { image = "nginx:2", updated = 2, total = 3, state = "progressing", reason = "" } }
+      deletes = ["placement/instance/b0003"]
+      firings = { rollout_status = 1, stop_replaced = 1 }
+    }
+  }
+
+  then "stopped: the third goes to node-3, the one node without the new image" {
+    facts = { "observed/instance/b0003/state" = "stopped" }
+    expect {
+      writes = {
+        "observed/instance/*/service"        = "web"
+        "observed/instance/*/state"          = "pending"
+        "placement/instance/*"               = "node-3"
+        "observed/instance/b0003/stopped_at" = "2026-11-29T12:00:00Z"
+      }
+      firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
+    }
+  }
+}
