@@ -101,13 +101,14 @@ rule "schedule" {
       memory = "used_mem + mem.orValue(0) <= cap_mem"
       port   = "nnet.orValue('') != 'host' || port_taken == 0"
     }
-    # Spread first, the service's instances on its current image among
-    # them (a rollout's new instances go beside old ones, not new ones:
-    # stop_replaced stops the old one beside them, and the new image ends
-    # spread as the old was); then nodes where the service failed less (a
-    # failed instance is replaced elsewhere when there is a choice); then
-    # the least allocated.
-    score = "-1000.0 * double(siblings) - 100.0 * double(current_siblings) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
+    # Spread first, and while the service has old instances to replace,
+    # its instances on its current image among them: a rollout's new
+    # instances go beside old ones, not new ones (stop_replaced stops the
+    # old one beside them, and the new image ends spread as the old was;
+    # outside a rollout the count is not computed). Then nodes where the
+    # service failed less (a failed instance is replaced elsewhere when
+    # there is a choice); then the least allocated.
+    score = "-1000.0 * double(siblings) - (old > 0 ? 100.0 * double(current_siblings) : 0.0) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
   }
   emit "placement/instance/{id}" { value = "node" }
 }
