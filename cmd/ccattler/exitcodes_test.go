@@ -64,6 +64,12 @@ func TestExitCodesEveryCommand(t *testing.T) {
 			}
 		}
 	})
+	t.Run("scale without its kind", func(t *testing.T) {
+		r := run(t, append(append([]string(nil), noCluster...), "scale", "web", "5")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "expected the kind first: ccattler scale service web 5") {
+			t.Errorf("scale web 5: exit %d, want 2 and the command to type; stderr:\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("a bad --output value", func(t *testing.T) {
 		if r := run(t, append(noCluster, "version", "-o", "xml")...); r.code != 2 || !strings.Contains(r.stderr, `--output "xml": expected table or json`) {
 			t.Errorf("version -o xml: exit %d, stderr:\n%s", r.code, r.stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/spec"
@@ -28,8 +29,12 @@ autoscales, takes precedence over the user's intent; scale says so.
 		Example: `  ccattler scale service web 5
   ccattler scale service web 0 --wait   # until every instance is stopped`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && args[0] != "service" {
+				// The kind left out: "scale web 5".
+				return usageError("scale %s: expected the kind first: ccattler scale service %s", strings.Join(args, " "), strings.Join(args, " "))
+			}
 			if len(args) != 3 || args[0] != "service" {
-				return usageError("scale: expected: scale service NAME N")
+				return usageError("scale %s: expected ccattler scale service NAME N, e.g. ccattler scale service web 5", strings.Join(args, " "))
 			}
 			return nil
 		},
