@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -32,6 +33,31 @@ func asUsage(root *cobra.Command, err error) error {
 	return usageError("%v\nRun '%s --help' for usage.", err, path)
 }
 
+// withExample makes a command's argument mistakes say what was expected
+// and show the first example: cobra's own "accepts 2 arg(s), received 1"
+// says neither. A validator's own usage error stands as it is.
+func withExample(valid cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		err := valid(cmd, args)
+		if err == nil {
+			return nil
+		}
+		if _, ok := err.(exitError); ok {
+			return err
+		}
+		got := strings.TrimSpace(cmd.CommandPath() + " " + strings.Join(args, " "))
+		want := strings.TrimSuffix(cmd.UseLine(), " [flags]")
+		msg := fmt.Sprintf("%s: expected %s", got, want)
+		for _, line := range strings.Split(cmd.Example, "\n") {
+			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) != "" {
+				msg += ", e.g. " + strings.TrimSpace(line)
+				break
+			}
+		}
+		return usageError("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())
+	}
+}
+
 // strictUsage makes the command groups (rules, facts, cluster, ...) refuse
 // an unknown subcommand with exit 2: cobra would print their help and exit
 // 0, so a mistyped `ccattler rules relaod` in a script would pass. The help
@@ -41,6 +67,9 @@ func strictUsage(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		if c.Args != nil {
+			c.Args = withExample(c.Args)
+		}
 		if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {

@@ -64,6 +64,12 @@ func TestExitCodesEveryCommand(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a wrong number of arguments shows the form and an example", func(t *testing.T) {
+		r := run(t, append(append([]string(nil), noCluster...), "describe", "web")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "ccattler describe web: expected ccattler describe service|instance|node NAME, e.g. ccattler describe service web") {
+			t.Errorf("describe web: exit %d, want 2 with the form and an example; stderr:\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("scale without its kind", func(t *testing.T) {
 		r := run(t, append(append([]string(nil), noCluster...), "scale", "web", "5")...)
 		if r.code != 2 || !strings.Contains(r.stderr, "expected the kind first: ccattler scale service web 5") {

@@ -29,7 +29,8 @@ func TestRulesCommands(t *testing.T) {
 		{"check a missing directory", []string{"rules", "check", "no/such/dir"}, 1, nil, []string{`Cannot read rule directory`}},
 		{"test a set whose tests pass", []string{"rules", "test", "../../engine/testdata/lifecycle"}, 0,
 			[]string{`ok   service lifecycle and node failure`, `1 tests, 0 failed`}, nil},
-		{"check with no directory is a usage error", []string{"rules", "check"}, 2, nil, []string{`accepts 1 arg`}},
+		{"check with no directory is a usage error", []string{"rules", "check"}, 2, nil,
+			[]string{`ccattler rules check: expected ccattler rules check DIR, e.g. ccattler rules check policies/\n`, `Run 'ccattler rules check --help' for usage`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
