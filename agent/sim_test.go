@@ -13,6 +13,7 @@ import (
 	"github.com/ccattler/ccattler/agent"
 	"github.com/ccattler/ccattler/agent/sim"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
@@ -300,4 +301,31 @@ func TestNodeTakesItsLeaseOnceEtcdAnswers(t *testing.T) {
 		return ""
 	})
 	t.Logf("lease held %s after the agent started", time.Since(started).Round(time.Millisecond))
+}
+
+// A probe etcd refuses is tried again soon, not a probe interval later:
+// here the node's grants are written after the agent started (as when
+// `ccattler auth add` and the agent race), and with the probe's minute a
+// link that waited for it would miss the deadline by far.
+func TestLinkRetriesARefusedProbeSoon(t *testing.T) {
+	e := etcdtest.StartSecure(t)
+	node := e.StoreAs(t, "node:quick-0001") // no grants yet: every read is refused
+	fleet, err := sim.NewFleet(sim.Config{StartDelay: 20 * time.Millisecond, Range: sim.NewConfig().Range, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(node, t.TempDir())
+	cfg.Probe = time.Minute
+	startAgent(t, cfg, simNodes(fleet, "quick-", 1))
+	time.Sleep(300 * time.Millisecond) // the first probes are refused
+	e.Admit(t, nil, "node:quick-0001")
+	admitted := time.Now()
+	root := e.StoreAs(t, access.Root)
+	waitFor(t, 10*time.Second, func() string {
+		if len(values(t, root, "lease/node/")) != 1 {
+			return "no lease/node/quick-0001 yet"
+		}
+		return ""
+	})
+	t.Logf("lease held %s after the grants", time.Since(admitted).Round(time.Millisecond))
 }

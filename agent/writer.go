@@ -145,9 +145,15 @@ func (l *link) waitUp(ctx context.Context, d time.Duration) {
 	}
 }
 
+// run probes etcd every interval while it answers. A probe refused or
+// failed at once (a principal whose grants are still being written, an
+// election under way) is tried again sooner, from 100 ms doubling up to
+// the interval: the nodes take their leases, and report again, as soon as
+// etcd lets them.
 func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
+	retry := min(100*time.Millisecond, every)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, every+time.Second)
 		_, _, err := l.store.Get(pctx, l.probe)
@@ -166,6 +172,13 @@ func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
 			l.mu.Unlock()
 			onUp()
 		}
+		next := every
+		if err != nil {
+			next, retry = retry, min(2*retry, every)
+		} else {
+			retry = min(100*time.Millisecond, every)
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return
