@@ -76,6 +76,7 @@ rule "schedule" {
       narch  = "observed/node/{node}/architecture"
       nzone  = "observed/node/{node}/zone"
       nlease = "lease/node/{node}"
+      nheld  = "observed/node/{node}/leased"
       nnet   = "observed/node/{node}/network"
     }
     aggregate "port_taken" {
@@ -91,8 +92,11 @@ rule "schedule" {
     }
     filters {
       alive = "nstate == 'alive'"
-      # A lease key put without an etcd lease counts for nothing.
-      lease        = "nlease.hasValue()"
+      # A lease key put without an etcd lease counts for nothing. The
+      # node must also be noted as leased (note_leased): only then do its
+      # instances count as placed, and an instance placed where it would
+      # not count would be created again (create_instances).
+      lease        = "nlease.hasValue() && nheld.orValue(false)"
       architecture = "!arch.hasValue() || narch.orValue('') == arch.value()"
       zone         = "!zone.hasValue() || nzone.orValue('') == zone.value()"
       # Where the service's volume is attached, or before that with its instances (volumes.hcl).

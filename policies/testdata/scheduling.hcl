@@ -77,3 +77,44 @@ test "spread: a service's instances go to different zones and nodes before doubl
     }
   }
 }
+
+# Nodes that register after the service was applied, in the same batch
+# as their leases: the engine places the waiting instances on them, and the
+# placed ones count at once (only on nodes it noted as leased), so the count
+# is created once.
+test "nodes registering while a service waits: its instances are created once" {
+  seed = 7
+  facts = {
+    "desired/service/web"               = {}
+    "desired/service/web/image"         = "nginx:1.28"
+    "intent/user/service/web/instances" = 3
+  }
+  expect {
+    writes = {
+      "effective/service/web/instances" = 3
+      "observed/instance/*/service"     = "web"
+      "observed/instance/*/state"       = "pending"
+    }
+    firings = { resolve_intent = 1, create_instances = 3 }
+  }
+  then "three nodes register" {
+    worlds = [capacity("node-1", 4, "8Gi"), capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi")]
+    facts = {
+      "observed/node/node-1/state" = "alive"
+      "lease/node/node-1"          = {}
+      "observed/node/node-2/state" = "alive"
+      "lease/node/node-2"          = {}
+      "observed/node/node-3/state" = "alive"
+      "lease/node/node-3"          = {}
+    }
+    expect {
+      writes = {
+        "observed/node/node-1/leased" = true
+        "observed/node/node-2/leased" = true
+        "observed/node/node-3/leased" = true
+        "placement/instance/*"        = ["node-1", "node-2", "node-3"]
+      }
+      firings = { note_leased = 3, schedule = 3 }
+    }
+  }
+}
