@@ -114,14 +114,33 @@ func workOf(s eval.Stats) Work {
 		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments}
 }
 
-// Sub returns w - o, field by field.
-func (w Work) Sub(o Work) Work {
-	return Work{Tasks: w.Tasks - o.Tasks, Evals: w.Evals - o.Evals, FactsVisited: w.FactsVisited - o.FactsVisited,
-		Aggregates: w.Aggregates - o.Aggregates, AggregateHits: w.AggregateHits - o.AggregateHits, Adjustments: w.Adjustments - o.Adjustments}
+// counts are w's fields, in the order of WorkKinds.
+func (w *Work) counts() [6]*int64 {
+	return [6]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments}
 }
 
-// add returns w + o, field by field.
-func (w Work) add(o Work) Work {
-	return Work{Tasks: w.Tasks + o.Tasks, Evals: w.Evals + o.Evals, FactsVisited: w.FactsVisited + o.FactsVisited,
-		Aggregates: w.Aggregates + o.Aggregates, AggregateHits: w.AggregateHits + o.AggregateHits, Adjustments: w.Adjustments + o.Adjustments}
+// WorkKinds name Work's counts as the metrics and the bench report them.
+var WorkKinds = [6]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments"}
+
+// ByKind returns w's counts by their WorkKinds.
+func (w Work) ByKind() map[string]int64 {
+	out := make(map[string]int64, len(WorkKinds))
+	for i, c := range w.counts() {
+		out[WorkKinds[i]] = *c
+	}
+	return out
+}
+
+// Sub returns w - o, count by count.
+func (w Work) Sub(o Work) Work { return w.plus(o, -1) }
+
+// add returns w + o, count by count.
+func (w Work) add(o Work) Work { return w.plus(o, 1) }
+
+func (w Work) plus(o Work, sign int64) Work {
+	oc := o.counts()
+	for i, c := range w.counts() {
+		*c += sign * *oc[i]
+	}
+	return w
 }

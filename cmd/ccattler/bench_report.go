@@ -11,8 +11,6 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/ccattler/ccattler/engine"
 )
 
 // benchResult is what `ccattler bench` measured; -o json prints it as is.
@@ -64,7 +62,8 @@ type benchResult struct {
 	// EngineWork is what the evaluator did to converge, counted rather
 	// than timed: comparable across presets and runs where the machine's
 	// speed drifts.
-	EngineWork benchWork `json:"engine_work"`
+	// By engine.WorkKinds.
+	EngineWork map[string]int64 `json:"engine_work"`
 	// KeysWritten counts every put and delete under the root committed
 	// between the apply and convergence: the apply, the engine's writes and
 	// their firing records, the agents' reports and leases, the clock.
@@ -191,7 +190,7 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	}
 	row("engine time", fmt.Sprintf("%.1fs evaluate", r.EngineEvalSeconds), fmt.Sprintf("%.1fs applying plans (%.1fs more under evaluation), %.1fs waiting for its writes through the watch, %.1fs idle; agents' commits %.1fs",
 		r.EngineApplySeconds, r.EngineApplyOverlapSeconds, r.EngineWatchWaitSeconds, r.EngineIdleSeconds, r.AgentCommitSeconds))
-	row("engine work", fmt.Sprintf("%d tasks", r.EngineWork.Tasks), workText(r.EngineWork, r.Instances))
+	row("engine work", fmt.Sprintf("%d tasks", r.EngineWork["tasks"]), workText(r.EngineWork, r.Instances))
 	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
 	row("engine firings", fmt.Sprintf("%d", r.EngineFirings), formatFirings(r.EngineFiringsByRule))
 	row("transactions", fmt.Sprintf("%d", r.Transactions), fmt.Sprintf("engine %d in %d rounds (%s%s), agents %d", r.EngineTxns, r.EngineRounds, budgetText(r.RoundFirings), overlapText(r.OverlapCommit), r.AgentTxns))
@@ -361,24 +360,9 @@ func formatFirings(by map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// benchWork is engine.Work as the bench reports it.
-type benchWork struct {
-	Tasks                int64 `json:"tasks"`                 // (rule, partial binding) evaluations
-	CELEvaluations       int64 `json:"cel_evaluations"`       // filters, scores, whens, lets, heads
-	FactsVisited         int64 `json:"facts_visited"`         // facts joins looked at
-	AggregatesComputed   int64 `json:"aggregates_computed"`   // aggregate groups computed
-	AggregateHits        int64 `json:"aggregate_hits"`        // aggregate groups served from a round's cache or the store
-	AggregateAdjustments int64 `json:"aggregate_adjustments"` // kept aggregate results adjusted for a changed fact, a join each
-}
-
-func benchWorkOf(w engine.Work) benchWork {
-	return benchWork{Tasks: w.Tasks, CELEvaluations: w.Evals, FactsVisited: w.FactsVisited,
-		AggregatesComputed: w.Aggregates, AggregateHits: w.AggregateHits, AggregateAdjustments: w.Adjustments}
-}
-
-// workText is the engine's work per instance, for the table.
-func workText(w benchWork, n int) string {
-	per := func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/float64(max(n, 1))) }
+// workText is the engine's work per instance (engine.WorkKinds), for the table.
+func workText(w map[string]int64, n int) string {
+	per := func(kind string) string { return fmt.Sprintf("%.1f", float64(w[kind])/float64(max(n, 1))) }
 	return fmt.Sprintf("per instance: %s tasks, %s CEL evaluations, %s facts visited, %s aggregate groups computed and %s served kept, %s adjustments of kept ones to a changed fact",
-		per(w.Tasks), per(w.CELEvaluations), per(w.FactsVisited), per(w.AggregatesComputed), per(w.AggregateHits), per(w.AggregateAdjustments))
+		per("tasks"), per("cel_evaluations"), per("facts_visited"), per("aggregates_computed"), per("aggregate_hits"), per("aggregate_adjustments"))
 }

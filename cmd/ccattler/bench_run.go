@@ -239,7 +239,7 @@ func (b *bench) converge(ctx context.Context) error {
 	res.AgentOps, res.AgentTxns = ag1.Ops-ag0.Ops, ag1.Txns-ag0.Txns
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	res.GCCPUSeconds = (gc1 - gc0).Seconds()
-	res.EngineWork = benchWorkOf(st1.Work.Sub(st0.Work))
+	res.EngineWork = st1.Work.Sub(st0.Work).ByKind()
 	res.EngineEvalSeconds = (stAt.EvalTime - st0.EvalTime).Seconds()
 	res.EngineApplySeconds = (stAt.ApplyTime - st0.ApplyTime).Seconds()
 	res.EngineApplyOverlapSeconds = (stAt.ApplyOverlapTime - st0.ApplyOverlapTime).Seconds()

@@ -115,8 +115,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dMaxPlan, float64(s.MaxPlanWrites))
 		counter(dTxns, float64(s.Txns))
 		counter(dEvalSeconds, s.EvalTime.Seconds())
-		for kind, n := range map[string]int64{"tasks": s.Work.Tasks, "cel_evaluations": s.Work.Evals, "facts_visited": s.Work.FactsVisited,
-			"aggregates_computed": s.Work.Aggregates, "aggregate_hits": s.Work.AggregateHits, "aggregate_adjustments": s.Work.Adjustments} {
+		for kind, n := range s.Work.ByKind() {
 			counter(dWork, float64(n), kind)
 		}
 		counter(dKeys, float64(s.KeysWritten))
