@@ -133,3 +133,42 @@ func TestInterruptDuringALongEvaluationExitsPromptly(t *testing.T) {
 		})
 	}
 }
+
+// A server whose embedded etcd has clients with open streams (an agent's
+// watch and lease keepalive) stops promptly on SIGINT. etcd's own Close
+// waits for every stream to end, up to its request timeout (7s at the
+// default election timeout), and a watch never ends of itself: the
+// server gives open streams a short grace and then cuts them. The
+// agent, whose etcd went away, keeps running and says so.
+func TestServerStopsPromptlyWithAgentsConnected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"secure", nil},
+		{"insecure", []string{"--insecure"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newEngineServer(t, append([]string{"--no-engine"}, tc.args...)...)
+			startSimNodes(t, srv, 2, "stop-")
+
+			start := time.Now()
+			if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-srv.exited:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the server did not exit within 60s of SIGINT:\n%s", srv.logText())
+			}
+			took := time.Since(start)
+			t.Logf("exited %s after SIGINT", took.Round(time.Millisecond))
+			if srv.exitCode != 0 {
+				t.Errorf("exit code %d, want 0:\n%s", srv.exitCode, srv.logText())
+			}
+			if took > 4*time.Second {
+				t.Errorf("the server took %s to stop with an agent connected, want under 4s:\n%s", took, srv.logText())
+			}
+		})
+	}
+}

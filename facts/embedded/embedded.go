@@ -7,11 +7,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Config configures the etcd member that `ccattler server` runs
@@ -181,8 +183,52 @@ func ParseInitialCluster(s string) (map[string][]string, error) {
 
 // Etcd is a running in-process etcd member.
 type Etcd struct {
-	etcd *embed.Etcd
-	cfg  Config
+	etcd    *embed.Etcd
+	cfg     Config
+	servers *grpcServers
+}
+
+// StreamGrace is how long Close lets clients' calls finish before it cuts
+// what is still open. etcd's own Close waits for every stream up to its
+// request timeout (7s at the default election timeout), and a client's
+// watch or lease keepalive never ends of itself: a server with agents
+// connected took that long to stop, every time.
+const StreamGrace = time.Second
+
+// grpcServers are the member's gRPC servers, as etcd creates them (one
+// per client listener, possibly after Start returns).
+type grpcServers struct {
+	mu  sync.Mutex
+	all []*grpc.Server
+}
+
+func (g *grpcServers) add(s *grpc.Server) {
+	g.mu.Lock()
+	g.all = append(g.all, s)
+	g.mu.Unlock()
+}
+
+// stop stops the servers gracefully, waiting at most grace for their
+// calls to end, and then cuts the rest. A server that serves TLS runs
+// under etcd's HTTP server, where a graceful stop closes at once.
+func (g *grpcServers) stop(grace time.Duration) {
+	g.mu.Lock()
+	all := slices.Clone(g.all)
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Go(s.GracefulStop)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		for _, s := range all {
+			s.Stop()
+		}
+		<-done
+	}
 }
 
 // Start starts an etcd member and waits until it serves: for a
@@ -241,6 +287,8 @@ func Start(cfg Config) (*Etcd, error) {
 	} else {
 		ec.LogLevel = cfg.LogLevel
 	}
+	servers := &grpcServers{}
+	ec.ServiceRegister = servers.add
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd (data %s, client %s, peer %s): %w", cfg.DataDir, cfg.ClientURL, cfg.PeerURL, err)
@@ -255,7 +303,7 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd did not become ready within %s", cfg.StartWithin)
 	}
-	return &Etcd{etcd: e, cfg: cfg}, nil
+	return &Etcd{etcd: e, cfg: cfg, servers: servers}, nil
 }
 
 // Endpoints are the client URLs to dial.
@@ -264,5 +312,10 @@ func (e *Etcd) Endpoints() []string { return []string{e.cfg.ClientURL} }
 // Err reports a fatal error of the running member.
 func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
 
-// Close stops the member; its data stays in DataDir.
-func (e *Etcd) Close() { e.etcd.Close() }
+// Close stops the member; its data stays in DataDir. Clients' calls get
+// StreamGrace to end; watches and keepalives still open then are cut, and
+// their clients turn to another member or wait for this one's return.
+func (e *Etcd) Close() {
+	e.servers.stop(StreamGrace)
+	e.etcd.Close()
+}
