@@ -2,9 +2,12 @@ package facts
 
 import (
 	"context"
+	"errors"
 	"io"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // Member is one member of the etcd cluster. A member added but not yet
@@ -50,13 +53,38 @@ func (s *Store) RaftLeader(ctx context.Context, ms []Member) uint64 {
 // AddMember adds a member at peerURL, to be started after (etcd expects
 // it from now on); it returns the new member and every member after the
 // addition.
-func (s *Store) AddMember(ctx context.Context, peerURL string) (Member, []Member, error) {
-	resp, err := s.Client.MemberAdd(ctx, []string{peerURL})
-	if err != nil {
-		return Member{}, nil, err
+//
+// etcd takes a new member only when a quorum of the members after the
+// addition, the new one not counted, have been connected to the member
+// asked for the last 5 seconds (its strict reconfiguration check, which
+// answers ErrUnhealthyCluster): not in a cluster's first seconds, nor
+// while a member is down. Nothing is proposed then, so AddMember asks
+// again until ctx ends, calling waiting (when not nil) before the first
+// wait.
+func (s *Store) AddMember(ctx context.Context, peerURL string, waiting func(reason error)) (Member, []Member, error) {
+	for first := true; ; first = false {
+		resp, err := s.Client.MemberAdd(ctx, []string{peerURL})
+		if err == nil {
+			return membersOf([]*etcdserverpb.Member{resp.Member})[0], membersOf(resp.Members), nil
+		}
+		if !errors.Is(err, ErrUnhealthyCluster) || ctx.Err() != nil {
+			return Member{}, nil, err
+		}
+		if first && waiting != nil {
+			waiting(err)
+		}
+		if !Sleep(ctx, addMemberRetry) {
+			return Member{}, nil, err
+		}
 	}
-	return membersOf([]*etcdserverpb.Member{resp.Member})[0], membersOf(resp.Members), nil
 }
+
+// ErrUnhealthyCluster is etcd's refusal of a membership change that its
+// members' connections do not yet make safe.
+var ErrUnhealthyCluster = rpctypes.ErrUnhealthy
+
+// addMemberRetry is how often AddMember asks again.
+const addMemberRetry = 250 * time.Millisecond
 
 // RemoveMember removes the member with the given id; its etcd stops.
 func (s *Store) RemoveMember(ctx context.Context, id uint64) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -128,7 +129,16 @@ counts against the quorum.`,
 					return exitError{code: 1, err: fmt.Errorf("the cluster has a member named %s already (id %x): remove it first, or choose another name", name, m.ID)}
 				}
 			}
-			added, all, err := s.AddMember(cmd.Context(), peer)
+			added, all, err := s.AddMember(cmd.Context(), peer, func(error) {
+				until := "interrupted"
+				if g.timeout > 0 {
+					until = "--timeout " + g.timeout.String()
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "waiting: etcd adds a member once a quorum of the members have been connected for 5s (a cluster just formed, or a member just removed or down); asking again until %s\n", until)
+			})
+			if errors.Is(err, facts.ErrUnhealthyCluster) {
+				return exitError{code: 1, err: fmt.Errorf("add member %s at %s: %w: etcd takes a new member only once a quorum of the members have been connected for 5s; start the members that are down (ccattler cluster members), then try again", name, peer, err)}
+			}
 			if err != nil {
 				return exitError{code: 1, err: fmt.Errorf("add member %s at %s: %w", name, peer, err)}
 			}

@@ -183,9 +183,10 @@ func ParseInitialCluster(s string) (map[string][]string, error) {
 
 // Etcd is a running in-process etcd member.
 type Etcd struct {
-	etcd    *embed.Etcd
-	cfg     Config
-	servers *grpcServers
+	etcd      *embed.Etcd
+	cfg       Config
+	servers   *grpcServers
+	closeOnce sync.Once
 }
 
 // StreamGrace is how long Close lets clients' calls finish before it cuts
@@ -314,8 +315,11 @@ func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
 
 // Close stops the member; its data stays in DataDir. Clients' calls get
 // StreamGrace to end; watches and keepalives still open then are cut, and
-// their clients turn to another member or wait for this one's return.
+// their clients turn to another member or wait for this one's return. A
+// second Close does nothing.
 func (e *Etcd) Close() {
-	e.servers.stop(StreamGrace)
-	e.etcd.Close()
+	e.closeOnce.Do(func() {
+		e.servers.stop(StreamGrace)
+		e.etcd.Close()
+	})
 }
