@@ -109,7 +109,7 @@ that health from then on.`,
 	fl.Float64Var(&f.simUnhealthy, "sim-unhealthy", 0, "sim: share of instances reported unhealthy, 0..1")
 	fl.StringVar(&f.simRange, "sim-ip-range", "10.128.0.0/9", "sim: the range node addresses are drawn from, by a hash of the node id (never dialled)")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "sim: seed of the failure and health draws")
-	fl.StringVar(&f.logsAddr, "logs-address", "", "serve the containers' output for `ccattler logs` at this host:port, e.g. 127.0.0.1:7070 (HTTPS on the node's certificate, users and auditors only; plain HTTP when the agent connects without TLS)")
+	fl.StringVar(&f.logsAddr, "logs-address", "", "serve the containers' output for ccattler logs at this host:port, e.g. 127.0.0.1:7070 (HTTPS on the node's certificate, users and auditors only; plain HTTP when the agent connects without TLS)")
 	fl.StringVar(&f.logLevel, "log-level", "info", logLevelUsage)
 	fl.BoolVar(&f.simHostNetwork, "sim-host-network", false, "sim: instances share their node's network and ports, as with containerd")
 	return cmd

@@ -63,7 +63,7 @@ CEL-guarded rules in HCL files.`,
 	pf.StringVar(&g.tls.cert, "cert", os.Getenv("CCATTLER_CERT"), "client certificate: its Common Name is the principal (env CCATTLER_CERT)")
 	pf.StringVar(&g.tls.key, "key", os.Getenv("CCATTLER_KEY"), "key of --cert (env CCATTLER_KEY)")
 	pf.StringVar(&g.tls.dir, "tls-dir", os.Getenv("CCATTLER_TLS_DIR"),
-		"directory of ca.crt and PRINCIPAL.crt/.key made by `ccattler certs` (env CCATTLER_TLS_DIR; default: "+serverPKI+" when it exists)")
+		"directory of ca.crt and PRINCIPAL.crt/.key made by ccattler certs (env CCATTLER_TLS_DIR; default: "+serverPKI+" when it exists)")
 	pf.StringVar(&g.tls.identity, "identity", os.Getenv("CCATTLER_IDENTITY"),
 		"principal whose certificate in --tls-dir to use (env CCATTLER_IDENTITY; default user:admin, node:{id} for agents, root for server)")
 	pf.StringVar(&g.context, "context", "", "context of the client configuration to use (env CCATTLER_CONTEXT; see ccattler config)")
