@@ -192,7 +192,8 @@ func checkBenchJSON(t *testing.T, out string) {
 	if p50, p99 := num("change_p50_ms"), num("change_p99_ms"); p99 < p50 {
 		t.Errorf("change_p99_ms %v < change_p50_ms %v", p99, p50)
 	}
-	// Each flip's time includes its own write: so do its quantiles.
+	// Each flip includes its own write (a write is done by the time what it
+	// caused is seen, the wait for its answer aside): so do its quantiles.
 	if w50, w99 := num("change_write_p50_ms"), num("change_write_p99_ms"); w50 <= 0 || w99 < w50 || w50 > num("change_p50_ms") || w99 > num("change_p99_ms") {
 		t.Errorf("change_write_p50_ms %v, change_write_p99_ms %v: want 0 < p50 <= p99, each at most the flip's (%v, %v)",
 			w50, w99, num("change_p50_ms"), num("change_p99_ms"))
