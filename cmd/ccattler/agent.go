@@ -6,11 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ccattler/ccattler/agent"
@@ -130,7 +128,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 	defer stop()
 
 	// A simulated fleet runs under one identity for all its nodes:

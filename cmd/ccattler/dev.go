@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ccattler/ccattler/agent"
@@ -128,7 +126,7 @@ control plane (docs/security.md).`,
 			cfg.Ready = func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 				return devReady(ctx, f, mem, doc, store, log, out)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth),%s data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, devAdminNote(cfg.Ops), f.dataDir, f.nodes)
 			return runServer(ctx, cfg)

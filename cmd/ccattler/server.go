@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ccattler/ccattler/engine"
@@ -170,7 +167,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 				}
 			}
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			err = runServer(ctx, cfg)
 			if err != nil && ctx.Err() != nil {

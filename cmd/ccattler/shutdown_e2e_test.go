@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/etcdtest"
 )
 
 // costlyRule looks at each metric at great cost, just under the
@@ -152,16 +153,7 @@ func TestServerStopsPromptlyWithAgentsConnected(t *testing.T) {
 			srv, _ := newEngineServer(t, append([]string{"--no-engine"}, tc.args...)...)
 			startSimNodes(t, srv, 2, "stop-")
 
-			start := time.Now()
-			if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-srv.exited:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the server did not exit within 60s of SIGINT:\n%s", srv.logText())
-			}
-			took := time.Since(start)
+			took := srv.stop(t)
 			t.Logf("exited %s after SIGINT", took.Round(time.Millisecond))
 			if srv.exitCode != 0 {
 				t.Errorf("exit code %d, want 0:\n%s", srv.exitCode, srv.logText())
@@ -170,5 +162,49 @@ func TestServerStopsPromptlyWithAgentsConnected(t *testing.T) {
 				t.Errorf("the server took %s to stop with an agent connected, want under 4s:\n%s", took, srv.logText())
 			}
 		})
+	}
+}
+
+// A second SIGINT while the server stops gracefully ends it at once, with
+// exit code 1 and a line that says so: here the graceful stop waits on an
+// etcd that no longer answers (frozen), as a cluster's last server does.
+// Before, the signal was swallowed and the stop went on for its timeouts.
+func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	base := newServer(t, t.TempDir())
+	srv := startServer(t, "--etcd", base.client, "--engine-id", "server-1",
+		"--admin-addr", fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)))
+	waitUntil(t, 30*time.Second, "the engine leads", func() bool { return strings.Contains(srv.logText(), "engine: leading") })
+
+	if err := base.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.cmd.Process.Signal(syscall.SIGCONT) })
+	if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "shutting down", func() bool { return strings.Contains(srv.logText(), `msg="shutting down"`) })
+	if !strings.Contains(srv.logText(), "another stops at once") {
+		t.Errorf("the shutting down line does not say a second signal stops at once:\n%s", srv.logText())
+	}
+	select {
+	case <-srv.exited:
+		t.Fatalf("the server stopped within a second with its etcd frozen: nothing left to cut short (exit %d):\n%s", srv.exitCode, srv.logText())
+	case <-time.After(time.Second):
+	}
+	start := time.Now()
+	if err := srv.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the server did not stop within 5s of a second SIGINT:\n%s", srv.logText())
+	}
+	t.Logf("stopped %s after the second SIGINT", time.Since(start).Round(time.Millisecond))
+	if srv.exitCode != 1 {
+		t.Errorf("exit code %d after a second SIGINT, want 1", srv.exitCode)
+	}
+	if !strings.Contains(srv.logText(), "signal received again: stopping at once") {
+		t.Errorf("no line says the second signal stopped the server:\n%s", srv.logText())
 	}
 }
