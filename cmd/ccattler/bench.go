@@ -271,6 +271,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 	cfg := serverConfig{Embed: embedded.NewConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
 		DialTimeout: 10 * time.Second, Insecure: !f.secure}
 	cfg.Embed.DataDir = dir
+	cfg.Embed.Solo = true
 	cfg.CADir = filepath.Join(dir, "pki")
 	if cfg.Embed.ClientURL, err = freeLoopbackURL(); err != nil {
 		return nil, err

@@ -113,6 +113,7 @@ control plane (docs/security.md).`,
 				f.dataDir = dir
 			}
 			cfg.Embed.DataDir = f.dataDir
+			cfg.Embed.Solo = true // a dev is never joined
 			cfg.Root, cfg.DialTimeout, cfg.Log, cfg.Policies = g.root, g.dialTimeout, log, f.policies
 			out := cmd.OutOrStdout()
 			if err := devPorts(cmd.Flags(), &cfg, ops, out); err != nil {

@@ -58,6 +58,12 @@ type Config struct {
 	// ClusterToken tells clusters apart at bootstrap (etcd's
 	// --initial-cluster-token); members of one cluster share it.
 	ClusterToken string
+	// Solo marks a member that never has peers (ccattler dev, the bench,
+	// tests): its Raft ticks every 20ms, so it elects itself within 100ms
+	// of starting. A member that may be joined keeps etcd's defaults (a
+	// 100ms tick, a 1s election timeout), which its peers share, and takes
+	// up to a second to elect itself alone.
+	Solo bool
 	// TLS, when set, makes the member serve TLS on its client and peer
 	// URLs (https) and require every client and peer to present a
 	// certificate signed by the CA; etcd then takes a client certificate's
@@ -111,6 +117,9 @@ func (c Config) Validate() error {
 		if c.TLS == nil && p.Scheme != "http" {
 			return fmt.Errorf("embedded etcd: %s %q: https needs the member's TLS; drop --insecure or use http://%s", name, u, p.Host)
 		}
+	}
+	if c.Solo && (c.InitialCluster != "" || c.ClusterState == "existing") {
+		return errors.New("embedded etcd: a solo member has no cluster: drop --initial-cluster and --initial-cluster-state")
 	}
 	if err := c.validateCluster(); err != nil {
 		return err
@@ -263,6 +272,9 @@ func Start(cfg Config) (*Etcd, error) {
 		ec.InitialClusterToken = cfg.ClusterToken
 	}
 	ec.MaxTxnOps = cfg.MaxTxnOps
+	if cfg.Solo {
+		ec.TickMs, ec.ElectionMs = 20, 100
+	}
 	if t := cfg.TLS; t != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
 		ec.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}

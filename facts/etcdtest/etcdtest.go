@@ -69,6 +69,7 @@ func Start(t testing.TB) *Etcd {
 	cfg.DataDir = t.TempDir()
 	cfg.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
 	cfg.PeerURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+	cfg.Solo = true
 	e := &Etcd{Cfg: cfg}
 	e.Restart(t)
 	t.Cleanup(func() { e.Etcd.Close() })

@@ -33,6 +33,7 @@ func StartSecure(t testing.TB) *Etcd {
 	cfg.ClientURL = fmt.Sprintf("https://127.0.0.1:%d", FreePort(t))
 	cfg.PeerURL = fmt.Sprintf("https://127.0.0.1:%d", FreePort(t))
 	cfg.TLS = &embedded.TLS{CAFile: srv.CA, CertFile: srv.Cert, KeyFile: srv.Key}
+	cfg.Solo = true
 	e := &Etcd{Cfg: cfg, CA: ca}
 	e.Restart(t)
 	t.Cleanup(func() { e.Etcd.Close() })
