@@ -31,7 +31,7 @@ func stopOnInterrupt(parent context.Context, w io.Writer) (context.Context, func
 		select {
 		case s := <-sig:
 			fmt.Fprintf(w, "ccattler: %v signal received again: stopping at once, exit code 1\n", s)
-			exit(1)
+			os.Exit(1)
 		case <-done:
 		}
 	}()
@@ -41,7 +41,3 @@ func stopOnInterrupt(parent context.Context, w io.Writer) (context.Context, func
 		cancel(context.Canceled)
 	}
 }
-
-// exit is os.Exit, a variable so that the test of stopOnInterrupt stays
-// alive.
-var exit = os.Exit
