@@ -102,6 +102,7 @@ control plane (docs/security.md).`,
 			if err != nil {
 				return err
 			}
+			var forced []func() // undone on a forced stop too
 			if f.dataDir == "" {
 				dir, err := os.MkdirTemp("", "ccattler-dev-")
 				if err != nil {
@@ -109,6 +110,7 @@ control plane (docs/security.md).`,
 				}
 				if !f.keep {
 					defer os.RemoveAll(dir)
+					forced = append(forced, func() { _ = os.RemoveAll(dir) })
 				}
 				f.dataDir = dir
 			}
@@ -127,10 +129,13 @@ control plane (docs/security.md).`,
 			cfg.Ready = func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 				return devReady(ctx, f, mem, doc, store, log, out)
 			}
-			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr(), append([]func(){undo}, forced...)...)
 			defer stop()
 			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth),%s data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, devAdminNote(cfg.Ops), f.dataDir, f.nodes)
-			return runServer(ctx, cfg)
+			if err := runServer(ctx, cfg); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil // stopped, possibly while starting: on purpose
 		},
 	}
 	fl := cmd.Flags()

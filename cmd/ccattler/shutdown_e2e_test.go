@@ -208,3 +208,52 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Errorf("no line says the second signal stopped the server:\n%s", srv.logText())
 	}
 }
+
+// A signal delivered twice at once (timeout(1) relays the SIGTERM its
+// process group got too; pkill -f may match the wrapper and dev) is one
+// stop, not a forced one: dev stops gracefully, exit code 0, and takes its
+// client context and its temporary data with it, whether it was still
+// starting or running. Taken for a second Ctrl-C, it left the context
+// current, pointing every later command at the stopped dev; and a stop
+// while starting said "error: context canceled" with exit code 1.
+func TestDevTakesADoubleSignalForOne(t *testing.T) {
+	for _, running := range []bool{false, true} {
+		t.Run(map[bool]string{false: "while starting", true: "once running"}[running], func(t *testing.T) {
+			home := t.TempDir()
+			cfgPath := filepath.Join(home, "config.hcl")
+			env := []string{"HOME=" + home, "CCATTLER_CONFIG=" + cfgPath}
+			d := startDev(t, env, "--nodes", "1", "--listen-client", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)),
+				"--listen-peer", fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t)), "--admin-addr", "")
+			ctxName := d.wait(t, devContextLine)[1]
+			data := d.wait(t, regexp.MustCompile(`^ccattler dev: etcd .* data (\S+), \d+ simulated nodes`))[1]
+			if running {
+				d.wait(t, regexp.MustCompile(`note_leased +observed/node/node-1/leased = true`))
+			}
+			// Two deliveries, not one the kernel merges: the second after
+			// dev has taken the first.
+			for i := range 2 {
+				if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && i == 0 {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			select {
+			case <-d.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("dev did not exit within 30s of SIGTERM:\n%s", d.dump())
+			}
+			if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("exit code %d after a doubled SIGTERM, want 0:\n%s", code, d.dump())
+			}
+			if out := d.dump(); strings.Contains(out, "stopping at once") || strings.Contains(out, "error:") {
+				t.Errorf("the doubled signal was not a graceful stop:\n%s", out)
+			}
+			if r := runEnv(t, env, "config", "get-contexts"); strings.Contains(r.stdout, ctxName) {
+				t.Errorf("dev's context %s is left:\n%s", ctxName, r.stdout)
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("dev's temporary data %s is left: %v", data, err)
+			}
+		})
+	}
+}
