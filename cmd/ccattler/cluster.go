@@ -104,7 +104,11 @@ func newClusterMemberCmd() *cobra.Command {
 expects it, and the new server joins with --initial-cluster-state existing
 and the --initial-cluster this prints. Add one member at a time and start
 its server before adding the next: an added member that is not running
-counts against the quorum.`,
+counts against the quorum.
+
+etcd takes a new member only once a quorum of the members have been
+connected for 5 seconds: in a cluster's first seconds, or just after a
+member was removed, the command says so and asks again until --timeout.`,
 		Example: `  ccattler --tls-dir /etc/ccattler/pki cluster member add s4 --peer https://10.0.0.4:2380`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
