@@ -206,7 +206,7 @@ type Etcd struct {
 const StreamGrace = time.Second
 
 // grpcServers are the member's gRPC servers, as etcd creates them (one
-// per client listener, possibly after Start returns).
+// per client listener, possibly after Start returns), for Close to cut.
 type grpcServers struct {
 	mu  sync.Mutex
 	all []*grpc.Server
@@ -218,26 +218,14 @@ func (g *grpcServers) add(s *grpc.Server) {
 	g.mu.Unlock()
 }
 
-// stop stops the servers gracefully, waiting at most grace for their
-// calls to end, and then cuts the rest. A server that serves TLS runs
-// under etcd's HTTP server, where a graceful stop closes at once.
-func (g *grpcServers) stop(grace time.Duration) {
+// stop cuts what is still open on the servers: their transports close,
+// and calls, watches and keepalives with them.
+func (g *grpcServers) stop() {
 	g.mu.Lock()
 	all := slices.Clone(g.all)
 	g.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, s := range all {
-		wg.Go(s.GracefulStop)
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		for _, s := range all {
-			s.Stop()
-		}
-		<-done
+		s.Stop()
 	}
 }
 
@@ -331,7 +319,13 @@ func (e *Etcd) Err() <-chan error { return e.etcd.Err() }
 // second Close does nothing.
 func (e *Etcd) Close() {
 	e.closeOnce.Do(func() {
-		e.servers.stop(StreamGrace)
-		e.etcd.Close()
+		done := make(chan struct{})
+		go func() { defer close(done); e.etcd.Close() }() // graceful: waits for calls and streams
+		select {
+		case <-done:
+		case <-time.After(StreamGrace):
+			e.servers.stop() // etcd's Close goes on at once
+			<-done
+		}
 	})
 }
