@@ -140,9 +140,12 @@ func (r *Reloader) statusLoop(ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
-				// A loaded etcd may take more than a second; the
+				// A second, as the engine's resignation: an etcd
+				// without quorum (the cluster's last server stopping)
+				// never answers, and held the stop for the 5s this
+				// waited before. A loaded etcd may take longer; the
 				// lease's expiry is the fallback, a TTL later.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 				_ = ctl.Revoke(rctx, lease)
 				cancel()
 				return
