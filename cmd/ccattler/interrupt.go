@@ -13,7 +13,7 @@ import (
 // sameSignalWithin is how soon after the first a second signal is taken
 // for the same one, delivered twice: a wrapper such as timeout(1) relays
 // the SIGTERM its own process group also got, and pkill -f may match both.
-const sameSignalWithin = 500 * time.Millisecond
+const sameSignalWithin = 250 * time.Millisecond
 
 // stopOnInterrupt returns a context that ends at the first SIGINT or
 // SIGTERM, for server, dev and agent to stop gracefully. A second signal
