@@ -654,16 +654,15 @@ func (c *compiler) conjunction(fs []*Filter, inls []inline, vs *vars) *Expr {
 // strings (ascending) or asc("expr") / desc("expr"), most significant
 // first, as SQL's ORDER BY reads.
 func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
-	exprs, d := hcl.ExprList(a.Expr)
-	if d.HasErrors() || len(exprs) == 0 {
+	keys, ok := sortKeys(a.Expr)
+	if !ok || len(keys) == 0 {
 		c.errorf(a.Expr.Range(), "Expected a list of sort keys", "order takes a non-empty list of sort keys, most significant first, such as [desc(\"state == 'pending'\"), \"started\"]: a CEL string sorts ascending, asc(\"...\") and desc(\"...\") say the direction.")
 		return nil
 	}
 	var out []*OrderKey
-	for _, e := range exprs {
+	for _, sk := range keys {
 		k := &OrderKey{}
-		arg := e
-		if call, d := hcl.ExprCall(e); !d.HasErrors() {
+		if call := sk.call; call != nil {
 			switch {
 			case call.Name != "asc" && call.Name != "desc":
 				detail := fmt.Sprintf("%s(...) is not a sort direction; write asc(\"expr\") or desc(\"expr\").", call.Name)
@@ -672,14 +671,13 @@ func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
 				}
 				c.errorf(call.NameRange, "Unknown sort direction", "%s", detail)
 				continue
-			case len(call.Arguments) != 1:
+			case sk.arg == nil:
 				c.errorf(call.ArgsRange, "Expected one sort key", "%s takes one CEL string, such as %s(\"started\").", call.Name, call.Name)
 				continue
 			}
 			k.Desc = call.Name == "desc"
-			arg = call.Arguments[0]
 		}
-		k.Expr = c.expr(&hcl.Attribute{Name: "order", Expr: arg, Range: arg.Range(), NameRange: a.NameRange}, vs,
+		k.Expr = c.expr(&hcl.Attribute{Name: "order", Expr: sk.arg, Range: sk.arg.Range(), NameRange: a.NameRange}, vs,
 			"a sort key (a bool, number, string, timestamp or duration)", orderable)
 		if k.Expr != nil {
 			out = append(out, k)
@@ -688,25 +686,33 @@ func (c *compiler) orderKeys(a *hcl.Attribute, vs *vars) []*OrderKey {
 	return out
 }
 
-// sortKeyArgs returns the CEL strings of an order's keys, each given
-// alone or as the argument of asc or desc, leaving out what is neither
-// (orderKeys reports those).
-func sortKeyArgs(e hcl.Expression) []hcl.Expression {
+// sortKey is one key of an order as written: its CEL string, and the
+// call around it when there is one (asc or desc; orderKeys reports any
+// other name). arg is nil for a call without exactly one argument.
+type sortKey struct {
+	arg  hcl.Expression
+	call *hcl.StaticCall
+}
+
+// sortKeys splits an order's list into its keys, for orderKeys and for
+// the shared aggregates its strings read (usesOf); ok is false when the
+// expression is not a list.
+func sortKeys(e hcl.Expression) (keys []sortKey, ok bool) {
 	exprs, d := hcl.ExprList(e)
 	if d.HasErrors() {
-		return nil
+		return nil, false
 	}
-	var out []hcl.Expression
 	for _, x := range exprs {
+		k := sortKey{arg: x}
 		if call, d := hcl.ExprCall(x); !d.HasErrors() {
+			k.arg, k.call = nil, call
 			if len(call.Arguments) == 1 {
-				out = append(out, call.Arguments[0])
+				k.arg = call.Arguments[0]
 			}
-			continue
 		}
-		out = append(out, x)
+		keys = append(keys, k)
 	}
-	return out
+	return keys, true
 }
 
 // orderable reports whether values of t compare with each other.

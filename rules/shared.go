@@ -359,8 +359,12 @@ func (c *compiler) usesOf(block *hcl.Block) *uses {
 				continue
 			case name == "order" && blockType == "choose":
 				// A list of sort keys, each a CEL string or asc/desc of one.
-				for _, k := range sortKeyArgs(a.Expr) {
-					if s, d := stringOf(k, c.src, ""); d == nil {
+				keys, _ := sortKeys(a.Expr)
+				for _, k := range keys {
+					if k.arg == nil {
+						continue // orderKeys reports it
+					}
+					if s, d := stringOf(k.arg, c.src, ""); d == nil {
 						read(s.val)
 					}
 				}
