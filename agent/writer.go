@@ -153,7 +153,8 @@ func (l *link) waitUp(ctx context.Context, d time.Duration) {
 func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
 	t := time.NewTimer(every)
 	defer t.Stop()
-	retry := min(100*time.Millisecond, every)
+	first := min(100*time.Millisecond, every)
+	retry := first
 	for {
 		pctx, cancel := context.WithTimeout(ctx, every+time.Second)
 		_, _, err := l.store.Get(pctx, l.probe)
@@ -176,7 +177,7 @@ func (l *link) run(ctx context.Context, every time.Duration, onUp func()) {
 		if err != nil {
 			next, retry = retry, min(2*retry, every)
 		} else {
-			retry = min(100*time.Millisecond, every)
+			retry = first
 		}
 		t.Reset(next)
 		select {

@@ -102,15 +102,22 @@ control plane (docs/security.md).`,
 			if err != nil {
 				return err
 			}
-			var forced []func() // undone on a forced stop too
+			// What dev leaves nothing of, undone last first at exit, and on
+			// a forced stop too.
+			var atExit []func()
+			cleanUp := func() {
+				for i := len(atExit) - 1; i >= 0; i-- {
+					atExit[i]()
+				}
+			}
+			defer cleanUp()
 			if f.dataDir == "" {
 				dir, err := os.MkdirTemp("", "ccattler-dev-")
 				if err != nil {
 					return err
 				}
 				if !f.keep {
-					defer os.RemoveAll(dir)
-					forced = append(forced, func() { _ = os.RemoveAll(dir) })
+					atExit = append(atExit, func() { _ = os.RemoveAll(dir) })
 				}
 				f.dataDir = dir
 			}
@@ -125,17 +132,14 @@ control plane (docs/security.md).`,
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context written for this dev: %v\n", err)
 			}
-			defer undo()
+			atExit = append(atExit, undo)
 			cfg.Ready = func(ctx context.Context, store *facts.Store, mirror *facts.Mirror) error {
 				return devReady(ctx, f, mem, doc, store, log, out)
 			}
-			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr(), append([]func(){undo}, forced...)...)
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr(), cleanUp)
 			defer stop()
 			fmt.Fprintf(out, "ccattler dev: etcd %s (insecure: no TLS, no auth),%s data %s, %d simulated nodes; Ctrl-C stops\n", cfg.Embed.ClientURL, devAdminNote(cfg.Ops), f.dataDir, f.nodes)
-			if err := runServer(ctx, cfg); err != nil && ctx.Err() == nil {
-				return err
-			}
-			return nil // stopped, possibly while starting: on purpose
+			return unlessInterrupted(ctx, log, runServer(ctx, cfg))
 		},
 	}
 	fl := cmd.Flags()

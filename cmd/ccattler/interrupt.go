@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -48,4 +49,15 @@ func stopOnInterrupt(parent context.Context, w io.Writer, forced ...func()) (con
 		}
 	}()
 	return ctx, func() { cancel(context.Canceled) }
+}
+
+// unlessInterrupted returns err, or nil when ctx ended: a failure while
+// starting that a stop cut short was on purpose, so it is logged rather
+// than reported (exit code 0).
+func unlessInterrupted(ctx context.Context, log *slog.Logger, err error) error {
+	if err != nil && ctx.Err() != nil {
+		log.Info("interrupted while starting", "err", err)
+		return nil
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ autoscales, takes precedence over the user's intent; scale says so.
 				return usageError("scale %s: expected the kind first: ccattler scale service %s", strings.Join(args, " "), strings.Join(args, " "))
 			}
 			if len(args) != 3 || args[0] != "service" {
-				return usageError("scale %s: expected ccattler scale service NAME N, e.g. ccattler scale service web 5", strings.Join(args, " "))
+				return errors.New("not scale service NAME N") // withExample says what to type
 			}
 			return nil
 		},

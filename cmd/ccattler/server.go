@@ -169,14 +169,7 @@ Ctrl-C or SIGTERM shuts it down cleanly.`,
 			cfg.Root, cfg.DialTimeout = g.root, g.dialTimeout
 			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
-			err = runServer(ctx, cfg)
-			if err != nil && ctx.Err() != nil {
-				// Interrupted while starting: what failed was cut short on
-				// purpose, so say so rather than report it.
-				cfg.Log.Info("interrupted while starting", "err", err)
-				return nil
-			}
-			return err
+			return unlessInterrupted(ctx, cfg.Log, runServer(ctx, cfg))
 		},
 	}
 	f := cmd.Flags()
