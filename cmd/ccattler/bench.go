@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ccattler/ccattler/engine"
@@ -135,9 +133,21 @@ a new watch from the mirror's revision.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			dir, err := os.MkdirTemp("", "ccattler-bench-")
+			if err != nil {
+				return err
+			}
+			// etcd's data of a large run is gigabytes: a second Ctrl-C,
+			// which does not wait for the graceful stop, removes it too.
+			removeDir := func() {
+				if !f.keep {
+					_ = os.RemoveAll(dir)
+				}
+			}
+			defer removeDir()
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr(), removeDir)
 			defer stop()
-			res, err := runBench(ctx, f, log, newProgress(cmd.ErrOrStderr()))
+			res, err := runBench(ctx, f, dir, log, newProgress(cmd.ErrOrStderr()))
 			if res != nil {
 				out := cmd.OutOrStdout()
 				if g.output == "json" {
@@ -258,16 +268,11 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 // errBenchTimeout marks a phase that did not finish within --timeout.
 var errBenchTimeout = errors.New("timed out")
 
-// runBench starts the server as `ccattler dev` does and runs the phases in
-// its Ready hook. It returns what was measured, also when a phase failed.
-func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress) (*benchResult, error) {
-	dir, err := os.MkdirTemp("", "ccattler-bench-")
-	if err != nil {
-		return nil, err
-	}
-	if !f.keep {
-		defer os.RemoveAll(dir)
-	}
+// runBench starts the server as `ccattler dev` does, its data in dir, and
+// runs the phases in its Ready hook. It returns what was measured, also
+// when a phase failed.
+func runBench(ctx context.Context, f *benchFlags, dir string, log *slog.Logger, pr *progress) (*benchResult, error) {
+	var err error
 	cfg := serverConfig{Embed: embedded.NewConfig(), Engine: engine.NewConfig(), Log: log, Root: facts.DefaultRoot,
 		DialTimeout: 10 * time.Second, Insecure: !f.secure}
 	cfg.Embed.DataDir = dir
@@ -341,7 +346,7 @@ func runBench(ctx context.Context, f *benchFlags, log *slog.Logger, pr *progress
 		return b.res, serr
 	}
 	if phaseErr == nil && ctx.Err() != nil {
-		phaseErr = fmt.Errorf("interrupted: %w", ctx.Err())
+		phaseErr = errors.New("interrupted: the figures are those measured so far")
 	}
 	return b.res, phaseErr
 }

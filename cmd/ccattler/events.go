@@ -3,10 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ccattler/ccattler/engine/audit"
@@ -49,7 +46,7 @@ since a rule of a server's --policies DIR is known only once it fired.`,
 				}
 				flt.Since = t
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			s, err := g.dial(ctx)
 			if err != nil {

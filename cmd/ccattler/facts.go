@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/ccattler/ccattler/facts"
@@ -102,7 +99,7 @@ still keeps. -o json prints one JSON object per line.`,
 			if len(args) == 1 {
 				prefix = args[0]
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			s, err := g.dial(ctx)
 			if err != nil {

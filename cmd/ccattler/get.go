@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -86,7 +83,7 @@ documents; -o wide adds columns; -o name prints kind/name, one a line.`,
 			ctx := cmd.Context()
 			if watch {
 				var stop context.CancelFunc
-				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				ctx, stop = stopOnInterrupt(ctx, cmd.ErrOrStderr())
 				defer stop()
 			}
 			s, err := g.dial(ctx)
