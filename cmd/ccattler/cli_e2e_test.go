@@ -96,6 +96,19 @@ func TestCLIE2E(t *testing.T) {
 			!strings.Contains(r.stderr, `service "nope", "gone" not found`) {
 			t.Errorf("get services web nope gone: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
+		// A table without rows says why on stderr; typed output does not.
+		for _, tc := range []struct {
+			args   []string
+			stderr string
+		}{
+			{[]string{"get", "volumes"}, "no volumes\n"},
+			{[]string{"get", "instances", "--state", "failed", "-o", "wide"}, "no instances match the filters\n"},
+			{[]string{"get", "instances", "--state", "failed", "-o", "json"}, ""},
+		} {
+			if r := srv.ccattler(t, tc.args...); r.code != 0 || r.stderr != tc.stderr || strings.Count(r.stdout, "\n") != 1 {
+				t.Errorf("%s: exit %d, stderr %q (want %q), stdout %q (want a heading alone, or [])", strings.Join(tc.args, " "), r.code, r.stderr, tc.stderr, r.stdout)
+			}
+		}
 		names := strings.Fields(srv.ok(t, "get", "instances", "--state", "running", "--service", "web", "-o", "name"))
 		var want []string
 		for id := range web.state {

@@ -52,8 +52,9 @@ func newGetCmd() *cobra.Command {
 Singular forms (service, instance, ...) work too. NAMEs narrow the list to
 those objects (endpoints: to those services); a NAME that does not exist
 is an error (exit 1) after the rest are printed. --state, --node,
---service and -l narrow it further; -w keeps it on screen, redrawn as the
-cluster changes.
+--service and -l narrow it further; a table left without rows says so on
+stderr ("no volumes", "no instances match the filters"). -w keeps it on
+screen, redrawn as the cluster changes.
 
 -o json and -o yaml print typed objects — counts as numbers, cpu in cores,
 memory and sizes in bytes, times in RFC 3339 — in the shapes docs/cli.md
@@ -94,7 +95,7 @@ documents; -o wide adds columns; -o name prints kind/name, one a line.`,
 			if watch {
 				return v.watch(ctx, s, cmd.OutOrStdout())
 			}
-			return v.show(ctx, s, cmd.OutOrStdout())
+			return v.show(ctx, s, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()

@@ -284,8 +284,9 @@ func (v *getView) notFound(missing []string) error {
 	return exitError{code: 1, err: fmt.Errorf("%s %s not found", singular, strings.Join(q, ", "))}
 }
 
-// show loads the world once and prints the view.
-func (v *getView) show(ctx context.Context, s *facts.Store, out io.Writer) error {
+// show loads the world once and prints the view. A table without rows
+// says why on errOut, as a heading alone reads like a listing cut short.
+func (v *getView) show(ctx context.Context, s *facts.Store, out, errOut io.Writer) error {
 	w, err := v.load(ctx, s)
 	if err != nil {
 		return err
@@ -294,7 +295,19 @@ func (v *getView) show(ctx context.Context, s *facts.Store, out io.Writer) error
 	if err := v.render(out, items, false); err != nil {
 		return err
 	}
+	if len(items) == 0 && len(missing) == 0 && (g.output == "table" || g.output == "wide") {
+		fmt.Fprintln(errOut, v.noneShown())
+	}
 	return v.notFound(missing)
+}
+
+// noneShown says that the view has no rows, and whether its filters are
+// why.
+func (v *getView) noneShown() string {
+	if len(v.states) > 0 || v.node != "" || v.service != "" || len(v.selector) > 0 || len(v.names) > 0 {
+		return fmt.Sprintf("no %s match the filters", v.kind)
+	}
+	return fmt.Sprintf("no %s", v.kind)
 }
 
 // watchRedrawEvery bounds how often get --watch redraws: a burst of writes
