@@ -76,6 +76,16 @@ func TestExitCodesEveryCommand(t *testing.T) {
 			t.Errorf("scale web 5: exit %d, want 2 and the command to type; stderr:\n%s", r.code, r.stderr)
 		}
 	})
+	t.Run("scale to a negative count", func(t *testing.T) {
+		// The flag parser sees "-1" first; it is a count, not a flag.
+		r := run(t, append(append([]string(nil), noCluster...), "scale", "service", "web", "-1")...)
+		if r.code != 2 || !strings.Contains(r.stderr, `scale service web "-1": expected a whole number of instances from 0 to 10000`) {
+			t.Errorf("scale service web -1: exit %d, want 2 and the range; stderr:\n%s", r.code, r.stderr)
+		}
+		if r := run(t, append(append([]string(nil), noCluster...), "scale", "service", "web", "1", "-x")...); r.code != 2 || !strings.Contains(r.stderr, "unknown shorthand flag: 'x' in -x") {
+			t.Errorf("scale service web 1 -x: exit %d, want 2 naming the flag; stderr:\n%s", r.code, r.stderr)
+		}
+	})
 	t.Run("a bad --output value", func(t *testing.T) {
 		if r := run(t, append(noCluster, "version", "-o", "xml")...); r.code != 2 || !strings.Contains(r.stderr, `--output "xml": expected table or json`) {
 			t.Errorf("version -o xml: exit %d, stderr:\n%s", r.code, r.stderr)

@@ -81,5 +81,16 @@ autoscales, takes precedence over the user's intent; scale says so.
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the service has converged (as apply --wait)")
+	// A negative count reaches the flag parser, which takes it for a
+	// flag: "unknown shorthand flag: '1' in -1".
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if _, arg, ok := strings.Cut(err.Error(), "' in "); ok {
+			if n, aerr := strconv.Atoi(arg); aerr == nil && n < 0 {
+				// The arguments before it are parsed: "service NAME".
+				return usageError("scale %s %q: expected a whole number of instances from 0 to %d", strings.Join(c.Flags().Args(), " "), arg, facts.MaxInstances)
+			}
+		}
+		return err
+	})
 	return cmd
 }
