@@ -189,7 +189,7 @@ a new watch from the mirror's revision.`,
 	addResyncFlag(fl, &f.resync, "at rest, at most this often, the engine evaluates every rule whole and commits what its incremental rounds missed (0: never), as ccattler server --resync-every")
 	fl.BoolVar(&f.overlap, "overlap-commit", engine.NewConfig().OverlapCommit, "commit every engine round's plan while the next round evaluates, not only a round cut at its budget, as ccattler server --overlap-commit")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: change, scale-down or delete")
+	fl.StringVar(&f.profilePhase, "cpuprofile-phase", "", "profile only this phase with --cpuprofile: converge (from the apply until every instance runs; without the raw etcd put loop, which a profile of the whole run includes), change, scale-down or delete")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile, taken once converged, to this file, and one of the largest live heap seen to this file plus .peak")
 	fl.StringVar(&f.logLevel, "log-level", "error", logLevelUsage)
 	fl.BoolVar(&f.keep, "keep", false, "keep the temporary etcd data directory")
@@ -258,7 +258,7 @@ func (f *benchFlags) resolve(cmd *cobra.Command) error {
 	case f.rawFor <= 0:
 		return usageError("--raw-for %s: expected a positive duration", f.rawFor)
 	case f.profilePhase != "" && (f.cpuProfile == "" || !slices.Contains(profilePhases, f.profilePhase)):
-		return usageError("--cpuprofile-phase %q: expected change, scale-down or delete, with --cpuprofile", f.profilePhase)
+		return usageError("--cpuprofile-phase %q: expected converge, change, scale-down or delete, with --cpuprofile", f.profilePhase)
 	case f.scaleTo < -1 || f.scaleTo > facts.MaxInstances:
 		return usageError("--scale-to %d: expected -1 (skip) or 0 to %d", f.scaleTo, facts.MaxInstances)
 	}

@@ -213,14 +213,20 @@ func (b *bench) converge(ctx context.Context) error {
 	})
 	tenth := b.tr.when(func(t *tracker) bool { return t.ready >= (n+9)/10 })
 	nineTenths := b.tr.when(func(t *tracker) bool { return t.ready >= n-n/10 })
+	stopProfile, err := b.profilePhase("converge")
+	if err != nil {
+		return err
+	}
 	st0, ag0, tc0, cpu0, gc0 := b.eng.Stats(), b.agentStats(), b.tr.counts(), cpuTime(), gcCPUTime()
 	start := time.Now()
 	for _, doc := range docs {
 		if _, err := spec.Apply(ctx, b.store, doc, spec.Options{Actor: "bench"}); err != nil {
+			stopProfile()
 			return fmt.Errorf("apply the services: %w", err)
 		}
 	}
 	snap, err := b.wait(ctx, done, "converging")
+	stopProfile()
 	// The counters up to now, whether or not it converged: when it did
 	// not (the large preset may not within --timeout), they and how far
 	// it got are the figures that remain.

@@ -85,7 +85,7 @@ func (b *bench) deleteAll(ctx context.Context) error {
 }
 
 // profilePhases are the phases --cpuprofile-phase may name.
-var profilePhases = []string{"change", "scale-down", "delete"}
+var profilePhases = []string{"converge", "change", "scale-down", "delete"}
 
 // profilePhase starts the CPU profile when --cpuprofile-phase names phase;
 // stop ends it.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +36,7 @@ func TestBench(t *testing.T) {
 		{name: "negative stall", args: []string{"bench", "--stall", "-1s"}, code: 2, stderr: "--stall -1s: expected a positive duration, or 0 for never"},
 		{name: "too few nodes", args: []string{"bench", "--nodes", "1"}, code: 2, stderr: "--nodes 1: expected at least 2"},
 		{name: "scale-to below -1", args: []string{"bench", "--scale-to", "-2"}, code: 2, stderr: "--scale-to -2: expected -1 (skip) or 0 to 10000"},
-		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected change, scale-down or delete, with --cpuprofile`},
+		{name: "phase profile without a profile", args: []string{"bench", "--cpuprofile-phase", "delete"}, code: 2, stderr: `--cpuprofile-phase "delete": expected converge, change, scale-down or delete, with --cpuprofile`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +70,35 @@ func TestBench(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --cpuprofile-phase converge profiles the converge alone: the process's
+// work shows in it, the raw etcd put loop after it does not.
+func TestBenchProfilesTheConverge(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "converge.cpu")
+	r := run(t, "bench", "--nodes", "10", "--instances", "300", "--services", "3", "--changes", "0", "--no-recovery",
+		"--raw-for", "500ms", "--timeout", "2m", "--cpuprofile", prof, "--cpuprofile-phase", "converge")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s is not a gzipped pprof profile: %v", prof, err)
+	}
+	p, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(p, []byte("github.com/ccattler/ccattler/")) {
+		t.Errorf("the converge's profile (%d bytes) has no sample of CCattler's code", len(p))
+	}
+	if bytes.Contains(p, []byte("main.rawPuts")) {
+		t.Errorf("the converge's profile has samples of the raw put loop, which runs after it")
 	}
 }
 
