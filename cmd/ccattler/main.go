@@ -9,7 +9,7 @@ import (
 
 func main() {
 	root := newRootCmd()
-	err := explainDeadline(asUsage(root, root.Execute()))
+	err := explainDenied(explainDeadline(asUsage(root, root.Execute())))
 	if g.cancelDeadline != nil {
 		g.cancelDeadline()
 	}

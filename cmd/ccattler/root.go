@@ -24,6 +24,7 @@ type globals struct {
 	tls         tlsFlags
 	etcdGiven   bool     // --etcd or CCATTLER_ETCD was set
 	dialled     []string // the endpoints connection resolved last (https:// when TLS was found), for messages
+	actedAs     string   // the principal connection resolved last ("" without TLS), for messages
 	// timeout bounds every client command (deadline.go); deadlined says
 	// this one runs under it, cancelDeadline releases it.
 	timeout        time.Duration
@@ -124,9 +125,12 @@ func (g *globals) connection(identity string) (*tls.Config, []string, error) {
 	for _, e := range eps {
 		httpsOnly = httpsOnly && strings.HasPrefix(e, "https://")
 	}
-	tlsCfg, _, err := g.tls.resolve(identity, g.etcdGiven, httpsOnly)
+	tlsCfg, principal, err := g.tls.resolve(identity, g.etcdGiven, httpsOnly)
 	if err != nil {
 		return nil, nil, err
+	}
+	if tlsCfg != nil {
+		g.actedAs = principal
 	}
 	eps, err = secureEndpoints(eps, tlsCfg != nil)
 	if err != nil {

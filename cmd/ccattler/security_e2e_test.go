@@ -156,6 +156,19 @@ func TestSecureByDefault(t *testing.T) {
 		if r.code != 0 || strings.Count(r.stdout, "running") != 3 {
 			t.Errorf("auditor get instances: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		// A refusal names the principal the command acted as, whether
+		// etcd refused a write (the auditor's scale) or a read (a node's
+		// get services: nodes do not read desired/).
+		for _, who := range []string{"auditor", "node:node-1"} {
+			args := []string{"scale", "service", "web", "5"}
+			if who != "auditor" {
+				args = []string{"get", "services"}
+			}
+			r := run(t, append([]string{"--etcd", srv.client, "--tls-dir", srv.tlsDir, "--identity", who}, args...)...)
+			if want := "permission denied: acting as " + who + ", whose grants do not cover this key"; r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("%s %s: exit %d, want 1 and %q; stderr:\n%s", who, strings.Join(args, " "), r.code, want, r.stderr)
+			}
+		}
 	})
 	t.Run("without a certificate nothing", func(t *testing.T) {
 		tlsCfg, err := pki.ClientTLS(pki.PathsOf(srv.tlsDir, "x").CA, "", "")
