@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -106,40 +103,18 @@ func TestBenchProfilesTheConverge(t *testing.T) {
 // leaves none of its etcd data in the temporary directory.
 func TestBenchInterruptedLeavesNoData(t *testing.T) {
 	tmp := t.TempDir()
-	cmd := exec.Command(bin, "bench", "--nodes", "3", "--instances", "9", "--services", "3", "--changes", "1000000",
+	b := startBin(t, []string{"TMPDIR=" + tmp}, "bench", "--nodes", "3", "--instances", "9", "--services", "3", "--changes", "1000000",
 		"--no-recovery", "--raw-for", "300ms")
-	cmd.Env = withEnv([]string{"TMPDIR=" + tmp})
-	var mu sync.Mutex
-	var stderr bytes.Buffer
-	cmd.Stderr = &lockedWriter{mu: &mu, w: &stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	said := func() string { mu.Lock(); defer mu.Unlock(); return stderr.String() }
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(said(), "bench: one-fact changes"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no change phase within 60s:\n%s", said())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, 60*time.Second, "bench in its change phase", func() bool { return strings.Contains(b.dump(), "bench: one-fact changes") })
 	if left, _ := filepath.Glob(filepath.Join(tmp, "ccattler-bench-*")); len(left) != 1 {
 		t.Fatalf("the running bench's data is not in TMPDIR %s: %v", tmp, left)
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
+	b.interrupt(t)
+	if code := b.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1:\n%s", code, b.dump())
 	}
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("bench did not exit within 30s of SIGINT:\n%s", said())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("exit code %d, want 1:\n%s", code, said())
-	}
-	if !strings.Contains(said(), "error: interrupted: the figures are those measured so far") {
-		t.Errorf("the interrupted bench did not say so:\n%s", said())
+	if !strings.Contains(b.dump(), "error: interrupted: the figures are those measured so far") {
+		t.Errorf("the interrupted bench did not say so:\n%s", b.dump())
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the interrupted bench left %d entries in TMPDIR, %s first", len(left), left[0].Name())

@@ -325,8 +325,9 @@ func TestClientConfig(t *testing.T) {
 	mustExit(t, runEnv(t, env, "validate", "-f", webExample), 0, "validate with a broken config")
 }
 
-// devProc is a `ccattler dev` subprocess whose stdout is kept line by line.
-type devProc struct {
+// binProc is a ccattler subprocess (dev, bench) whose stdout is kept line
+// by line; it is killed at the test's end if still running.
+type binProc struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	lines  []string     // guarded by mu
@@ -334,10 +335,15 @@ type devProc struct {
 	exited chan struct{}
 }
 
-func startDev(t *testing.T, env []string, args ...string) *devProc {
+func startDev(t *testing.T, env []string, args ...string) *binProc {
 	t.Helper()
-	d := &devProc{exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, append([]string{"dev"}, args...)...)
+	return startBin(t, env, append([]string{"dev"}, args...)...)
+}
+
+func startBin(t *testing.T, env []string, args ...string) *binProc {
+	t.Helper()
+	d := &binProc{exited: make(chan struct{})}
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Env = withEnv(env)
 	d.cmd.Stderr = &lockedWriter{mu: &d.mu, w: &d.stderr}
 	stdout, err := d.cmd.StdoutPipe()
@@ -364,6 +370,9 @@ func startDev(t *testing.T, env []string, args ...string) *devProc {
 			_ = d.cmd.Process.Kill()
 			<-d.exited
 		}
+		if t.Failed() {
+			t.Logf("ccattler %s's output:\n%s", args[0], d.dump())
+		}
 	})
 	return d
 }
@@ -379,14 +388,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func (d *devProc) dump() string {
+func (d *binProc) dump() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return strings.Join(d.lines, "\n") + "\nstderr:\n" + d.stderr.String()
 }
 
 // wait returns the submatches of the first line matching re, waiting up to 60s.
-func (d *devProc) wait(t *testing.T, re *regexp.Regexp) []string {
+func (d *binProc) wait(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -400,7 +409,7 @@ func (d *devProc) wait(t *testing.T, re *regexp.Regexp) []string {
 		d.mu.Unlock()
 		select {
 		case <-d.exited:
-			t.Fatalf("dev exited before a line matching %s:\n%s", re, d.dump())
+			t.Fatalf("%s exited before a line matching %s:\n%s", d.cmd.Args[1], re, d.dump())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -410,7 +419,7 @@ func (d *devProc) wait(t *testing.T, re *regexp.Regexp) []string {
 	}
 }
 
-func (d *devProc) interrupt(t *testing.T) {
+func (d *binProc) interrupt(t *testing.T) {
 	t.Helper()
 	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -418,7 +427,7 @@ func (d *devProc) interrupt(t *testing.T) {
 	select {
 	case <-d.exited:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("dev did not exit within 30s of SIGINT:\n%s", d.dump())
+		t.Fatalf("%s did not exit within 30s of SIGINT:\n%s", d.cmd.Args[1], d.dump())
 	}
 }
 

@@ -295,11 +295,15 @@ func (v *getView) show(ctx context.Context, s *facts.Store, out, errOut io.Write
 	if err := v.render(out, items, false); err != nil {
 		return err
 	}
-	if len(items) == 0 && len(missing) == 0 && (g.output == "table" || g.output == "wide") {
+	if len(items) == 0 && len(missing) == 0 && tableOutput() {
 		fmt.Fprintln(errOut, v.noneShown())
 	}
 	return v.notFound(missing)
 }
+
+// tableOutput reports whether -o asks for a table (table or wide), the
+// output meant for a person rather than a script.
+func tableOutput() bool { return g.output == "table" || g.output == "wide" }
 
 // noneShown says that the view has no rows, and whether its filters are
 // why.
@@ -344,7 +348,7 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 			}
 		}()
 	}
-	clear := isTerminal(out) && (g.output == "table" || g.output == "wide")
+	clear := isTerminal(out) && tableOutput()
 	var last []byte
 	draw := func(w *world) error {
 		items, _ := v.selected(w, time.Now())

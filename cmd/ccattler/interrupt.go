@@ -17,14 +17,15 @@ import (
 const sameSignalWithin = 250 * time.Millisecond
 
 // stopOnInterrupt returns a context that ends at the first SIGINT or
-// SIGTERM, for server, dev and agent to stop gracefully. A second signal
-// while they stop (more than sameSignalWithin after the first) ends the
-// process at once with exit code 1, saying so on w: a stop that waits on
-// an etcd that no longer answers (a cluster's last server, a frozen
-// member) is cut short as users expect of a second Ctrl-C. What the
-// process keeps is safe to lose so: etcd's data is in its write-ahead
-// log, and containers keep running without their agent. What must not be
-// left behind, as dev's context in the client configuration and its
+// SIGTERM, for the commands that run until stopped (server, agent, dev,
+// bench and the watches) to stop gracefully. A second signal while they
+// stop (more than sameSignalWithin after the first) ends the process at
+// once with exit code 1, saying so on w: a stop that waits on an etcd
+// that no longer answers (a cluster's last server, a frozen member) is
+// cut short as users expect of a second Ctrl-C. What the process keeps is
+// safe to lose so: etcd's data is in its write-ahead log, and containers
+// keep running without their agent. What must not be left behind, as
+// dev's context in the client configuration and dev's and bench's
 // temporary data, is undone by forced first, in order.
 func stopOnInterrupt(parent context.Context, w io.Writer, forced ...func()) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
