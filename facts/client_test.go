@@ -3,6 +3,7 @@ package facts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -46,8 +47,10 @@ func TestStoreReads(t *testing.T) {
 
 	// Pages of two; a key written during the visit is not in it.
 	var seen []string
+	values := map[string]string{}
 	rev, err = s.Backward(ctx, "placement/instance/", 0, 2, func(f facts.Fact) bool {
 		seen = append(seen, f.Key)
+		values[f.Key] = fmt.Sprintf("%s at %d", f.Value, f.ModRevision)
 		if len(seen) == 1 {
 			put(t, s, facts.Placement("a0000"), `"node-3"`)
 		}
@@ -56,6 +59,12 @@ func TestStoreReads(t *testing.T) {
 	want := []string{facts.Placement("a5000"), facts.Placement("a4000"), facts.Placement("a3000"), facts.Placement("a2000"), facts.Placement("a1000")}
 	if err != nil || !slices.Equal(seen, want) || rev != both {
 		t.Errorf("Backward visited %v at %d (%v); want %v at %d", seen, rev, err, want, both)
+	}
+	if got, want := values[facts.Placement("a4000")], fmt.Sprintf(`"node-2" at %d`, both); got != want {
+		t.Errorf("Backward gave a4000 as %s, want %s", got, want)
+	}
+	if got, want := values[facts.Placement("a3000")], fmt.Sprintf(`"node-1" at %d`, revs[2]); got != want {
+		t.Errorf("Backward gave a3000 as %s, want %s", got, want)
 	}
 	seen = nil
 	if _, err := s.Backward(ctx, "placement/instance/", 0, 2, func(f facts.Fact) bool {

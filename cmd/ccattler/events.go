@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ccattler/ccattler/engine/audit"
+	"github.com/ccattler/ccattler/facts"
 	"github.com/spf13/cobra"
 )
 
@@ -53,7 +56,7 @@ since a rule of a server's --policies DIR is known only once it fired.`,
 				return err
 			}
 			defer s.Close()
-			evs, rev, bad, err := audit.List(ctx, s, flt)
+			evs, rev, bad, err := records(ctx, s, flt, limit)
 			if err != nil {
 				return err
 			}
@@ -61,9 +64,6 @@ since a rule of a server's --policies DIR is known only once it fired.`,
 				if err := checkRuleName(ctx, s, flt.Rule, follow, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
-			}
-			if limit > 0 && len(evs) > limit {
-				evs = evs[len(evs)-limit:] // the newest, as tail -n
 			}
 			out := cmd.OutOrStdout()
 			for _, ev := range evs {
@@ -91,6 +91,24 @@ since a rule of a server's --policies DIR is known only once it fired.`,
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new records as they are committed")
 	f.IntVarP(&limit, "limit", "n", 0, "only the newest N records (0: all); with --follow, the newest N then every new one")
 	return cmd
+}
+
+// records returns the records flt passes, oldest first: the newest limit
+// of them (0: every one), read newest first until there are that many, so
+// that the last 20 of 100,000 records do not load them all.
+func records(ctx context.Context, s *facts.Store, flt audit.Filter, limit int) ([]audit.Event, int64, int, error) {
+	if limit == 0 {
+		return audit.List(ctx, s, flt)
+	}
+	var evs []audit.Event
+	rev, _, bad, err := audit.Newest(ctx, s, audit.Query{Since: flt.Since}, func(e audit.Event) bool {
+		if flt.Match(e) {
+			evs = append(evs, e)
+		}
+		return len(evs) < limit
+	})
+	slices.Reverse(evs)
+	return evs, rev, bad, err
 }
 
 // parseSince accepts a duration back from now or an absolute time.

@@ -273,6 +273,12 @@ func TestWhyNotFindsTheNewestRejection(t *testing.T) {
 	if _, ok, _ := audit.WhyNot(ctx, s, "id", "c913d"); ok {
 		t.Error("found a rejection for an instance that has none")
 	}
+	// A value JSON escapes (< as \u003c) is found too, though its bytes
+	// are not in the record.
+	reject("x<y", cand("node-3", "alive"))
+	if ev, ok, err := audit.WhyNot(ctx, s, "id", "x<y"); err != nil || !ok || ev.Bindings["id"] != "x<y" {
+		t.Errorf("WhyNot(x<y) = %v, %v, %v", ev.Bindings, ok, err)
+	}
 }
 
 func TestWhyExplainsTheClockAsTheServers(t *testing.T) {

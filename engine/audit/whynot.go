@@ -1,7 +1,9 @@
 package audit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,19 +16,25 @@ import (
 const KindRejection = "rejection"
 
 // WhyNot returns the newest rejection record whose bindings bind variable
-// to value (e.g. id=a8f31), or ok=false when there is none.
+// to value (e.g. id=a8f31), or ok=false when there is none. It reads the
+// records newest first and stops at that one; a record whose bytes do not
+// name the value is not decoded.
 func WhyNot(ctx context.Context, s *facts.Store, variable, value string) (Event, bool, error) {
-	evs, _, _, err := List(ctx, s, Filter{})
-	if err != nil {
-		return Event{}, false, err
+	var found Event
+	ok := false
+	var q Query
+	if quoted, _ := json.Marshal(value); string(quoted) == `"`+value+`"` {
+		// Stored as it is: a record binding it contains it.
+		q.Raw = func(b []byte) bool { return bytes.Contains(b, quoted) }
 	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		e := evs[i]
+	_, _, _, err := Newest(ctx, s, q, func(e Event) bool {
 		if e.Kind == KindRejection && e.Bindings[variable] == value {
-			return e, true, nil
+			found, ok = e, true
+			return false
 		}
-	}
-	return Event{}, false, nil
+		return true
+	})
+	return found, ok, err
 }
 
 // PrintRejection writes one line per candidate with every filter it failed.
