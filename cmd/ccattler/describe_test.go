@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,9 +30,18 @@ func TestDescribeTouches(t *testing.T) {
 		"observed/instance/a8f31":   false,
 		"desired/service/webapp/im": false,
 	} {
-		if got := touches(e, key); got != want {
-			t.Errorf("touches(%s) = %v, want %v", key, got, want)
+		if got := newKeyTrees([]string{key}).touchedBy(e); got != want {
+			t.Errorf("touched by a record under %s: %v, want %v", key, got, want)
 		}
+	}
+	// Among many trees, only the one that holds a key counts.
+	many := newKeyTrees([]string{"desired/service/web", "observed/instance/b72c9", "placement/instance/a8f3"})
+	if many.touchedBy(e) {
+		t.Errorf("trees %v touched by a record of desired/service/webapp and placement/instance/a8f31", many)
+	}
+	many["placement/instance/a8f31"] = true
+	if !many.touchedBy(e) {
+		t.Errorf("trees %v not touched by a record that read placement/instance/a8f31", many)
 	}
 }
 
@@ -85,5 +96,109 @@ func TestDescribeFixture(t *testing.T) {
 	}
 	if _, err := describe(ctx, s, "node", "node-9", 10, started); err == nil || !strings.Contains(err.Error(), `node "node-9" not found`) {
 		t.Errorf("describe node node-9: %v", err)
+	}
+}
+
+// A large service's description fits a screen: at most describeRows
+// instances (a failed one among them though it sorts last), endpoints and
+// pending ones, describeRejections rejections printed whole, and many facts
+// under one key as one counted line; -o json keeps every one. The records
+// are matched against every instance's keys, and a pending instance gets
+// its newest rejection.
+func TestDescribeLargeService(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	started := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	put := map[string]any{
+		facts.DesiredService("big"): map[string]any{}, facts.ServiceImage("big"): "nginx:1.28",
+		facts.ServiceInstances("big"): 70, facts.EffectiveInstances("big"): 70,
+	}
+	const running, pending = 44, 25
+	id := func(i int) string { return fmt.Sprintf("a%04x", i) }
+	for i := range running {
+		put[facts.InstanceService(id(i))] = "big"
+		put[facts.InstanceState(id(i))] = "running"
+		put[facts.InstanceHealth(id(i))] = "healthy"
+		put[facts.Placement(id(i))] = "node-1"
+		put[facts.Endpoint("big", id(i))] = map[string]any{"ip": "10.1.0.5", "port": 8000 + i}
+		put[facts.ServiceMetric("big", "cpu", id(i))] = 0.5
+	}
+	for i := running; i < running+pending; i++ {
+		put[facts.InstanceService(id(i))] = "big"
+		put[facts.InstanceState(id(i))] = "pending"
+	}
+	put[facts.InstanceService("fffff")] = "big"
+	put[facts.InstanceState("fffff")] = "failed"
+	put[facts.InstanceReason("fffff")] = "exited with status 3"
+	for k, v := range put {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A rejection for every pending instance, and an older one, of another
+	// filter, for the first.
+	record := func(n int, rec facts.EventRecord) {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Event(fmt.Sprintf("20261129T180000.%09dZ-%06d", n, n)), b)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reject := func(n int, inst, filter string) {
+		record(n, facts.EventRecord{Rule: "schedule", Kind: audit.KindRejection, Bindings: map[string]string{"id": inst},
+			Reads:    []facts.EventRead{{Key: facts.InstanceState(inst)}},
+			Rejected: []facts.EventRejection{{Candidate: map[string]string{"node": "node-1"}, Filters: []string{filter}}}})
+	}
+	reject(1, id(running), "alive")
+	for i := running; i < running+pending; i++ {
+		reject(10+i, id(i), "cpu")
+	}
+	// A record of an instance of the service, and one of a service whose
+	// name only starts alike.
+	record(100, facts.EventRecord{Rule: "note_failed", Writes: []facts.EventWrite{{Key: facts.InstanceAttr("fffff", "failed_at"), Value: facts.RawJSON(`"2026-11-29T18:00:00Z"`)}}})
+	record(101, facts.EventRecord{Rule: "apply", Writes: []facts.EventWrite{{Key: facts.ServiceImage("bigger"), Value: facts.RawJSON(`"x"`)}}})
+
+	d, err := describe(ctx, s, "service", "big", 5, started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Instances) != running+pending+1 || len(d.Endpoints) != running || len(d.Pending) != pending {
+		t.Errorf("described %d instances, %d endpoints, %d pending; want every one: %d, %d, %d",
+			len(d.Instances), len(d.Endpoints), len(d.Pending), running+pending+1, running, pending)
+	}
+	if d.Matched != pending+2 || d.Events[len(d.Events)-1].Rule != "note_failed" {
+		t.Errorf("matched %d records, the last shown %+v; want %d, the last note_failed", d.Matched, d.Events[len(d.Events)-1], pending+2)
+	}
+	if r := d.Pending[0].Rejection; r == nil || r.Rejected[0].Filters[0] != "cpu" {
+		t.Errorf("pending %s: rejection %+v, want the newest (cpu)", d.Pending[0].Instance, r)
+	}
+	var b bytes.Buffer
+	if err := d.print(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		`(?m)^  fffff\s+big\s+-\s+failed\s+-\s+-\s+exited with status 3$`,
+		`(?m)^  … 50 more \(6 pending, 44 running\): ccattler get instances --service big lists every one$`,
+		`(?m)^  … 24 more: ccattler get endpoints big lists every one$`,
+		`(?m)^  observed/service/big/metrics/cpu/\*\s+44 facts: ccattler facts get observed/service/big/metrics/cpu/ lists them$`,
+		`(?m)^  desired/service/big/image\s+"nginx:1.28"$`,
+		`(?m)^  a0030: rejected by rule schedule \(event 20261129T180000.000000058Z-000058\): ccattler why-not instance a0030$`,
+		`(?m)^  … 5 more instances without a placement: ccattler why-not instance ID says why one is not$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("describe service big lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "rule schedule found no candidate"); n != describeRejections {
+		t.Errorf("printed %d rejections whole, want %d:\n%s", n, describeRejections, out)
+	}
+	if n := strings.Count(out, "/metrics/cpu/a"); n != 0 {
+		t.Errorf("listed %d metrics facts one by one:\n%s", n, out)
+	}
+	if lines := strings.Count(out, "\n"); lines > 100 {
+		t.Errorf("describe service big took %d lines", lines)
 	}
 }
