@@ -45,6 +45,26 @@ func TestConsoleAtScale(t *testing.T) {
 		}
 	}
 	scaleFacts(nodes, services, perService, put)
+	// One service of 3,000 instances: its page lists 200, the failed one
+	// and the pending ones first, and all of them on request.
+	const big = 3000
+	put("desired/service/big", `{}`)
+	put("desired/service/big/image", `"nginx:1.28"`)
+	put("effective/service/big/instances", fmt.Sprint(big))
+	for i := range big {
+		id := fmt.Sprintf("%08x", 0x20000000+i)
+		state := `"running"`
+		switch {
+		case i == big-1:
+			state = `"failed"`
+		case i >= big-11:
+			state = `"pending"`
+		}
+		put(facts.InstanceAttr(id, "service"), `"big"`)
+		put(facts.InstanceAttr(id, "state"), state)
+		put(facts.InstanceAttr(id, "health"), `"healthy"`)
+		put(facts.Endpoint("big", id), `{"ip":"10.9.0.1","port":8080}`)
+	}
 	flush()
 	// Three firing records per instance (created, placed, published), as
 	// the engine writes them: the events, service and instance pages read
@@ -83,11 +103,11 @@ func TestConsoleAtScale(t *testing.T) {
 	flush()
 	t.Logf("wrote %d nodes, %d instances and %d records in %s", nodes, services*perService, 3*services*perService, time.Since(start).Round(time.Millisecond))
 	ui := "http://" + admin + "/ui/"
-	waitUntil(t, 60*time.Second, "the cluster page lists 100 services and 1000 nodes", func() bool {
+	waitUntil(t, 60*time.Second, "the cluster page lists 101 services and 1000 nodes", func() bool {
 		runIn(t, ctx, chromedp.Navigate(ui+"?nodes=all"))
 		var n []int
 		domEval(t, ctx, `[document.querySelectorAll("table.services tbody tr[data-key]").length, document.querySelectorAll("table.nodes tbody tr[data-key]").length]`, &n)
-		return len(n) == 2 && n[0] == services && n[1] == nodes
+		return len(n) == 2 && n[0] == services+1 && n[1] == nodes
 	})
 	// By default the page lists 200 of them, the ones not alive first.
 	if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Put(facts.NodeAttr("n-0999", "state"), []byte(`"unreachable"`))}}); err != nil {
@@ -99,6 +119,27 @@ func TestConsoleAtScale(t *testing.T) {
 		domEval(t, ctx, `Array.from(document.querySelectorAll("table.nodes tbody tr[data-key]")).map(tr => tr.dataset.key)`, &ids)
 		return len(ids) == 200 && ids[0] == "n-0999" && ids[1] == "n-0001"
 	})
+	runIn(t, ctx, chromedp.Navigate(ui+"service?name=big"))
+	var shown struct {
+		Instances []string
+		Endpoints int
+		Note      string
+	}
+	domEval(t, ctx, `({instances: Array.from(document.querySelectorAll("table.instances tbody tr[data-key]")).map(tr => tr.dataset.key),
+		endpoints: document.querySelectorAll("table.endpoints tbody tr[data-key]").length,
+		note: document.querySelector("p.muted").textContent})`, &shown)
+	if len(shown.Instances) != 200 || shown.Instances[0] != fmt.Sprintf("%08x", 0x20000000+big-1) ||
+		shown.Instances[1] != fmt.Sprintf("%08x", 0x20000000+big-11) || shown.Endpoints != 200 ||
+		shown.Note != "The first 200, failed and pending ones first: list all 3000." {
+		t.Errorf("service big's page listed %d instances (the first %.2q), %d endpoints, note %q; want 200, the failed one and then the pending ones first, 200, and the link to all",
+			len(shown.Instances), shown.Instances, shown.Endpoints, shown.Note)
+	}
+	runIn(t, ctx, chromedp.Click("p.muted a"), chromedp.WaitVisible("table.instances"))
+	var all []int
+	domEval(t, ctx, `[document.querySelectorAll("table.instances tbody tr[data-key]").length, document.querySelectorAll("table.endpoints tbody tr[data-key]").length]`, &all)
+	if len(all) != 2 || all[0] != big || all[1] != big {
+		t.Errorf("service big's page, all of them: %v rows, want %d instances and endpoints", all, big)
+	}
 	// A change before each load of the second kind makes the server build
 	// the tables again from the 110,000 facts: the load under churn.
 	churn := 0
@@ -119,6 +160,7 @@ func TestConsoleAtScale(t *testing.T) {
 		{"cluster, after a change", "", change},
 		{"cluster, all 1000 nodes", "?nodes=all", nil},
 		{"service (100 instances)", "service?name=svc-042", nil},
+		{"service (3,000 instances, 200 shown)", "service?name=big", nil},
 		{"instance", fmt.Sprintf("instance?id=%08x", 0x10000000+4242), nil},
 		{"events (the newest 200 of 30,000)", "events", nil},
 		{"events of one rule", "events?rule=schedule", nil},

@@ -230,9 +230,28 @@ func (c *Console) cluster() *snapshot {
 	return c.cached
 }
 
-// nodesShown is how many nodes the cluster page lists unless asked for
-// all: those not alive first, so that they are never cut off.
-const nodesShown = 200
+// rowsShown is how many rows of a long table (the cluster's nodes, a
+// service's instances and endpoints) a page lists unless asked for all:
+// those that want attention first, so that they are never cut off.
+const rowsShown = 200
+
+// firstRows returns t with at most n rows: those of the lowest rank first,
+// in that order and then by their key (the first column).
+func firstRows(t Table, n int, rank func(row []string) int) Table {
+	if len(t.Rows) <= n {
+		return t
+	}
+	rows := slices.Clone(t.Rows)
+	slices.SortStableFunc(rows, func(a, b []string) int { return rank(a) - rank(b) })
+	rows = rows[:n]
+	slices.SortStableFunc(rows, func(a, b []string) int { // back in key order, the problems first
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a[0], b[0])
+	})
+	return Table{Columns: t.Columns, Rows: rows}
+}
 
 // clusterView is what the cluster tables show of a snapshot.
 type clusterView struct {
@@ -245,39 +264,45 @@ type clusterView struct {
 }
 
 func view(s *snapshot, all bool) clusterView {
-	v := clusterView{Rev: s.Rev, Services: s.Services, AllNodes: len(s.Nodes.Rows), States: map[string]int{}, All: all}
+	v := clusterView{Rev: s.Rev, Services: s.Services, Nodes: s.Nodes, AllNodes: len(s.Nodes.Rows), States: map[string]int{}, All: all}
 	st := s.Nodes.Col("state")
-	rows := slices.Clone(s.Nodes.Rows)
-	for _, r := range rows {
-		if st >= 0 {
-			v.States[or(r[st], "unknown")]++
-		}
+	if st < 0 {
+		return v
 	}
-	if !all && len(rows) > nodesShown && st >= 0 {
-		slices.SortStableFunc(rows, func(a, b []string) int {
-			return boolCmp(a[st] != "alive", b[st] != "alive")
-		})
-		rows = rows[:nodesShown]
-		slices.SortStableFunc(rows, func(a, b []string) int { // back in id order, the problems first
-			if d := boolCmp(a[st] != "alive", b[st] != "alive"); d != 0 {
-				return d
+	for _, r := range s.Nodes.Rows {
+		v.States[or(r[st], "unknown")]++
+	}
+	if !all {
+		v.Nodes = firstRows(s.Nodes, rowsShown, func(r []string) int {
+			if r[st] != "alive" {
+				return 0
 			}
-			return strings.Compare(a[0], b[0])
+			return 1
 		})
 	}
-	v.Nodes = Table{Columns: s.Nodes.Columns, Rows: rows}
 	return v
 }
 
-// boolCmp orders true first.
-func boolCmp(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return -1
+// instanceRank orders a service's instances for its page: failed or
+// running unhealthy first, then pending, running, and the stopped ones,
+// kept an hour after they stop, last.
+func instanceRank(t Table) func(row []string) int {
+	st, health := t.Col("state"), t.Col("health")
+	return func(r []string) int {
+		state := ""
+		if st >= 0 {
+			state = r[st]
+		}
+		switch {
+		case state == "failed" || state == "running" && health >= 0 && r[health] != "healthy":
+			return 0
+		case state == "pending" || state == "":
+			return 1
+		case state == "running":
+			return 2
+		}
+		return 3
 	}
-	return 1
 }
 
 func or(s, def string) string {
@@ -508,8 +533,14 @@ func (c *Console) servicePage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	c.render(w, "service.html", "service "+name, "cluster", map[string]any{
-		"Name": name, "Service": svc, "Instances": insts, "Endpoints": endpoints.Where("service", name), "Firings": evs, "Rev": cl.Rev})
+	eps := endpoints.Where("service", name)
+	data := map[string]any{"Name": name, "Service": svc, "Instances": insts, "Endpoints": eps, "Firings": evs, "Rev": cl.Rev,
+		"AllInstances": len(insts.Rows), "AllEndpoints": len(eps.Rows)}
+	if r.URL.Query().Get("instances") != "all" {
+		data["Instances"] = firstRows(insts, rowsShown, instanceRank(insts))
+		data["Endpoints"] = firstRows(eps, rowsShown, func([]string) int { return 0 })
+	}
+	c.render(w, "service.html", "service "+name, "cluster", data)
 }
 
 func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
