@@ -128,6 +128,12 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 			ready = c.Endpoints
 		}
 		switch {
+		case !haveTarget && !haveUser && !overridden && !autoscaled:
+			// No layer sets a count (apply warned): none is to run.
+			c.Target = 0
+			if c.Live > 0 {
+				c.Pending = fmt.Sprintf("%d more to stop", c.Live)
+			}
 		case !haveTarget:
 			c.Pending = "the intent resolver to set effective/service/" + name + "/instances"
 		case haveUser && !overridden && !autoscaled && target != user:
@@ -164,50 +170,64 @@ func waitConverged(ctx context.Context, s *facts.Store, services []string, withi
 	if len(services) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(within)
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	last := map[string]string{}
-	var cs []convergence
-	for {
-		now, err := readConvergence(ctx, s, services)
-		if err == nil {
-			cs = now
-			done := true
-			for _, c := range cs {
-				if line := c.String(); line != last[c.Service] {
-					fmt.Fprintf(progress, "%s  %s\n", stamp(time.Now()), line)
-					last[c.Service] = line
-				}
-				done = done && c.converged()
+	return poll(ctx, within, progress, func(ctx context.Context) (lines, left []string, err error) {
+		cs, err := readConvergence(ctx, s, services)
+		for _, c := range cs {
+			lines = append(lines, c.String())
+			if !c.converged() {
+				left = append(left, c.String())
 			}
-			if done {
-				fmt.Fprintf(progress, "converged: %s\n", strings.Join(services, ", "))
+		}
+		return lines, left, err
+	}, "converged: "+strings.Join(services, ", "),
+		"convergence", "not converged", "ccattler get instances and ccattler why-not show why")
+}
+
+// poll reads progress every 250 ms until nothing is left or within passes,
+// printing each line that changed since the last read. Done, it prints
+// done; at the deadline it fails (exit 1) with what is left, as "--wait:
+// unmet within T: LEFT (hint)", or "--wait: what not read within T" when no
+// read succeeded.
+func poll(ctx context.Context, within time.Duration, progress io.Writer, read func(context.Context) (lines, left []string, err error), done, what, unmet, hint string) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var last, left []string // the lines printed last; what was left at the last read
+	for {
+		lines, now, err := read(ctx)
+		if err == nil {
+			for i, line := range lines {
+				if i >= len(last) || line != last[i] {
+					fmt.Fprintf(progress, "%s  %s\n", stamp(time.Now()), line)
+				}
+			}
+			last, left = lines, now
+			if len(left) == 0 {
+				fmt.Fprintln(progress, done)
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			var stuck []string
-			for _, c := range cs {
-				if !c.converged() {
-					stuck = append(stuck, c.String())
-				}
+			if left == nil { // no read succeeded
+				return exitError{code: 1, err: fmt.Errorf("--wait: %s not read within %s: %v", what, within.Round(100*time.Millisecond), err)}
 			}
-			slices.Sort(stuck)
-			if len(stuck) == 0 { // no read succeeded
-				return exitError{code: 1, err: fmt.Errorf("--wait: convergence not read within %s: %v", within.Round(100*time.Millisecond), err)}
-			}
-			return exitError{code: 1, err: fmt.Errorf("--wait: not converged within %s: %s (ccattler get instances and ccattler why-not show why)",
-				within.Round(100*time.Millisecond), strings.Join(stuck, "; "))}
+			slices.Sort(left)
+			return exitError{code: 1, err: fmt.Errorf("--wait: %s within %s: %s (%s)", unmet, within.Round(100*time.Millisecond), strings.Join(left, "; "), hint)}
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
-// applyWait is --wait of apply, scale and rollback: --timeout bounds the
-// whole command when given; otherwise the wait has defaultWaitTimeout of its own.
+// applyWait is --wait of apply, scale and rollback.
 func applyWait(cmd *cobra.Command, s *facts.Store, services []string) error {
+	ctx, within := waitBounds(cmd)
+	return waitConverged(ctx, s, services, within, cmd.ErrOrStderr())
+}
+
+// waitBounds is the context and time a --wait has: --timeout bounds the
+// whole command when given; otherwise the wait has defaultWaitTimeout of
+// its own.
+func waitBounds(cmd *cobra.Command) (context.Context, time.Duration) {
 	ctx, within := context.WithoutCancel(cmd.Context()), defaultWaitTimeout
 	if cmd.Flags().Changed("timeout") {
 		ctx, within = cmd.Context(), g.timeout
@@ -217,5 +237,5 @@ func applyWait(cmd *cobra.Command, s *facts.Store, services []string) error {
 			within = 100 * 365 * 24 * time.Hour // --timeout 0: no limit
 		}
 	}
-	return waitConverged(ctx, s, services, within, cmd.ErrOrStderr())
+	return ctx, within
 }

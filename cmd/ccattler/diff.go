@@ -90,6 +90,9 @@ func readDoc(cmd *cobra.Command, files []string) (*spec.Doc, error) {
 		return nil, exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
 			strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
 	}
+	if cmd.Name() != "delete" { // what a deleted service would run does not matter
+		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags) // warnings
+	}
 	return doc, nil
 }
 

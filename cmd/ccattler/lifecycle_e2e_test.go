@@ -300,3 +300,99 @@ func TestLogsAndCommandEndToEnd(t *testing.T) {
 		t.Errorf("logs of an instance on a node without logs: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// delete of several objects, by name or by file, in one transaction: a
+// name without facts deletes nothing unless passed over; --wait returns
+// once the services' instances stopped and their endpoints went, and says
+// so on stderr.
+func TestDeleteManyEndToEnd(t *testing.T) {
+	c := newCluster(t)
+	c.agent("fleet", "--nodes", "2", "--node-prefix", "n-")
+	c.waitFor(20*time.Second, "two nodes hold leases", func() bool { return len(c.list("lease/node/")) == 2 })
+	dir := t.TempDir()
+	file := writeFile(t, dir, "stack.hcl", `service "web" {
+  image     = "nginx:1.28"
+  instances = 3
+  expose    = [8080]
+}
+service "api" {
+  image     = "api:1"
+  instances = 2
+}
+service "db" {
+  image  = "postgres:17"
+  volume = "data"
+}
+volume "data" { size = "1Gi" }
+`)
+	// db sets no count: apply warns, and --wait does not wait for one.
+	if r := c.srv.ccattler(t, "apply", "-f", file, "--wait", "--timeout", "60s"); r.code != 0 ||
+		!strings.Contains(r.stderr, "stack.hcl:10:9: warning: No instances") || !strings.Contains(r.stderr, "db: 0/0 running, 0 healthy\n") {
+		t.Fatalf("apply --wait: exit %d: %s", r.code, r.stderr)
+	}
+	desired := func() int { return len(c.list("desired/service/")) + len(c.list("desired/volume/")) }
+	before := desired()
+
+	for _, bad := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"service", "web", "nope"}, 1, `service "nope" not found: nothing under desired/service/nope; nothing was deleted`},
+		{[]string{"volume", "data"}, 1, `Volume "data" is used by service "db"`},
+		{[]string{"service", "web", "-f", file}, 2, "give KIND NAME... or -f FILE, not both"},
+		{[]string{"service"}, 2, "expected KIND NAME..."},
+		{[]string{"service", "Web!"}, 2, "delete service"},
+	} {
+		r := c.srv.ccattler(t, append([]string{"delete"}, bad.args...)...)
+		if r.code != bad.code || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("delete %v: exit %d, stderr %q; want %d and %q", bad.args, r.code, r.stderr, bad.code, bad.want)
+		}
+	}
+	if n := desired(); n != before {
+		t.Fatalf("refused deletes left %d desired facts of %d", n, before)
+	}
+
+	// An instance of api that no agent runs, reported running by a stray
+	// writer: nothing stops it, and --wait says so at its deadline.
+	for k, v := range map[string]string{facts.InstanceService("fffff"): "api", facts.InstanceState("fffff"): "running", facts.InstanceNode("fffff"): "n-gone"} {
+		if _, err := c.store.PutValue(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := c.srv.ccattler(t, "delete", "service", "api", "--wait", "--timeout", "3s"); r.code != 1 ||
+		!strings.Contains(r.stderr, "error: --wait: not stopped within 3s: api: 1 instance pending or running, 0 endpoints (ccattler get instances shows them)") {
+		t.Fatalf("delete --wait of a service whose instance nothing stops: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := c.store.Remove(context.Background(), facts.InstanceState("fffff")); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.srv.ccattler(t, "apply", "-f", file); r.code != 0 {
+		t.Fatalf("apply again: %s", r.stderr)
+	}
+	r := c.srv.ccattler(t, "delete", "-f", file, "--wait", "--timeout", "60s")
+	if r.code != 0 || !strings.Contains(r.stdout, "- desired/volume/data (was {})") || !strings.Contains(r.stderr, "stopped: web, api, db\n") {
+		t.Fatalf("delete -f --wait: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if !regexp.MustCompile(`(?m)  web: [1-3] instances? pending or running, [0-3] endpoints?$`).MatchString(r.stderr) ||
+		!strings.Contains(r.stderr, "  web: 0 instances pending or running, 0 endpoints\n") {
+		t.Errorf("delete --wait's progress:\n%s", r.stderr)
+	}
+	// Returned: nothing of them runs, nothing of them is desired.
+	for _, svc := range []string{"web", "api", "db"} {
+		for _, in := range c.of(svc) {
+			if in.state == "running" || in.state == "pending" {
+				t.Errorf("after delete --wait returned: %+v", in)
+			}
+		}
+	}
+	if eps := c.list("endpoint/service/"); len(eps) != 0 || desired() != 0 {
+		t.Errorf("after delete --wait: endpoints %v, %d desired facts", eps, desired())
+	}
+	if r := c.srv.ccattler(t, "delete", "-f", file); r.code != 1 || !strings.Contains(r.stderr, `service "web" not found`) {
+		t.Errorf("delete -f again: exit %d, %s", r.code, r.stderr)
+	}
+	if r := c.srv.ccattler(t, "delete", "-f", file, "--ignore-not-found"); r.code != 0 || r.stdout != "no changes\n" {
+		t.Errorf("delete -f --ignore-not-found: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -59,9 +59,12 @@ type Options struct {
 	Attempts int
 	// Actor names who applied, in the apply's record under event/ (default "user").
 	Actor string
+	// IgnoreNotFound lets a delete pass over the names that have no facts
+	// instead of deleting nothing.
+	IgnoreNotFound bool
 
-	volumes []volumeRef // Apply: volumes the store must declare
-	user    string      // Delete of a volume: refuse while a service names it
+	volumes  []volumeRef // Apply: volumes the store must declare
+	deleting []Ref       // Delete: every one must have facts; a volume is refused while a service not deleted with it names it
 }
 
 // eventIDs numbers the records of this process's applies.
@@ -156,25 +159,70 @@ func (e *RefusedError) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-// Delete removes every desired fact of one service or volume, and a
-// service's user intent, in one transaction. A name with no facts is
-// ErrNotFound.
-func Delete(ctx context.Context, s *facts.Store, kind Kind, name string, opts Options) (Result, error) {
-	if kind != KindService && kind != KindVolume {
-		return Result{}, fmt.Errorf("remove %s %q: expected kind service or volume", kind, name)
-	}
-	if err := facts.CheckSegment("name", name); err != nil {
-		return Result{}, fmt.Errorf("remove %s: %w", kind, err)
-	}
-	if kind == KindVolume {
-		opts.user = name
-	}
-	res, err := reconcile(ctx, s, []scope{scopeOf(kind, name)}, nil, opts)
-	if err == nil && len(res.Changes) == 0 {
-		return res, fmt.Errorf("%s %q %w: nothing under desired/%s/%s", kind, name, ErrNotFound, kind, name)
-	}
-	return res, err
+// Ref names one service or volume.
+type Ref struct {
+	Kind Kind
+	Name string
 }
+
+func (r Ref) String() string { return string(r.Kind) + " " + r.Name }
+
+// Delete is DeleteAll of one service or volume.
+func Delete(ctx context.Context, s *facts.Store, kind Kind, name string, opts Options) (Result, error) {
+	return DeleteAll(ctx, s, []Ref{{kind, name}}, opts)
+}
+
+// DeleteAll removes every desired fact of the services and volumes named,
+// and each service's user intent, in one transaction. A name with no facts
+// is ErrNotFound, and a volume that a service not deleted with it still
+// names is refused (RefusedError): then nothing is deleted.
+func DeleteAll(ctx context.Context, s *facts.Store, refs []Ref, opts Options) (Result, error) {
+	if len(refs) == 0 {
+		return Result{}, errors.New("delete: nothing named")
+	}
+	var scopes []scope
+	for _, r := range refs {
+		if r.Kind != KindService && r.Kind != KindVolume {
+			return Result{}, fmt.Errorf("remove %s %q: expected kind service or volume", r.Kind, r.Name)
+		}
+		if err := facts.CheckSegment("name", r.Name); err != nil {
+			return Result{}, fmt.Errorf("remove %s: %w", r.Kind, err)
+		}
+		scopes = append(scopes, scopeOf(r.Kind, r.Name))
+	}
+	opts.deleting = refs
+	return reconcile(ctx, s, scopes, nil, opts)
+}
+
+// missing returns an ErrNotFound error naming the deleted objects that
+// have no facts in have, or nil when every one has some.
+func missing(refs []Ref, have map[string]facts.Fact) error {
+	found := map[string]bool{} // by scope base: owns a key of have
+	for k := range have {
+		switch parts := strings.SplitN(k, "/", 5); {
+		case len(parts) >= 3 && parts[0] == "desired":
+			found[strings.Join(parts[:3], "/")] = true
+		case len(parts) >= 4 && parts[0] == "intent":
+			found["desired/service/"+parts[3]] = true // intent/user/service/NAME/instances
+		}
+	}
+	var gone []string
+	for _, r := range refs {
+		if sc := scopeOf(r.Kind, r.Name); !found[sc.base] {
+			gone = append(gone, fmt.Sprintf("%s %q %s: nothing under %s", r.Kind, r.Name, ErrNotFound, sc.base))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s%w", strings.Join(gone, "; "), notFound{})
+}
+
+// notFound makes an error wrap ErrNotFound without repeating its text.
+type notFound struct{}
+
+func (notFound) Error() string { return "" }
+func (notFound) Unwrap() error { return ErrNotFound }
 
 // refuse checks, at revision rev, what the schema requires beyond the
 // values themselves: every volume a service names is declared, and a volume
@@ -199,21 +247,30 @@ func refuse(ctx context.Context, s *facts.Store, rev int64, opts Options) ([]fac
 		}
 		guards = append(guards, facts.Cond{Key: key, Rev: fs[i].ModRevision})
 	}
-	if opts.user != "" {
+	volumes, services := map[string]bool{}, map[string]bool{}
+	for _, r := range opts.deleting {
+		if r.Kind == KindVolume {
+			volumes[r.Name] = true
+		} else {
+			services[r.Name] = true
+		}
+	}
+	if len(volumes) > 0 {
 		fs, _, err := s.List(ctx, "desired/service/", rev)
 		if err != nil {
 			return nil, fmt.Errorf("read desired/service/: %w", err)
 		}
 		for _, f := range fs {
-			if v, ok := facts.StringValue(f.Value); ok && v == opts.user && strings.HasSuffix(f.Key, "/volume") {
-				svc := strings.TrimSuffix(strings.TrimPrefix(f.Key, "desired/service/"), "/volume")
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Volume in use",
-					Detail: fmt.Sprintf("Volume %q is used by service %q (%s): delete that service or change its volume first.", opts.user, svc, f.Key)})
+			if !strings.HasSuffix(f.Key, "/volume") {
 				continue
 			}
-			if strings.HasSuffix(f.Key, "/volume") {
-				guards = append(guards, facts.Cond{Key: f.Key, Rev: f.ModRevision})
+			svc := strings.TrimSuffix(strings.TrimPrefix(f.Key, "desired/service/"), "/volume")
+			if v, ok := facts.StringValue(f.Value); ok && volumes[v] && !services[svc] {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Volume in use",
+					Detail: fmt.Sprintf("Volume %q is used by service %q (%s): delete that service too, or change its volume first.", v, svc, f.Key)})
+				continue
 			}
+			guards = append(guards, facts.Cond{Key: f.Key, Rev: f.ModRevision})
 		}
 	}
 	if len(diags) > 0 {
@@ -253,6 +310,9 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 		have, rev, err = read(ctx, s, scopes)
 		if err != nil {
 			return Result{}, err
+		}
+		if err := missing(opts.deleting, have); err != nil && !opts.IgnoreNotFound {
+			return Result{Rev: rev}, err
 		}
 		guards, err := refuse(ctx, s, rev, opts)
 		if err != nil {

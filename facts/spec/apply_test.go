@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -296,5 +297,70 @@ func TestApplyRefusesUndeclaredVolume(t *testing.T) {
 	}
 	if _, err := Delete(ctx, s, KindVolume, "data", Options{}); err != nil {
 		t.Fatalf("delete of a volume no longer in use: %v", err)
+	}
+}
+
+// DeleteAll deletes services and volumes in one transaction: a volume
+// deleted with the service using it is not refused; a name without facts,
+// or a volume a service kept still names, deletes nothing.
+func TestDeleteAll(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	ctx := context.Background()
+	src := `service "db" {
+  image     = "postgres:17"
+  instances = 1
+  volume    = "data"
+}
+service "web" {
+  image     = "nginx:1.28"
+  instances = 2
+}
+service "cache" {
+  image = "redis:8"
+}
+volume "data" { size = "1Gi" }
+`
+	if _, err := Apply(ctx, s, mustDecode(t, src), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	before := stored(t, s, "desired/service/", "desired/volume/", "intent/")
+
+	_, err := DeleteAll(ctx, s, []Ref{{KindService, "web"}, {KindService, "nope"}, {KindVolume, "gone"}}, Options{})
+	if !errors.Is(err, ErrNotFound) || err.Error() != `service "nope" not found: nothing under desired/service/nope; volume "gone" not found: nothing under desired/volume/gone` {
+		t.Fatalf("delete of web and two names without facts: %v, want ErrNotFound naming both", err)
+	}
+	var refused *RefusedError
+	if _, err := DeleteAll(ctx, s, []Ref{{KindService, "web"}, {KindVolume, "data"}}, Options{}); !errors.As(err, &refused) ||
+		!strings.Contains(refused.Error(), `Volume "data" is used by service "db"`) {
+		t.Fatalf("delete of a volume its service keeps: %v", err)
+	}
+	if got := stored(t, s, "desired/service/", "desired/volume/", "intent/"); !maps.Equal(got, before) {
+		t.Fatalf("refused deletes changed the facts:\n%v\nwant\n%v", got, before)
+	}
+
+	res, err := DeleteAll(ctx, s, []Ref{{KindService, "db"}, {KindVolume, "data"}, {KindService, "web"}}, Options{})
+	if err != nil || !res.Written {
+		t.Fatalf("delete of db with its volume, and web: %v, %+v", err, res)
+	}
+	revs := map[int64]bool{}
+	fs, _, err := s.List(ctx, "event/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		revs[f.ModRevision] = true
+	}
+	if len(fs) != 2 || !revs[res.Rev] {
+		t.Errorf("records %v; want the apply's and one for the delete, at its revision %d", fs, res.Rev)
+	}
+	got := stored(t, s, "desired/service/", "desired/volume/", "intent/")
+	want := map[string]string{}
+	for k, v := range before {
+		if strings.Contains(k, "/cache") {
+			want[k] = v
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("after the delete: %v, want only cache's facts %v", got, want)
 	}
 }

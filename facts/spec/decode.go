@@ -200,19 +200,27 @@ func (d *decoder) object(b *hcl.Block) {
 		return
 	}
 	if kind == KindService {
-		hasImage := false
+		hasImage, counted := false, false
 		for _, f := range o.Facts {
-			switch f.Key {
-			case facts.ServiceInstances(name):
+			switch {
+			case f.Key == facts.ServiceInstances(name):
 				o.Facts = append(o.Facts, Fact{Key: facts.Intent("user", name), Value: f.Value})
-			case facts.ServiceImage(name):
+				counted = true
+			case f.Key == facts.ServiceImage(name):
 				hasImage = true
+			case strings.HasPrefix(f.Key, facts.DesiredService(name)+"/autoscale/"):
+				counted = true // the autoscaler sets the count
 			}
 		}
 		if !hasImage {
 			d.errorf(&label, &b.DefRange, "Missing image",
 				"Service %q has no image, so no instance of it could start. Add the image its instances run, e.g. image = \"nginx:1.28\".", name)
 			return
+		}
+		if !counted {
+			d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "No instances",
+				Detail:  fmt.Sprintf("Service %q sets neither instances nor autoscale, so none of its instances runs until ccattler scale service %s N sets a count. Add instances = 1 (or how many) to run it.", name, name),
+				Subject: d.m.ptr(&label), Context: d.m.ptr(&b.DefRange)})
 		}
 	}
 	slices.SortFunc(o.Facts, func(a, b Fact) int { return strings.Compare(a.Key, b.Key) })

@@ -85,8 +85,9 @@ service "api" {
   restart   { attempts = 2  delay = "2s"  max_delay = "1m"  interval = "30m" }
 }
 `)
-	if len(msgs) > 0 {
-		t.Fatalf("unexpected diagnostics: %v", msgs)
+	// api sets no count: a warning, not an error (ccattler scale sets one).
+	if len(msgs) != 1 || msgs[0] != `full.hcl:13:9: No instances: Service "api" sets neither instances nor autoscale, so none of its instances runs until ccattler scale service api N sets a count. Add instances = 1 (or how many) to run it.` {
+		t.Fatalf("diagnostics: %v; want the warning that api runs no instance", msgs)
 	}
 	want := map[string]string{
 		"desired/service/web":                        `{}`,
@@ -198,8 +199,8 @@ func TestDecodeBadInput(t *testing.T) {
 			[]string{`f.hcl:1:8: Invalid volume name: The volume name becomes a key segment (desired/volume/{name}): "" is not a valid name: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit.`}},
 		{"name too long", "service \"" + long + "\" {}\n",
 			[]string{`f.hcl:1:9: Invalid service name: The service name becomes a key segment (desired/service/{name}): "` + long + `" is not a valid name: expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit.`}},
-		{"duplicate service in one file", "service \"web\" { image = \"x:1\" }\nservice \"web\" { image = \"x:1\" }\n",
-			[]string{`f.hcl:2:9: Duplicate service "web": A service named "web" is already declared at f.hcl:1:9. Each name may be declared once across all the files applied together.`}},
+		{"duplicate service in one file", "service \"web\" {\n  image = \"x:1\"\n  instances = 1\n}\nservice \"web\" { image = \"x:1\" }\n",
+			[]string{`f.hcl:5:9: Duplicate service "web": A service named "web" is already declared at f.hcl:1:9. Each name may be declared once across all the files applied together.`}},
 		{"duplicate block", "service \"web\" {\n  update { max_extra = 1 }\n  update { max_extra = 2 }\n}\n",
 			[]string{`f.hcl:3:3: Duplicate update block: A service may have one update block; the first is at f.hcl:2:3.`}},
 		{"missing image", "service \"web\" {\n  instances = 3\n}\n",
@@ -243,7 +244,7 @@ func TestDecodeBadInput(t *testing.T) {
 
 func TestDecodeDuplicateAcrossFiles(t *testing.T) {
 	_, diags := Decode(
-		Source{Name: "a.hcl", Bytes: []byte("service \"web\" { image = \"x:1\" }\n")},
+		Source{Name: "a.hcl", Bytes: []byte("service \"web\" {\n  image = \"x:1\"\n  instances = 1\n}\n")},
 		Source{Name: "b.hcl", Bytes: []byte("volume \"web\" {}\n\nservice \"web\" { image = \"x:1\" }\n")},
 	)
 	if len(diags) != 1 {
