@@ -75,6 +75,12 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 		}
 		return n, true
 	}
+	exposes := map[string]bool{}
+	for _, f := range trees["desired/service/"] {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(f.Key, "desired/service/"), "/expose/"); ok {
+			exposes[name] = true
+		}
+	}
 	byService := map[string][]string{}
 	for _, f := range trees["observed/instance/"] {
 		id, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "observed/instance/"), "/service")
@@ -93,11 +99,7 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 			continue
 		}
 		image := str(facts.ServiceImage(name))
-		for k := range val {
-			if strings.HasPrefix(k, facts.DesiredService(name)+"/expose/") {
-				c.Exposes = true
-			}
-		}
+		c.Exposes = exposes[name]
 		for _, id := range byService[name] {
 			st := str(facts.InstanceState(id))
 			if st == "pending" || st == "running" {
@@ -170,6 +172,10 @@ func waitConverged(ctx context.Context, s *facts.Store, services []string, withi
 	if len(services) == 0 {
 		return nil
 	}
+	done := "converged: " + strings.Join(services, ", ")
+	if len(services) > progressEach {
+		done = fmt.Sprintf("converged: %d services", len(services))
+	}
 	return poll(ctx, within, progress, func(ctx context.Context) (lines, left []string, err error) {
 		cs, err := readConvergence(ctx, s, services)
 		for _, c := range cs {
@@ -178,12 +184,23 @@ func waitConverged(ctx context.Context, s *facts.Store, services []string, withi
 				left = append(left, c.String())
 			}
 		}
+		if len(cs) > progressEach {
+			// One line of totals, naming the first few still waiting.
+			line := fmt.Sprintf("%d services: %d converged", len(cs), len(cs)-len(left))
+			if len(left) > 0 {
+				line += fmt.Sprintf(", waiting for %s", strings.Join(left[:min(len(left), 3)], "; "))
+				if len(left) > 3 {
+					line += fmt.Sprintf("; %d more", len(left)-3)
+				}
+			}
+			lines = []string{line}
+		}
 		return lines, left, err
-	}, "converged: "+strings.Join(services, ", "),
-		"convergence", "not converged", "ccattler get instances and ccattler why-not show why")
+	}, done, "convergence", "not converged", "ccattler get instances and ccattler why-not show why")
 }
 
-// poll reads progress every 250 ms until nothing is left or within passes,
+// poll reads progress every 250 ms (or as long as a read took) until
+// nothing is left or within passes,
 // printing each line that changed since the last read. Done, it prints
 // done; at the deadline it fails (exit 1) with what is left, as "--wait:
 // unmet within T: LEFT (hint)", or "--wait: what not read within T" when no
@@ -193,7 +210,11 @@ func poll(ctx context.Context, within time.Duration, progress io.Writer, read fu
 	defer cancel()
 	var last, left []string // the lines printed last; what was left at the last read
 	for {
+		began := time.Now()
 		lines, now, err := read(ctx)
+		// A read of a large cluster takes a while: wait as long again,
+		// so that a waiting client never takes more than half a core.
+		pause := max(250*time.Millisecond, time.Since(began))
 		if err == nil {
 			for i, line := range lines {
 				if i >= len(last) || line != last[i] {
@@ -213,7 +234,7 @@ func poll(ctx context.Context, within time.Duration, progress io.Writer, read fu
 			}
 			slices.Sort(left)
 			return exitError{code: 1, err: fmt.Errorf("--wait: %s within %s: %s (%s)", unmet, within.Round(100*time.Millisecond), strings.Join(left, "; "), hint)}
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 }

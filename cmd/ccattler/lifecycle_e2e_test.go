@@ -396,3 +396,28 @@ volume "data" { size = "1Gi" }
 		t.Errorf("delete -f --ignore-not-found: exit %d, %q %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// apply --wait and delete --wait of more than ten services report one line
+// of totals, not a line per service each time one moves.
+func TestWaitManyServicesEndToEnd(t *testing.T) {
+	c := newCluster(t)
+	c.agent("fleet", "--nodes", "2", "--node-prefix", "n-")
+	c.waitFor(20*time.Second, "two nodes hold leases", func() bool { return len(c.list("lease/node/")) == 2 })
+	var src strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&src, "service \"s%02d\" {\n  image     = \"nginx:1.28\"\n  instances = 1\n}\n", i)
+	}
+	file := writeFile(t, t.TempDir(), "many.hcl", src.String())
+	r := c.srv.ccattler(t, "apply", "-f", file, "--wait", "--timeout", "60s")
+	perService := regexp.MustCompile(`(?m)^[0-9:.]+  s[0-9]{2}: `)
+	if r.code != 0 || !strings.HasSuffix(r.stderr, "  12 services: 12 converged\nconverged: 12 services\n") || perService.MatchString(r.stderr) {
+		t.Fatalf("apply --wait of 12 services: exit %d:\n%s", r.code, r.stderr)
+	}
+	r = c.srv.ccattler(t, "delete", "-f", file, "--wait", "--timeout", "60s")
+	if r.code != 0 || !strings.HasSuffix(r.stderr, "  12 services: 0 instances pending or running, 0 endpoints\nstopped: 12 services\n") {
+		t.Fatalf("delete --wait of 12 services: exit %d:\n%s", r.code, r.stderr)
+	}
+	if perService.MatchString(r.stderr) {
+		t.Errorf("delete --wait printed a line per service:\n%s", r.stderr)
+	}
+}
