@@ -74,9 +74,11 @@ func TestStoreReads(t *testing.T) {
 		t.Errorf("Backward went on after fn said stop: %v (%v)", seen, err)
 	}
 
+	// a3000, between them in key order, changed at another revision.
 	at, err := s.ModifiedAt(ctx, "placement/instance/", both)
-	if err != nil || !slices.Equal(keysOf(at), []string{facts.Placement("a2000"), facts.Placement("a4000")}) {
-		t.Errorf("ModifiedAt(%d) = %v, %v; want a2 and a4", both, keysOf(at), err)
+	if err != nil || !slices.Equal(keysOf(at), []string{facts.Placement("a2000"), facts.Placement("a4000")}) ||
+		string(at[0].Value) != `"node-2"` || at[1].ModRevision != both {
+		t.Errorf("ModifiedAt(%d) = %+v, %v; want a2 and a4, node-2 at %d", both, at, err, both)
 	}
 
 	old, ok, err := s.GetAt(ctx, facts.Placement("a2000"), revs[1])
