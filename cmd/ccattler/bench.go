@@ -345,7 +345,9 @@ func runBench(ctx context.Context, f *benchFlags, dir string, log *slog.Logger, 
 	if serr != nil {
 		return b.res, serr
 	}
-	if phaseErr == nil && ctx.Err() != nil {
+	// A phase stopped by the interrupt may have failed of it, mid-write:
+	// that is the interrupt, not a fault of the cluster.
+	if ctx.Err() != nil && (phaseErr == nil || errors.Is(phaseErr, context.Canceled)) {
 		phaseErr = errors.New("interrupted: the figures are those measured so far")
 	}
 	return b.res, phaseErr
