@@ -21,7 +21,7 @@ counts {
 }
 
 summary "service_summary" {
-  doc       = "What `ccattler get services` shows of a service's instances, counted by the engine: running, healthy and updated instances, and the target they are counted against (effective, else desired instances)."
+  doc       = "What `ccattler get services` shows of a service's instances, counted by the engine: running, healthy and updated instances, the target they are counted against (effective, else desired instances), and while some wait for a placement, how many (instances.hcl's waiting)."
   principal = "instances"
   match { service = "desired/service/{svc}" }
   optional {
@@ -29,6 +29,6 @@ summary "service_summary" {
     desired   = "desired/service/{svc}/instances"
   }
   derive "observed/service/{svc}/summary" {
-    value = "{'running': shown_running, 'healthy': shown_healthy, 'updated': shown_updated, ?'target': effective.or(desired)}"
+    value = "{'running': shown_running, 'healthy': shown_healthy, 'updated': shown_updated, ?'target': effective.or(desired), ?'unplaced': waiting > 0 ? optional.of(waiting) : optional.none()}"
   }
 }

@@ -42,6 +42,7 @@ func newGetCmd() *cobra.Command {
 
   services   name, image, desired/effective instances, running and healthy counts, ports,
              "failing" with the failures in a row and the last reason while instances fail,
+             else "unplaced" with how many wait for a node that fits,
              updated/target (running, healthy instances on the current image) and
              the rollout's state while instances run an older image
   instances  id, service, node, state, health, ip, image, age
@@ -279,14 +280,17 @@ type serviceRow struct {
 	// Status is "failing" while the restart policy counts failures of the
 	// service (observed/service/{name}/restart/failures) and fewer of its
 	// instances run than its target; Failures and Reason say how many in a
-	// row and the last reason its agent reported.
+	// row and the last reason its agent reported. Otherwise it is
+	// "unplaced" while instances wait for a node that fits (the scheduler
+	// rejected every candidate, or has not placed them yet), and Reason
+	// says how many.
 	Status   string `json:"status"`
 	Failures string `json:"failures"`
 	Reason   string `json:"reason"`
 }
 
 func (w *world) services() []serviceRow {
-	running, healthy, updated := w.counts()
+	counts := w.counts()
 	rows := []serviceRow{}
 	for _, n := range w.ids["desired.service"] {
 		ports := strings.Split(w.get("desired.service.expose", n), ",")
@@ -299,14 +303,19 @@ func (w *world) services() []serviceRow {
 			State string `json:"state"`
 		}
 		_ = json.Unmarshal([]byte(w.get("observed.service.rollout", n)), &rollout) // absent: no rollout
+		c := counts[n]
 		row := serviceRow{Name: n, Image: w.get("desired.service.image", n),
 			Desired: w.get("desired.service.instances", n), Effective: w.get("effective.service.instances", n),
-			Running: running[n], Healthy: healthy[n], Ports: strings.Join(ports, ","),
-			Updated: fmt.Sprintf("%d/%s", updated[n], target), Rollout: rollout.State}
+			Running: c.Running, Healthy: c.Healthy, Ports: strings.Join(ports, ","),
+			Updated: fmt.Sprintf("%d/%s", c.Updated, target), Rollout: rollout.State}
 		if f := w.get("observed.service.restart.failures", n); f != "" {
-			if want, err := strconv.Atoi(target); err != nil || running[n] < want {
+			if want, err := strconv.Atoi(target); err != nil || c.Running < want {
 				row.Status, row.Failures, row.Reason = "failing", f, w.get("observed.service.restart.reason", n)
 			}
+		}
+		if row.Status == "" && c.Unplaced > 0 {
+			row.Status = "unplaced"
+			row.Reason = fmt.Sprintf("%d waiting for a node that fits: ccattler describe service %s says why", c.Unplaced, n)
 		}
 		rows = append(rows, row)
 	}

@@ -22,9 +22,10 @@ var serviceTrees = []string{"desired/", "effective/", "observed/service/"}
 
 // instanceCounts are one service's counts in the services table.
 type instanceCounts struct {
-	Running int `json:"running"`
-	Healthy int `json:"healthy"`
-	Updated int `json:"updated"`
+	Running  int `json:"running"`
+	Healthy  int `json:"healthy"`
+	Updated  int `json:"updated"`
+	Unplaced int `json:"unplaced"` // pending, without a placement
 }
 
 // load reads what the view shows: for services, their trees and summaries
@@ -73,29 +74,31 @@ func loadServices(ctx context.Context, s *facts.Store) (*world, error) {
 	return w, nil
 }
 
-// counts returns each service's running, healthy and updated instances:
-// from the summaries when the world was loaded with them, else counted
-// from the instance facts.
-func (w *world) counts() (running, healthy, updated map[string]int) {
-	running, healthy, updated = map[string]int{}, map[string]int{}, map[string]int{}
+// counts returns each service's running, healthy, updated and unplaced
+// instances: from the summaries when the world was loaded with them, else
+// counted from the instance facts.
+func (w *world) counts() map[string]instanceCounts {
 	if w.summaries != nil {
-		for n, c := range w.summaries {
-			running[n], healthy[n], updated[n] = c.Running, c.Healthy, c.Updated
-		}
-		return running, healthy, updated
+		return w.summaries
 	}
 	// As policies/summaries.hcl counts them: keep the two the same.
+	out := map[string]instanceCounts{}
 	for id, svc := range w.attrs["observed.instance.service"] {
-		if w.get("observed.instance.state", id) == "running" {
-			running[svc]++
+		c := out[svc]
+		state := w.get("observed.instance.state", id)
+		if state == "running" {
+			c.Running++
+		}
+		if state == "pending" && w.get("placement.instance", id) == "" {
+			c.Unplaced++ // instances.hcl's waiting
 		}
 		if w.get("observed.instance.health", id) == "healthy" {
-			healthy[svc]++
-			if w.get("observed.instance.state", id) == "running" &&
-				w.get("observed.instance.image", id) == w.get("desired.service.image", svc) {
-				updated[svc]++
+			c.Healthy++
+			if state == "running" && w.get("observed.instance.image", id) == w.get("desired.service.image", svc) {
+				c.Updated++
 			}
 		}
+		out[svc] = c
 	}
-	return running, healthy, updated
+	return out
 }

@@ -49,10 +49,12 @@ func TestGetServicesSummaryOrFullRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, healthy, updated := full.counts()
+	counts := full.counts()
 	write := func(bump int) {
 		for _, n := range full.ids["desired.service"] {
-			b, _ := json.Marshal(instanceCounts{Running: running[n] + bump, Healthy: healthy[n], Updated: updated[n]})
+			c := counts[n]
+			c.Running += bump
+			b, _ := json.Marshal(c)
 			if _, err := etcdtest.PutRaw(ctx, s, facts.ServiceSummary(n), string(b)); err != nil {
 				t.Fatal(err)
 			}
@@ -74,8 +76,8 @@ func TestGetServicesSummaryOrFullRead(t *testing.T) {
 	write(1)
 	w, _ = loadServices(ctx, s)
 	for _, r := range w.services() {
-		if r.Running != running[r.Name]+1 {
-			t.Errorf("%s: running %d, want the summary's %d", r.Name, r.Running, running[r.Name]+1)
+		if r.Running != counts[r.Name].Running+1 {
+			t.Errorf("%s: running %d, want the summary's %d", r.Name, r.Running, counts[r.Name].Running+1)
 		}
 	}
 	write(0)

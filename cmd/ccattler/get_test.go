@@ -132,3 +132,57 @@ func TestGetShowsInvalidValues(t *testing.T) {
 		t.Errorf("get services: %+v, want image invalid(\"12345\")", svcs)
 	}
 }
+
+// A service whose instances wait for a node that fits says so, counted
+// from the instance facts or read from the engine's summary alike, and a
+// failing service stays failing.
+func TestGetServicesSaysUnplaced(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	for k, v := range map[string]any{
+		facts.DesiredService("big"): map[string]any{}, facts.ServiceImage("big"): "nginx:1.28",
+		facts.ServiceInstances("big"): 4, facts.EffectiveInstances("big"): 4,
+		facts.InstanceService("a0001"): "big", facts.InstanceState("a0001"): "running", facts.Placement("a0001"): "node-1",
+		facts.InstanceService("a0002"): "big", facts.InstanceState("a0002"): "pending", facts.Placement("a0002"): "node-1",
+		facts.InstanceService("a0003"): "big", facts.InstanceState("a0003"): "pending",
+		facts.InstanceService("a0004"): "big", facts.InstanceState("a0004"): "pending",
+	} {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "big   nginx:1.28  4        4          1        0        -      0/4      -        unplaced  -         2 waiting for a node that fits: ccattler describe service big says why"
+	check := func(how string, w *world) {
+		t.Helper()
+		var b bytes.Buffer
+		if err := printTable(&b, w.services()); err != nil {
+			t.Fatal(err)
+		}
+		if got := trimLines(b.String()); len(got) != 2 || got[1] != want {
+			t.Errorf("%s: get services:\n%s\nwant the row\n%s", how, b.String(), want)
+		}
+		if js := w.servicesJSON(); len(js) != 1 || js[0].Status != "unplaced" || js[0].Unplaced != 2 {
+			t.Errorf("%s: get services -o json: %+v", how, js)
+		}
+	}
+	full, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("counted", full)
+	if _, err := s.PutValue(ctx, facts.ServiceSummary("big"), map[string]any{"running": 1, "healthy": 0, "updated": 0, "target": 4, "unplaced": 2}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := loadServices(ctx, s)
+	if err != nil || w == nil {
+		t.Fatalf("loadServices = %v, %v", w != nil, err)
+	}
+	check("from the summary", w)
+
+	if _, err := s.PutValue(ctx, facts.RestartState("big", "failures"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := loadServices(ctx, s); w == nil || w.services()[0].Status != "failing" {
+		t.Errorf("a failing service with unplaced instances: %+v, want failing", w.services())
+	}
+}

@@ -154,7 +154,8 @@ type serviceJSON struct {
 	Memory    *int64            `json:"memory"`
 	Rollout   *rolloutJSON      `json:"rollout"`
 	Autoscale *autoscaleJSON    `json:"autoscale"`
-	Status    string            `json:"status"` // "failing" or ""
+	Status    string            `json:"status"`   // "failing", "unplaced" or ""
+	Unplaced  int               `json:"unplaced"` // pending instances without a placement
 	Failures  int64             `json:"failures"`
 	Reason    string            `json:"reason"`
 	Invalid   []string          `json:"invalid,omitempty"`
@@ -162,12 +163,13 @@ type serviceJSON struct {
 
 func (w *world) servicesJSON() []serviceJSON {
 	rows := []serviceJSON{}
+	counts := w.counts()
 	for _, r := range w.services() {
 		n := r.Name
 		j := serviceJSON{Name: n, Image: r.Image, Desired: w.integer("desired.service.instances", n),
 			Effective: w.integer("effective.service.instances", n), Running: r.Running, Healthy: r.Healthy,
 			Ports: []int{}, Labels: map[string]string{}, CPU: w.cores("desired.service.resources.cpu", n),
-			Memory: w.byteSize("desired.service.resources.memory", n), Status: r.Status, Reason: r.Reason,
+			Memory: w.byteSize("desired.service.resources.memory", n), Status: r.Status, Reason: r.Reason, Unplaced: counts[n].Unplaced,
 			Invalid: w.invalidUnder("desired/service/"+n, "effective/service/"+n, "observed/service/"+n)}
 		j.Target = j.Effective
 		if j.Target == nil {

@@ -71,3 +71,27 @@ test "without summaries = true the same facts run the rules alone" {
     firings = { note_unhealthy = 1 }
   }
 }
+
+# While instances wait for a placement, the summary says how many: get
+# services shows them as unplaced. No node fits the second and third.
+test "instances that no node fits are counted unplaced" {
+  summaries = true
+  worlds    = [service("big", "nginx:2", 3), node("node-1"), capacity("node-1", 16, "16Gi")]
+  facts     = { "desired/service/big/resources/cpu" = 10 }
+  expect {
+    writes = {
+      "observed/service/big/summary" = { running = 0, healthy = 0, updated = 0, target = 3, unplaced = 2 }
+      "observed/instance/*/service"  = "big"
+      "observed/instance/*/state"    = "pending"
+      "placement/instance/*"         = "node-1"
+    }
+  }
+
+  then "the node grows: every instance placed, none unplaced" {
+    facts = { "observed/node/node-1/capacity/cpu" = 32 }
+    expect {
+      writes  = { "observed/service/big/summary" = { running = 0, healthy = 0, updated = 0, target = 3 }, "placement/instance/*" = "node-1" }
+      firings = { service_summary = 1, schedule = 2 }
+    }
+  }
+}
