@@ -39,16 +39,17 @@ func newFactsGetCmd() *cobra.Command {
 		Use:   "get [PREFIX]",
 		Short: "Print every fact whose key starts with PREFIX",
 		Long: `Print every fact whose key starts with PREFIX (all facts when PREFIX is
-empty), one "key = value" line each, in key order, as of one revision.
--o json adds each fact's mod and create revisions.`,
+empty), one "key = value" line each, in key order, as of one revision;
+none says so on stderr. PREFIX is relative to --root (desired/, not
+/ccattler/desired/). -o json adds each fact's mod and create revisions.`,
 		Example: `  ccattler facts get desired/
   ccattler facts get observed/instance/a8f31/
   ccattler facts get desired/service/web -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix := ""
-			if len(args) == 1 {
-				prefix = args[0]
+			prefix, err := factPrefix(args)
+			if err != nil {
+				return err
 			}
 			s, err := g.dial(cmd.Context())
 			if err != nil {
@@ -74,9 +75,29 @@ empty), one "key = value" line each, in key order, as of one revision.
 			for _, f := range fs {
 				fmt.Fprintf(out, "%s = %s\n", f.Key, f.Value)
 			}
+			if len(fs) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no facts under %q at revision %d\n", prefix, rev)
+			}
 			return nil
 		},
 	}
+}
+
+// factPrefix is the PREFIX argument of facts get and facts watch: a key
+// relative to --root. An absolute one (an etcd key, /ccattler/desired/)
+// matches no fact; it is a usage mistake that says what to give instead.
+func factPrefix(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	p := args[0]
+	if rel, ok := strings.CutPrefix(p, g.root); ok && strings.HasPrefix(p, "/") {
+		return "", usageError("PREFIX %q: keys are relative to --root %s; give %q", p, g.root, rel)
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", usageError("PREFIX %q: keys are relative to --root %s and never begin with /", p, g.root)
+	}
+	return p, nil
 }
 
 func newFactsWatchCmd() *cobra.Command {
@@ -95,9 +116,9 @@ still keeps. -o json prints one JSON object per line.`,
   ccattler facts watch desired/service/web --rev 1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix := ""
-			if len(args) == 1 {
-				prefix = args[0]
+			prefix, err := factPrefix(args)
+			if err != nil {
+				return err
 			}
 			ctx, stop := stopOnInterrupt(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()

@@ -129,3 +129,25 @@ func docOf(line string, types []*facts.FactType) string {
 	}
 	return ""
 }
+
+// A PREFIX is relative to --root: an etcd key (/ccattler/desired/) is a
+// usage mistake naming the prefix to give, for get and watch alike, and a
+// prefix with no fact under it says so on stderr.
+func TestFactsPrefix(t *testing.T) {
+	srv := newServer(t, t.TempDir())
+	srv.ok(t, "apply", "-f", webExample)
+	for _, args := range [][]string{{"facts", "get", "/ccattler/desired/"}, {"facts", "watch", "/ccattler/desired/"}} {
+		if r := srv.ccattler(t, args...); r.code != 2 || !strings.Contains(r.stderr, `keys are relative to --root /ccattler/; give "desired/"`) {
+			t.Errorf("%v: exit %d, %s", args, r.code, r.stderr)
+		}
+	}
+	if r := srv.ccattler(t, "facts", "get", "/etc"); r.code != 2 || !strings.Contains(r.stderr, "never begin with /") {
+		t.Errorf("facts get /etc: exit %d, %s", r.code, r.stderr)
+	}
+	if r := srv.ccattler(t, "facts", "get", "nosuch/"); r.code != 0 || r.stdout != "" || !strings.HasPrefix(r.stderr, `no facts under "nosuch/" at revision `) {
+		t.Errorf("facts get nosuch/: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	if r := srv.ccattler(t, "facts", "get", "desired/service/web/image"); r.code != 0 || r.stdout != "desired/service/web/image = \"nginx:1.28\"\n" || r.stderr != "" {
+		t.Errorf("facts get desired/service/web/image: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+}
