@@ -33,6 +33,13 @@ counts {
   failed_here = "state == 'failed'"
 }
 
+counts {
+  doc     = "Instances of any service pending or running on node: a service that requests no cpu or memory goes, among nodes equally allocated, to the one running fewer."
+  params  = ["node"]
+  over    = "placement"
+  on_node = "active"
+}
+
 aggregate "used_cpu" {
   doc    = "The cpu requested by the instances pending or running on node."
   params = ["node"]
@@ -111,8 +118,13 @@ rule "schedule" {
     # old one beside them, and the new image ends spread as the old was;
     # outside a rollout the count is not computed). Then nodes where the
     # service failed less (a failed instance is replaced elsewhere when
-    # there is a choice); then the least allocated.
-    score = "-1000.0 * double(siblings) - (old > 0 ? 100.0 * double(current_siblings) : 0.0) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0)"
+    # there is a choice); then the least allocated; then, for a service
+    # that requests neither cpu nor memory, the node running fewer
+    # instances: it allocates nothing, and without this every such
+    # service went to the first node by name. Its weight keeps it a
+    # tie-break (a million instances count as one allocation), and a
+    # service that requests resources does not count them at all.
+    score = "-1000.0 * double(siblings) - (old > 0 ? 100.0 * double(current_siblings) : 0.0) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0) - (cpu.hasValue() || mem.hasValue() ? 0.0 : double(on_node) / 1000000.0)"
   }
   emit "placement/instance/{id}" { value = "node" }
 }

@@ -363,13 +363,18 @@ type nodeRow struct {
 }
 
 func (w *world) nodes() []nodeRow {
+	// The instances on a node now: placed there, or reported there pending
+	// or running. A stopped or failed one keeps its node, kept an hour as
+	// history: counted, a node running 200 showed 13,001 after churn.
 	count := map[string]int{}
 	for _, id := range w.union("observed.instance.node", "placement.instance") {
-		node := w.get("observed.instance.node", id)
-		if node == "" {
-			node = w.get("placement.instance", id)
+		node := w.get("placement.instance", id)
+		if st := w.get("observed.instance.state", id); node == "" && (st == "pending" || st == "running") {
+			node = w.get("observed.instance.node", id)
 		}
-		count[node]++
+		if node != "" {
+			count[node]++
+		}
 	}
 	rows := []nodeRow{}
 	for _, id := range w.union("observed.node", "observed.node.state") {

@@ -118,3 +118,22 @@ test "nodes registering while a service waits: its instances are created once" {
     }
   }
 }
+
+# Services that request no cpu or memory allocate nothing: every node is
+# as allocated as the next, and each went to the first node by name. The
+# instances a node runs break the tie: six such services on three nodes,
+# two a node.
+test "services that request nothing spread by the instances a node runs" {
+  worlds = [node("node-1"), node("node-2"), node("node-3"),
+    capacity("node-1", 4, "8Gi"), capacity("node-2", 4, "8Gi"), capacity("node-3", 4, "8Gi"),
+    service("s1", "nginx:1", 1), service("s2", "nginx:1", 1), service("s3", "nginx:1", 1),
+    service("s4", "nginx:1", 1), service("s5", "nginx:1", 1), service("s6", "nginx:1", 1)]
+  expect {
+    writes = {
+      "observed/instance/*/service" = ["s1", "s2", "s3", "s4", "s5", "s6"]
+      "observed/instance/*/state"   = "pending"
+      "placement/instance/*"        = ["node-1", "node-1", "node-2", "node-2", "node-3", "node-3"]
+    }
+    firings = { create_instances = 6, schedule = 6 }
+  }
+}
