@@ -186,3 +186,30 @@ func TestGetServicesSaysUnplaced(t *testing.T) {
 		t.Errorf("a failing service with unplaced instances: %+v, want failing", w.services())
 	}
 }
+
+// get nodes counts the instances on a node now: placed there, or reported
+// there pending or running; not the stopped and failed ones its history
+// keeps for an hour.
+func TestGetNodesCountsInstancesNow(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	for k, v := range map[string]any{
+		facts.Node("node-1"): map[string]any{}, facts.NodeState("node-1"): "alive",
+		facts.InstanceState("a0001"): "running", facts.InstanceNode("a0001"): "node-1", facts.Placement("a0001"): "node-1",
+		facts.InstanceState("a0002"): "pending", facts.Placement("a0002"): "node-1",
+		facts.InstanceState("a0003"): "running", facts.InstanceNode("a0003"): "node-1", // placement gone, still stopping
+		facts.InstanceState("a0004"): "stopped", facts.InstanceNode("a0004"): "node-1",
+		facts.InstanceState("a0005"): "failed", facts.InstanceNode("a0005"): "node-1",
+	} {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := w.nodes(); len(ns) != 1 || ns[0].Instances != 3 {
+		t.Errorf("get nodes: %+v, want node-1 with 3 instances (a0001, a0002, a0003)", ns)
+	}
+}
