@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -97,14 +98,49 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if cfg.TLS == nil && strings.Contains(strings.Join(cfg.Endpoints, ","), "https://") {
-			return nil, fmt.Errorf("etcd at %s did not answer within %s: an https endpoint needs the cluster's CA and a client certificate (--tls-dir, or --cacert/--cert/--key; docs/security.md): %w",
-				strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
+		eps := strings.Join(cfg.Endpoints, ",")
+		if cfg.TLS == nil && strings.Contains(eps, "https://") {
+			return nil, fmt.Errorf("etcd at %s did not answer within %s: an https endpoint needs the cluster's CA and a client certificate (--tls-dir, or --cacert/--cert/--key; docs/security.md): %w: %w",
+				eps, cfg.DialTimeout, ErrUnreachable, err)
 		}
-		return nil, fmt.Errorf("etcd at %s did not answer within %s (is it running? set --etcd or CCATTLER_ETCD): %w",
-			strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
+		if cfg.TLS == nil {
+			if ep, ok := servesTLS(cfg.Endpoints); ok {
+				return nil, fmt.Errorf("etcd at %s serves TLS, and a plain http client gets no answer from it: give %s and the cluster's certificates (--tls-dir, or run beside ccattler-data; docs/security.md): %w: %w",
+					ep, "https://"+strings.TrimPrefix(ep, "http://"), ErrUnreachable, err)
+			}
+		}
+		return nil, fmt.Errorf("etcd at %s did not answer within %s (is it running? set --etcd or CCATTLER_ETCD): %w: %w",
+			eps, cfg.DialTimeout, ErrUnreachable, err)
 	}
 	return NewStore(cli, cfg.Root, cfg.Schema), nil
+}
+
+// ErrUnreachable is wrapped by Dial's error when etcd did not answer: the
+// error says why already, deadline or not.
+var ErrUnreachable = errors.New("no answer")
+
+// servesTLS reports the first http:// endpoint that answers a TLS
+// handshake: a secure server dialled without https, whose gRPC
+// connection then fails without a word. The probe sends no credential and
+// no request; it only reads which protocol the port speaks.
+func servesTLS(endpoints []string) (string, bool) {
+	for _, ep := range endpoints {
+		host, ok := strings.CutPrefix(ep, "http://")
+		if !ok {
+			continue
+		}
+		d := &net.Dialer{Timeout: 500 * time.Millisecond}
+		conn, err := tls.DialWithDialer(d, "tcp", host, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a probe of the protocol, nothing is trusted or sent
+		if err == nil {
+			conn.Close()
+			return ep, true
+		}
+		var alert tls.AlertError
+		if errors.As(err, &alert) { // a TLS server that refused the handshake is a TLS server
+			return ep, true
+		}
+	}
+	return "", false
 }
 
 // NewStore wraps an existing client.

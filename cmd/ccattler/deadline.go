@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ccattler/ccattler/facts"
 	"github.com/spf13/cobra"
 )
 
@@ -51,8 +52,8 @@ func withDeadline(cmd *cobra.Command) {
 // A write in flight then may or may not have been made; every write of the
 // project's commands is one transaction, so it was made whole or not at all.
 func explainDeadline(err error) error {
-	if err == nil || !g.deadlined || !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	if err == nil || !g.deadlined || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, facts.ErrUnreachable) {
+		return err // a dial that got no answer says so itself
 	}
 	eps := g.dialled // as dialled: https:// when TLS was found
 	if len(eps) == 0 {

@@ -46,9 +46,11 @@ func TestSecureByDefault(t *testing.T) {
 				t.Fatalf("plain http answered %s", resp.Status)
 			}
 		}
+		// It says what to give instead, once: not also a lost quorum.
 		r := run(t, "--etcd", fmt.Sprintf("http://127.0.0.1:%d", port), "--dial-timeout", "1s", "get", "services")
-		if r.code != 1 {
-			t.Errorf("a plain client: exit %d, want 1\n%s", r.code, r.stderr)
+		if r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("etcd at http://127.0.0.1:%d serves TLS", port)) ||
+			!strings.Contains(r.stderr, fmt.Sprintf("give https://127.0.0.1:%d and the cluster's certificates", port)) || strings.Contains(r.stderr, "quorum") {
+			t.Errorf("a plain client: exit %d, want 1 and what to give instead\n%s", r.code, r.stderr)
 		}
 	})
 
