@@ -94,7 +94,7 @@ func deleteRefs(cmd *cobra.Command, args, files []string) ([]spec.Ref, error) {
 		if len(args) > 0 {
 			return nil, usageError("delete: give KIND NAME... or -f FILE, not both")
 		}
-		doc, err := readDoc(cmd, files)
+		doc, _, err := decodeFiles(cmd, files) // what a deleted service would run does not matter: no warnings
 		if err != nil {
 			return nil, err
 		}

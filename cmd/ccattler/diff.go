@@ -10,6 +10,7 @@ import (
 	"github.com/ccattler/ccattler/engine/whatif"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/spec"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 )
 
@@ -80,20 +81,26 @@ The exit status is 0 with or without differences.`,
 // readDoc reads and decodes the files as apply does: a mistake prints
 // every problem as file:line:col and is an exit-1 error.
 func readDoc(cmd *cobra.Command, files []string) (*spec.Doc, error) {
+	doc, warnings, err := decodeFiles(cmd, files)
+	if err == nil {
+		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, warnings)
+	}
+	return doc, err
+}
+
+// decodeFiles is readDoc without printing the warnings: it returns them.
+func decodeFiles(cmd *cobra.Command, files []string) (*spec.Doc, hcl.Diagnostics, error) {
 	srcs, err := spec.ReadFiles(files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	doc, diags := spec.Decode(srcs...)
 	if diags.HasErrors() {
 		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags)
-		return nil, exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
+		return nil, nil, exitError{code: 1, err: fmt.Errorf("%s rejected (%d %s); nothing was written",
 			strings.Join(files, ", "), len(diags.Errs()), plural(len(diags.Errs()), "problem", "problems"))}
 	}
-	if cmd.Name() != "delete" { // what a deleted service would run does not matter
-		_ = spec.WriteDiagnostics(cmd.ErrOrStderr(), doc.Files, diags) // warnings
-	}
-	return doc, nil
+	return doc, diags, nil
 }
 
 // applied is the live facts without and with an apply, at one revision.
