@@ -374,7 +374,10 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 	if err := draw(w); err != nil {
 		return err
 	}
-	drawn := time.Now()
+	// The next redraw waits a period, and at least as long as this one's
+	// read took: a view of 30,000 instances takes seconds to read, and
+	// redrawn a second after each read it kept a core busy.
+	drawn, took := time.Now(), time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -386,8 +389,9 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Until(drawn.Add(watchRedrawEvery))):
+		case <-time.After(time.Until(drawn.Add(max(watchRedrawEvery, took)))):
 		}
+		began := time.Now()
 		if w, err = v.load(ctx, s); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -397,7 +401,7 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 		if err := draw(w); err != nil {
 			return err
 		}
-		drawn = time.Now()
+		drawn, took = time.Now(), time.Since(began)
 	}
 }
 
