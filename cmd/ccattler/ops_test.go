@@ -211,9 +211,11 @@ func TestHotReload(t *testing.T) {
 			}
 		}
 		// Without --against, the directory the leading server runs stands
-		// for the running set (scheduler paused): the same placements are new.
+		// for the running set (scheduler paused): the same placements are
+		// new, and the service's summary no longer counts them unplaced.
 		out = srv.ok(t, "rules", "plan", packDir)
-		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 4 to put, 0 to change, 0 to delete.") {
+		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 4 to put, 1 to change, 0 to delete.") ||
+			!regexp.MustCompile(`(?m)^  ~ observed/service/app/summary = \{[^}]*\}  \(running: \{[^}]*"unplaced": 4`).MatchString(out) {
 			t.Errorf("plan against the running set with the scheduler paused:\n%s", out)
 		}
 		// Once that directory no longer holds the running version, the
