@@ -303,6 +303,10 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 	if attempts <= 0 {
 		attempts = 5
 	}
+	verb := "apply"
+	if opts.deleting != nil {
+		verb = "delete"
+	}
 	var err error
 	for range attempts {
 		var have map[string]facts.Fact
@@ -348,10 +352,10 @@ func reconcile(ctx context.Context, s *facts.Store, scopes []scope, want map[str
 			return res, nil
 		}
 		if !errors.Is(err, facts.ErrConflict) {
-			return Result{}, fmt.Errorf("apply %d changes: %w", len(res.Changes), err)
+			return Result{}, fmt.Errorf("%s %d changes: %w", verb, len(res.Changes), err)
 		}
 	}
-	return Result{}, fmt.Errorf("apply: the keys kept changing under %d attempts; try again: %w", attempts, err)
+	return Result{}, fmt.Errorf("%s: the keys kept changing under %d attempts; try again: %w", verb, attempts, err)
 }
 
 // read lists every key the scopes own, all at one revision.
