@@ -42,7 +42,7 @@ func newGetCmd() *cobra.Command {
 
   services   name, image, desired/effective instances, running and healthy counts, ports,
              "failing" with the failures in a row and the last reason while instances fail,
-             else "unplaced" with how many wait for a node that fits,
+             else "unplaced" with how many wait for a placement,
              updated/target (running, healthy instances on the current image) and
              the rollout's state while instances run an older image
   instances  id, service, node, state, health, ip, image, age
@@ -281,7 +281,7 @@ type serviceRow struct {
 	// service (observed/service/{name}/restart/failures) and fewer of its
 	// instances run than its target; Failures and Reason say how many in a
 	// row and the last reason its agent reported. Otherwise it is
-	// "unplaced" while instances wait for a node that fits (the scheduler
+	// "unplaced" while instances wait for a placement (the scheduler
 	// rejected every candidate, or has not placed them yet), and Reason
 	// says how many.
 	Status   string `json:"status"`
@@ -315,7 +315,7 @@ func (w *world) services() []serviceRow {
 		}
 		if row.Status == "" && c.Unplaced > 0 {
 			row.Status = "unplaced"
-			row.Reason = fmt.Sprintf("%d waiting for a node that fits: ccattler describe service %s says why", c.Unplaced, n)
+			row.Reason = fmt.Sprintf("%d not placed yet: ccattler describe service %s says why", c.Unplaced, n)
 		}
 		rows = append(rows, row)
 	}

@@ -151,7 +151,7 @@ func TestGetServicesSaysUnplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "big   nginx:1.28  4        4          1        0        -      0/4      -        unplaced  -         2 waiting for a node that fits: ccattler describe service big says why"
+	want := "big   nginx:1.28  4        4          1        0        -      0/4      -        unplaced  -         2 not placed yet: ccattler describe service big says why"
 	check := func(how string, w *world) {
 		t.Helper()
 		var b bytes.Buffer
