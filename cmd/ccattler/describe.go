@@ -228,8 +228,21 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 		unplaced[it.ID] = len(d.Pending)
 		d.Pending = append(d.Pending, pendingInstance{Instance: it.ID})
 	}
+	// Every key of the object names it or one of its instances: a record
+	// whose bytes name none of them is passed over undecoded. A service
+	// of thousands of instances is matched record by record instead.
+	var q audit.Query
+	anchors := []string{d.Name}
+	if d.Node == nil {
+		for _, it := range d.Instances {
+			anchors = append(anchors, it.ID)
+		}
+	}
+	if len(anchors) <= describeAnchors {
+		q.Raw = audit.Mentions(anchors...)
+	}
 	var newest []audit.Event
-	_, _, _, err := audit.Newest(ctx, s, audit.Query{}, func(e audit.Event) bool {
+	_, _, _, err := audit.Newest(ctx, s, q, func(e audit.Event) bool {
 		if trees.touchedBy(e) {
 			d.Matched++
 			if len(newest) < limit {
@@ -404,6 +417,10 @@ const (
 	describeRows       = 20
 	describeRejections = 3
 )
+
+// describeAnchors is the most names (the object's and its instances')
+// whose mention a record's bytes are searched for before it is decoded.
+const describeAnchors = 64
 
 // factLines are the fact table's rows: a fact's key and value, or for
 // more than n facts under one key (a service's per-instance metrics) one

@@ -201,4 +201,14 @@ func TestDescribeLargeService(t *testing.T) {
 	if lines := strings.Count(out, "\n"); lines > 100 {
 		t.Errorf("describe service big took %d lines", lines)
 	}
+
+	// One instance: few enough names that records not naming it are
+	// passed over undecoded; the same two records, the newest rejection.
+	one, err := describe(ctx, s, "instance", id(running), 5, started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Matched != 2 || len(one.Pending) != 1 || one.Pending[0].Rejection == nil || one.Pending[0].Rejection.Rejected[0].Filters[0] != "cpu" {
+		t.Errorf("describe instance %s: matched %d, pending %+v; want 2 records and the cpu rejection", id(running), one.Matched, one.Pending)
+	}
 }

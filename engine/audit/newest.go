@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -55,4 +56,18 @@ func Newest(ctx context.Context, s *facts.Store, q Query, fn func(Event) bool) (
 		return rev, read, bad, fmt.Errorf("read records: %w", err)
 	}
 	return rev, read, bad, nil
+}
+
+// Mentions is a Query.Raw test: the record's stored bytes contain one of
+// the texts. JSON as the project writes it escapes none of the characters
+// of keys, names and ids, so a record that names one contains it.
+func Mentions(texts ...string) func([]byte) bool {
+	return func(b []byte) bool {
+		for _, t := range texts {
+			if bytes.Contains(b, []byte(t)) {
+				return true
+			}
+		}
+		return false
+	}
 }

@@ -6,7 +6,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -471,23 +470,10 @@ func (c *Console) newest(ctx context.Context, n, limit int, since time.Time, raw
 	return out, rev, bad, err
 }
 
-// mentions is a raw test: the record's bytes contain one of the strings
-// (JSON does not escape the characters of keys).
-func mentions(texts ...string) func([]byte) bool {
-	return func(b []byte) bool {
-		for _, t := range texts {
-			if bytes.Contains(b, []byte(t)) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
 // firingsTouching returns the newest records that read or wrote under any
 // of the prefixes, at most n.
 func (c *Console) firingsTouching(ctx context.Context, n int, prefixes ...string) (recent, error) {
-	r, _, _, err := c.newest(ctx, n, recentLimit, time.Time{}, mentions(prefixes...), func(e audit.Event) bool { return touches(e, prefixes) })
+	r, _, _, err := c.newest(ctx, n, recentLimit, time.Time{}, audit.Mentions(prefixes...), func(e audit.Event) bool { return touches(e, prefixes) })
 	return r, err
 }
 
@@ -557,7 +543,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	own := []string{"placement/instance/" + id, "observed/instance/" + id + "/"}
-	evs, _, _, err := c.newest(r.Context(), 30, recentLimit, time.Time{}, mentions(id), func(e audit.Event) bool { return touches(e, own) || writesEndpointOf(e, id) })
+	evs, _, _, err := c.newest(r.Context(), 30, recentLimit, time.Time{}, audit.Mentions(id), func(e audit.Event) bool { return touches(e, own) || writesEndpointOf(e, id) })
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, err)
 		return
@@ -773,9 +759,9 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request) {
 	switch { // an event id is in the key, not the bytes: read them all
 	case id != "":
 	case flt.KeyPrefix != "":
-		raw = mentions(flt.KeyPrefix)
+		raw = audit.Mentions(flt.KeyPrefix)
 	case flt.Rule != "":
-		raw = mentions(`"rule":` + strconv.Quote(flt.Rule))
+		raw = audit.Mentions(`"rule":` + strconv.Quote(flt.Rule))
 	}
 	evs, rev, bad, err := c.newest(r.Context(), eventsShown, scanLimit, flt.Since, raw, func(e audit.Event) bool {
 		return (id == "" || e.ID == id) && flt.Match(e)
