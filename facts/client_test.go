@@ -230,3 +230,39 @@ func TestCampaign(t *testing.T) {
 		t.Errorf("CreateRevision of a resigned key = %d, %v; want 0", rev, err)
 	}
 }
+
+// A campaign still waiting when its context ends returns at once, also
+// when etcd no longer answers: etcd's own cleanup of a cancelled campaign
+// deletes its key with the client's context, which waited for as long as
+// etcd was away (a server that was last of three to stop took 8 s).
+func TestCampaignCancelledWithoutEtcd(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	ctx := context.Background()
+	const prefix = "/ccattler-leader/"
+	a, err := s.Campaign(ctx, prefix, "a", time.Second) // its Close waits a TTL for gone etcd
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		b, err := s.Campaign(bctx, prefix, "b", time.Second)
+		if err == nil {
+			b.Close()
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // b waits behind a
+	e.Etcd.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled campaign: %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a cancelled campaign did not return within 2s of its context's end with etcd gone")
+	}
+}

@@ -45,7 +45,19 @@ func (s *Store) Campaign(ctx context.Context, prefix, identity string, ttl time.
 		return nil, fmt.Errorf("open election session: %w", err)
 	}
 	el := concurrency.NewElection(sess, prefix)
-	if err := el.Campaign(ctx, identity); err != nil {
+	// etcd's Campaign, cancelled while it waits, deletes its key with the
+	// client's own context before it returns: without a quorum that waits
+	// as long as etcd is away, and a server stopping last of three took
+	// 8 s. So the wait is left behind when ctx ends: the session's lease,
+	// revoked by Close or expired, takes the key with it either way.
+	campaigned := make(chan error, 1)
+	go func() { campaigned <- el.Campaign(ctx, identity) }()
+	select {
+	case err = <-campaigned:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		_ = sess.Close()
 		return nil, fmt.Errorf("campaign under %s: %w", prefix, err)
 	}
