@@ -399,9 +399,18 @@ func (d *description) print(out io.Writer) error {
 		}
 	}
 	section(fmt.Sprintf("Events (the last %d of %d that touched it; ccattler events --key PREFIX for more)", len(d.Events), d.Matched))
+	// A record's writes outside the object's keys are counted, not
+	// listed: the apply of a file of 600 services wrote 2,400 keys.
+	trees := newKeyTrees(d.prefixes)
 	for _, e := range d.Events {
+		own := slices.DeleteFunc(slices.Clone(e.Writes), func(w facts.EventWrite) bool { return !trees.holds(w.Key) })
+		others := len(e.Writes) - len(own)
+		e.Writes = own
 		if err := printEvent(out, e); err != nil {
 			return err
+		}
+		if others > 0 {
+			fmt.Fprintf(out, "    … and %d more %s outside this %s's keys (ccattler events shows the record whole)\n", others, plural(others, "write", "writes"), d.Kind)
 		}
 	}
 	return nil

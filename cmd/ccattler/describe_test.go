@@ -156,8 +156,10 @@ func TestDescribeLargeService(t *testing.T) {
 		reject(10+i, id(i), "cpu")
 	}
 	// A record of an instance of the service, and one of a service whose
-	// name only starts alike.
-	record(100, facts.EventRecord{Rule: "note_failed", Writes: []facts.EventWrite{{Key: facts.InstanceAttr("fffff", "failed_at"), Value: facts.RawJSON(`"2026-11-29T18:00:00Z"`)}}})
+	// name only starts alike. The first wrote another service's key too:
+	// counted, not listed.
+	record(100, facts.EventRecord{Rule: "note_failed", Writes: []facts.EventWrite{{Key: facts.InstanceAttr("fffff", "failed_at"), Value: facts.RawJSON(`"2026-11-29T18:00:00Z"`)},
+		{Key: facts.ServiceImage("other"), Value: facts.RawJSON(`"x"`)}}})
 	record(101, facts.EventRecord{Rule: "apply", Writes: []facts.EventWrite{{Key: facts.ServiceImage("bigger"), Value: facts.RawJSON(`"x"`)}}})
 
 	d, err := describe(ctx, s, "service", "big", 5, started)
@@ -187,6 +189,7 @@ func TestDescribeLargeService(t *testing.T) {
 		`(?m)^  desired/service/big/image\s+"nginx:1.28"$`,
 		`(?m)^  a0030: rejected by rule schedule \(event 20261129T180000.000000058Z-000058\): ccattler why-not instance a0030$`,
 		`(?m)^  … 5 more instances without a placement: ccattler why-not instance ID says why one is not$`,
+		`(?m)^    \+ observed/instance/fffff/failed_at = "2026-11-29T18:00:00Z"\n    … and 1 more write outside this service's keys \(ccattler events shows the record whole\)$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("describe service big lacks %s:\n%s", want, out)
