@@ -123,7 +123,11 @@ type pendingInstance struct {
 }
 
 func describe(ctx context.Context, s *facts.Store, kind, name string, events int, now time.Time) (*description, error) {
-	w, err := loadWorld(ctx, s)
+	load := loadWorld
+	if kind == "instance" {
+		load = func(ctx context.Context, s *facts.Store) (*world, error) { return loadInstance(ctx, s, name) }
+	}
+	w, err := load(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +214,40 @@ func describe(ctx context.Context, s *facts.Store, kind, name string, events int
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadInstance reads what an instance's description shows, at one
+// revision: its facts, its placement, its endpoint. Reading every fact for
+// one instance took seconds at 30,000.
+func loadInstance(ctx context.Context, s *facts.Store, id string) (*world, error) {
+	w := newWorld()
+	own := newKeyTrees([]string{"observed/instance/" + id, facts.Placement(id)})
+	read := func(prefix string, keep func(string) bool) error {
+		fs, rev, err := s.List(ctx, prefix, w.rev)
+		if err != nil {
+			return err
+		}
+		w.rev = rev
+		for _, f := range fs {
+			if keep(f.Key) {
+				w.add(s.Schema, f)
+			}
+		}
+		return nil
+	}
+	for _, p := range []string{"observed/instance/" + id, facts.Placement(id)} {
+		if err := read(p, own.holds); err != nil {
+			return nil, err
+		}
+	}
+	if svc := w.get("observed.instance.service", id); svc != "" && facts.CheckSegment("name", svc) == nil {
+		ep := facts.Endpoint(svc, id)
+		if err := read(ep, func(k string) bool { return k == ep }); err != nil {
+			return nil, err
+		}
+	}
+	w.index()
+	return w, nil
 }
 
 // records fills in the last records that read or wrote any of the

@@ -54,6 +54,7 @@ func TestDescribeFixture(t *testing.T) {
 	started := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	put := getFixture(started)
 	put[facts.Intent("user", "web")] = 3
+	put[facts.InstanceState("a8f31b")] = "stopped" // an id that only starts alike
 	put[facts.Intent("autoscaler", "web")] = 2
 	put[facts.ServiceAutoscaleMetric("web")] = "cpu"
 	put[facts.ServiceAutoscaleThreshold("web")] = 0.6
@@ -83,12 +84,17 @@ func TestDescribeFixture(t *testing.T) {
 		{"service", "web", `(?m)^  a8f31\s+web\s+node-1\s+running\s+healthy\s+1m30s\s+-$`},
 		{"service", "web", `(?m)^  a8f31  10.1.0.5:8080$`},
 		{"instance", "a8f31", `Started:\s+2026-11-29T18:00:00Z \(1m30s ago\)`},
+		{"instance", "a8f31", `(?m)^Endpoints:\n  a8f31  10.1.0.5:8080$`},
+		{"instance", "a8f31", `(?m)^  observed/instance/a8f31/state\s+"running"$`},
 		{"node", "node-1", `State:\s+alive \(lease not held\)`},
 		{"node", "node-1", `Memory:\s+7Gi of 8Gi free`},
 	} {
 		if out := text(c.kind, c.name); !regexp.MustCompile(c.want).MatchString(out) {
 			t.Errorf("describe %s %s lacks %s:\n%s", c.kind, c.name, c.want, out)
 		}
+	}
+	if out := text("instance", "a8f31"); strings.Contains(out, "a8f31b") {
+		t.Errorf("describe instance a8f31 shows a8f31b's facts:\n%s", out)
 	}
 	// b72c9 is placed (pending on node-2): no "why not placed" for it.
 	if out := text("service", "web"); strings.Contains(out, "Why not placed") {
