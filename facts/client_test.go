@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,5 +267,44 @@ func TestCampaignCancelledWithoutEtcd(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("a cancelled campaign did not return within 2s of its context's end with etcd gone")
+	}
+}
+
+// A port that accepts connections and answers nothing, TLS handshake
+// included: Dial gives up after its timeout and the probe's own, says the
+// port did not answer (not that it serves TLS), and wraps ErrUnreachable.
+func TestDialSilentPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, write nothing
+			mu.Unlock()
+		}
+	}()
+	start := time.Now()
+	_, err = facts.Dial(context.Background(), facts.StoreConfig{Endpoints: []string{"http://" + ln.Addr().String()}, DialTimeout: 300 * time.Millisecond})
+	if err == nil || !errors.Is(err, facts.ErrUnreachable) || !strings.Contains(err.Error(), "did not answer within 300ms") || strings.Contains(err.Error(), "serves TLS") {
+		t.Errorf("dial of a silent port: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("dial of a silent port took %s", took)
 	}
 }

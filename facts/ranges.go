@@ -27,9 +27,7 @@ func (s *Store) edge(ctx context.Context, prefix string, order clientv3.SortOrde
 	if len(resp.Kvs) == 0 {
 		return Fact{}, false, resp.Header.Revision, nil
 	}
-	kv := resp.Kvs[0]
-	return Fact{Key: s.Rel(string(kv.Key)), ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease},
-		true, resp.Header.Revision, nil
+	return s.factOf(resp.Kvs[0]), true, resp.Header.Revision, nil // keys only: no value
 }
 
 // Backward visits the facts under prefix in descending key order until fn
@@ -49,13 +47,13 @@ func (s *Store) edge(ctx context.Context, prefix string, order clientv3.SortOrde
 func (s *Store) Backward(ctx context.Context, prefix string, rev int64, page int, fn func(Fact) bool) (int64, error) {
 	abs := s.Abs(prefix)
 	end := clientv3.GetPrefixRangeEnd(abs)
-	for {
-		at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
-			if rev > 0 {
-				opts = append(opts, clientv3.WithRev(rev))
-			}
-			return opts
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption { // at rev, once the first page set it
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
+		return opts
+	}
+	for {
 		keys, err := s.Client.Get(ctx, abs, at(clientv3.WithRange(end), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(page)))...)
 		if err != nil {
@@ -73,9 +71,7 @@ func (s *Store) Backward(ctx context.Context, prefix string, rev int64, page int
 			return rev, fmt.Errorf("list %s: %w", abs, err)
 		}
 		for i := len(resp.Kvs) - 1; i >= 0; i-- {
-			kv := resp.Kvs[i]
-			if !fn(Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision,
-				CreateRevision: kv.CreateRevision, Lease: kv.Lease}) {
+			if !fn(s.factOf(resp.Kvs[i])) {
 				return rev, nil
 			}
 		}
@@ -113,8 +109,7 @@ func (s *Store) ModifiedAt(ctx context.Context, prefix string, rev int64) ([]Fac
 	out := make([]Fact, 0, len(keys.Kvs))
 	for _, kv := range resp.Kvs {
 		if kv.ModRevision == rev {
-			out = append(out, Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision,
-				CreateRevision: kv.CreateRevision, Lease: kv.Lease})
+			out = append(out, s.factOf(kv))
 		}
 	}
 	return out, nil
@@ -130,8 +125,7 @@ func (s *Store) GetAt(ctx context.Context, key string, rev int64) (Fact, bool, e
 	if len(resp.Kvs) == 0 {
 		return Fact{}, false, nil
 	}
-	kv := resp.Kvs[0]
-	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, true, nil
+	return s.factOf(resp.Kvs[0]), true, nil
 }
 
 // GetMany returns the facts at keys, all read at one revision in one
@@ -146,10 +140,9 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Fact, error) {
 		return nil, fmt.Errorf("get %d keys: %w", len(keys), err)
 	}
 	out := make([]Fact, len(keys))
-	for i, k := range keys {
+	for i := range keys {
 		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-			kv := kvs[0]
-			out[i] = Fact{Key: k, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}
+			out[i] = s.factOf(kvs[0])
 		}
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -190,14 +191,19 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			out = append(out, Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value,
-				ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease})
+			out = append(out, s.factOf(kv))
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, rev, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// factOf is an etcd key-value as the fact it holds, its key relative to
+// the root.
+func (s *Store) factOf(kv *mvccpb.KeyValue) Fact {
+	return Fact{Key: s.Rel(string(kv.Key)), Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}
 }
 
 // Get returns one fact; ok is false if the key does not exist.
@@ -209,8 +215,7 @@ func (s *Store) Get(ctx context.Context, key string) (Fact, bool, error) {
 	if len(resp.Kvs) == 0 {
 		return Fact{}, false, nil
 	}
-	kv := resp.Kvs[0]
-	return Fact{Key: key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Lease: kv.Lease}, true, nil
+	return s.factOf(resp.Kvs[0]), true, nil
 }
 
 // Op is one write of a transaction: a put (Value != nil) or a delete.

@@ -83,8 +83,7 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 	}
 	byService := map[string][]string{}
 	for _, f := range trees["observed/instance/"] {
-		id, ok := strings.CutSuffix(strings.TrimPrefix(f.Key, "observed/instance/"), "/service")
-		if ok && !strings.Contains(id, "/") {
+		if id, ok := instanceFact(f.Key, "service"); ok {
 			if svc, ok := facts.StringValue(f.Value); ok {
 				byService[svc] = append(byService[svc], id)
 			}
@@ -154,6 +153,13 @@ func readConvergence(ctx context.Context, s *facts.Store, services []string) ([]
 	return out, nil
 }
 
+// instanceFact returns the id of key when it is observed/instance/{id}/{attr}.
+func instanceFact(key, attr string) (string, bool) {
+	rest, under := strings.CutPrefix(key, "observed/instance/")
+	id, ok := strings.CutSuffix(rest, "/"+attr)
+	return id, under && ok && id != "" && !strings.Contains(id, "/")
+}
+
 // servicesOf names the services doc declares.
 func servicesOf(doc *spec.Doc) []string {
 	var out []string
@@ -171,10 +177,6 @@ func servicesOf(doc *spec.Doc) []string {
 func waitConverged(ctx context.Context, s *facts.Store, services []string, within time.Duration, progress io.Writer) error {
 	if len(services) == 0 {
 		return nil
-	}
-	done := "converged: " + strings.Join(services, ", ")
-	if len(services) > progressEach {
-		done = fmt.Sprintf("converged: %d services", len(services))
 	}
 	return poll(ctx, within, progress, func(ctx context.Context) (lines, left []string, err error) {
 		cs, err := readConvergence(ctx, s, services)
@@ -196,15 +198,27 @@ func waitConverged(ctx context.Context, s *facts.Store, services []string, withi
 			lines = []string{line}
 		}
 		return lines, left, err
-	}, done, "convergence", "not converged", "ccattler get instances and ccattler why-not show why")
+	}, doneLine("converged", services), "convergence", "not converged", "ccattler get instances and ccattler why-not show why")
+}
+
+// progressEach is how many services apply --wait and delete --wait report
+// one by one; more are reported as one line of totals.
+const progressEach = 10
+
+// doneLine is what a --wait prints once every one of services is done:
+// "converged: web, api", or past progressEach their number.
+func doneLine(verb string, services []string) string {
+	if len(services) > progressEach {
+		return fmt.Sprintf("%s: %d services", verb, len(services))
+	}
+	return verb + ": " + strings.Join(services, ", ")
 }
 
 // poll reads progress every 250 ms (or as long as a read took) until
-// nothing is left or within passes,
-// printing each line that changed since the last read. Done, it prints
-// done; at the deadline it fails (exit 1) with what is left, as "--wait:
-// unmet within T: LEFT (hint)", or "--wait: what not read within T" when no
-// read succeeded.
+// nothing is left or within passes, printing each line that changed since
+// the last read. Done, it prints done; at the deadline it fails (exit 1)
+// with what is left, as "--wait: unmet within T: LEFT (hint)", or
+// "--wait: what not read within T" when no read succeeded.
 func poll(ctx context.Context, within time.Duration, progress io.Writer, read func(context.Context) (lines, left []string, err error), done, what, unmet, hint string) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()

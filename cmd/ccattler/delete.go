@@ -161,10 +161,9 @@ func readRemaining(ctx context.Context, s *facts.Store, services []string) ([]re
 	}
 	service, state := map[string]string{}, map[string]string{}
 	for _, f := range insts {
-		rest := strings.TrimPrefix(f.Key, "observed/instance/")
-		if id, ok := strings.CutSuffix(rest, "/service"); ok && !strings.Contains(id, "/") {
+		if id, ok := instanceFact(f.Key, "service"); ok {
 			service[id], _ = facts.StringValue(f.Value)
-		} else if id, ok := strings.CutSuffix(rest, "/state"); ok && !strings.Contains(id, "/") {
+		} else if id, ok := instanceFact(f.Key, "state"); ok {
 			state[id], _ = facts.StringValue(f.Value)
 		}
 	}
@@ -187,10 +186,6 @@ func readRemaining(ctx context.Context, s *facts.Store, services []string) ([]re
 	}
 	return out, nil
 }
-
-// progressEach is how many services delete --wait reports one by one;
-// more are reported as one line of totals.
-const progressEach = 10
 
 // progressLines is --wait's progress: a line per service, or for more than
 // progressEach one line of totals naming a few still running.
@@ -228,10 +223,6 @@ func waitGone(ctx context.Context, s *facts.Store, services []string, within tim
 	if len(services) == 0 {
 		return nil
 	}
-	done := "stopped: " + strings.Join(services, ", ")
-	if len(services) > progressEach {
-		done = fmt.Sprintf("stopped: %d services", len(services))
-	}
 	return poll(ctx, within, progress, func(ctx context.Context) (lines, left []string, err error) {
 		rs, err := readRemaining(ctx, s, services)
 		for _, r := range rs {
@@ -240,5 +231,5 @@ func waitGone(ctx context.Context, s *facts.Store, services []string, within tim
 			}
 		}
 		return progressLines(rs), left, err
-	}, done, "what is left", "not stopped", "ccattler get instances shows them")
+	}, doneLine("stopped", services), "what is left", "not stopped", "ccattler get instances shows them")
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ccattler/ccattler/cmd/ccattler/console"
 	"github.com/ccattler/ccattler/engine/audit"
 	"github.com/ccattler/ccattler/facts"
 	"github.com/spf13/cobra"
@@ -107,6 +108,7 @@ type description struct {
 	Events    []audit.Event     `json:"events"`
 	Matched   int               `json:"events_matched"` // records that touched it, of which the last Events are shown
 	prefixes  []string          // the key trees that make up the object
+	trees     keyTrees          // prefixes, to look keys up in
 	w         *world
 }
 
@@ -136,12 +138,12 @@ func describe(ctx context.Context, s *facts.Store, kind, name string, events int
 	all := w.instancesJSON(now)
 	switch kind {
 	case "service":
-		i := slices.IndexFunc(w.servicesJSON(), func(r serviceJSON) bool { return r.Name == name })
+		svcs := w.servicesJSON()
+		i := slices.IndexFunc(svcs, func(r serviceJSON) bool { return r.Name == name })
 		if i < 0 {
 			return nil, fmt.Errorf("service %q not found (ccattler get services lists them)", name)
 		}
-		svc := w.servicesJSON()[i]
-		d.Service = &svc
+		d.Service = &svcs[i]
 		d.prefixes = []string{"desired/service/" + name, "effective/service/" + name, "observed/service/" + name, "endpoint/service/" + name}
 		for _, it := range all {
 			if it.Service == name {
@@ -210,6 +212,7 @@ func describe(ctx context.Context, s *facts.Store, kind, name string, events int
 			}
 		}
 	}
+	d.trees = newKeyTrees(d.prefixes)
 	if err := d.records(ctx, s, events); err != nil {
 		return nil, err
 	}
@@ -257,7 +260,6 @@ func loadInstance(ctx context.Context, s *facts.Store, id string) (*world, error
 // them: a service of 10,000 instances has 20,000 trees, and comparing
 // every key of 60,000 records with each took describe 42 s.
 func (d *description) records(ctx context.Context, s *facts.Store, limit int) error {
-	trees := newKeyTrees(d.prefixes)
 	unplaced := map[string]int{} // by instance: its index in d.Pending
 	for _, it := range d.Instances {
 		if it.State != "pending" && it.State != "" || d.w.get("placement.instance", it.ID) != "" {
@@ -281,7 +283,7 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 	}
 	var newest []audit.Event
 	_, _, _, err := audit.Newest(ctx, s, q, func(e audit.Event) bool {
-		if trees.touchedBy(e) {
+		if d.trees.touchedBy(e) {
 			d.Matched++
 			if len(newest) < limit {
 				newest = append(newest, e)
@@ -439,9 +441,8 @@ func (d *description) print(out io.Writer) error {
 	section(fmt.Sprintf("Events (the last %d of %d that touched it; ccattler events --key PREFIX for more)", len(d.Events), d.Matched))
 	// A record's writes outside the object's keys are counted, not
 	// listed: the apply of a file of 600 services wrote 2,400 keys.
-	trees := newKeyTrees(d.prefixes)
 	for _, e := range d.Events {
-		own := slices.DeleteFunc(slices.Clone(e.Writes), func(w facts.EventWrite) bool { return !trees.holds(w.Key) })
+		own := slices.DeleteFunc(slices.Clone(e.Writes), func(w facts.EventWrite) bool { return !d.trees.holds(w.Key) })
 		others := len(e.Writes) - len(own)
 		e.Writes = own
 		if err := printEvent(out, e); err != nil {
@@ -496,29 +497,18 @@ func factLines(fs []describedFact, n int) [][2]string {
 
 // shownInstances picks at most n instances to list, kept in their order,
 // and says how many it left out and in which states ("" when none). It
-// picks those that want attention first (failed, or running unhealthy: one
-// among thousands running is what a reader looks for), then the pending,
-// the running, and last the stopped, kept an hour after they stop.
+// picks them in console.InstanceRank's order: those that want attention
+// first (one failed among thousands running is what a reader looks for),
+// the stopped last.
 func shownInstances(insts []instanceJSON, n int) ([]instanceJSON, string) {
 	if len(insts) <= n {
 		return insts, ""
-	}
-	rank := func(it instanceJSON) int {
-		switch {
-		case it.State == "failed" || it.State == "running" && it.Health != "healthy":
-			return 0
-		case it.State == "pending" || it.State == "":
-			return 1
-		case it.State == "running":
-			return 2
-		}
-		return 3
 	}
 	pick := make([]bool, len(insts))
 	picked := 0
 	for r := 0; r <= 3 && picked < n; r++ {
 		for i, it := range insts {
-			if picked < n && rank(it) == r {
+			if picked < n && console.InstanceRank(it.State, it.Health) == r {
 				pick[i] = true
 				picked++
 			}

@@ -289,8 +289,10 @@ type serviceRow struct {
 	Reason   string `json:"reason"`
 }
 
-func (w *world) services() []serviceRow {
-	counts := w.counts()
+func (w *world) services() []serviceRow { return w.serviceRows(w.counts()) }
+
+// serviceRows is services with each service's instance counts (counts).
+func (w *world) serviceRows(counts map[string]instanceCounts) []serviceRow {
 	rows := []serviceRow{}
 	for _, n := range w.ids["desired.service"] {
 		ports := strings.Split(w.get("desired.service.expose", n), ",")

@@ -84,10 +84,31 @@ func TestGetServicesSummaryOrFullRead(t *testing.T) {
 
 	raw(facts.ServiceSummary("api"), `{"running":"many"}`)
 	fallsBack("api's summary breaks the schema")
+	raw(facts.ServiceSummary("api"), `{"running":1,"healthy":1,"updated":0,"unplaced":"lots"}`)
+	fallsBack("api's unplaced is no count") // a field the schema does not type
 	write(0)
 	raw(facts.ServiceImage("web"), `12345`)
 	fallsBack("web's desired image breaks the schema")
 	raw(facts.ServiceImage("web"), `"nginx:1.28"`)
 	raw(facts.DesiredService("new"), `{}`)
 	fallsBack("a service applied since the engine's last round")
+}
+
+// instanceFact recognizes an instance's own fact and nothing that only
+// looks like one, whatever a writer put under observed/instance/.
+func TestInstanceFact(t *testing.T) {
+	for key, want := range map[string]string{
+		"observed/instance/a8f31/service":         "a8f31",
+		"observed/instance/a8f31/state":           "",
+		"observed/instance//service":              "",
+		"observed/instance/a8f31/x/service":       "",
+		"observed/instance/service":               "",
+		"desired/observed/instance/a8f31/service": "",
+		"xobserved/instance/a8f31/service":        "",
+	} {
+		id, ok := instanceFact(key, "service")
+		if ok != (want != "") || id != want && ok {
+			t.Errorf("instanceFact(%q) = %q, %v; want %q", key, id, ok, want)
+		}
+	}
 }

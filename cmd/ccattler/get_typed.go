@@ -163,8 +163,8 @@ type serviceJSON struct {
 
 func (w *world) servicesJSON() []serviceJSON {
 	rows := []serviceJSON{}
-	counts := w.counts()
-	for _, r := range w.services() {
+	counts := w.counts() // counted once: without summaries, a pass over every instance
+	for _, r := range w.serviceRows(counts) {
 		n := r.Name
 		j := serviceJSON{Name: n, Image: r.Image, Desired: w.integer("desired.service.instances", n),
 			Effective: w.integer("effective.service.instances", n), Running: r.Running, Healthy: r.Healthy,

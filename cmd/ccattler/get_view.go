@@ -324,10 +324,12 @@ const watchRedrawEvery = time.Second
 // table on a terminal is redrawn in place; any other output gets one
 // snapshot after another (json: one a line; yaml: documents split by ---).
 func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) error {
+	began := time.Now()
 	w, err := v.load(ctx, s)
 	if err != nil {
 		return err
 	}
+	took := time.Since(began)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
@@ -377,7 +379,7 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 	// The next redraw waits a period, and at least as long as this one's
 	// read took: a view of 30,000 instances takes seconds to read, and
 	// redrawn a second after each read it kept a core busy.
-	drawn, took := time.Now(), time.Duration(0)
+	drawn := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -391,7 +393,7 @@ func (v *getView) watch(ctx context.Context, s *facts.Store, out io.Writer) erro
 			return nil
 		case <-time.After(time.Until(drawn.Add(max(watchRedrawEvery, took)))):
 		}
-		began := time.Now()
+		began = time.Now()
 		if w, err = v.load(ctx, s); err != nil {
 			if ctx.Err() != nil {
 				return nil

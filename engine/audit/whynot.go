@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,8 +23,7 @@ func WhyNot(ctx context.Context, s *facts.Store, variable, value string) (Event,
 	ok := false
 	var q Query
 	if quoted, _ := json.Marshal(value); string(quoted) == `"`+value+`"` {
-		// Stored as it is: a record binding it contains it.
-		q.Raw = func(b []byte) bool { return bytes.Contains(b, quoted) }
+		q.Raw = Mentions(string(quoted)) // stored as it is: a record binding it contains it
 	}
 	_, _, _, err := Newest(ctx, s, q, func(e Event) bool {
 		if e.Kind == KindRejection && e.Bindings[variable] == value {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
+	"github.com/hashicorp/hcl/v2"
 )
 
 func decodeOne(t *testing.T, name, src string) (*Doc, []string) {
@@ -269,5 +270,27 @@ func TestWriteDiagnosticsShowsSourceAndCaret(t *testing.T) {
 		"  \"instances\" expects an integer from 0 to 10000, but got -1.\n\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// A service the autoscaler counts needs no instances; one nobody counts is
+// valid, with a warning, and writes no intent.
+func TestDecodeServiceWithoutInstances(t *testing.T) {
+	doc, diags := Decode(Source{Name: "f.hcl", Bytes: []byte(`service "auto" {
+  image     = "x:1"
+  autoscale { metric = "cpu"  threshold = 0.5  min = 1  max = 4 }
+}
+service "idle" {
+  image = "x:1"
+}
+`)})
+	if diags.HasErrors() || len(diags) != 1 || diags[0].Severity != hcl.DiagWarning || DiagString(diags[0]) !=
+		`f.hcl:5:9: No instances: Service "idle" sets neither instances nor autoscale, so none of its instances runs until ccattler scale service idle N sets a count. Add instances = 1 (or how many) to run it.` {
+		t.Fatalf("diagnostics: %v; want one warning, for idle", diags)
+	}
+	for _, f := range doc.Facts() {
+		if strings.HasPrefix(f.Key, "intent/") {
+			t.Errorf("a service without instances wrote %s", f.Key)
+		}
 	}
 }

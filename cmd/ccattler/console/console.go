@@ -282,26 +282,32 @@ func view(s *snapshot, all bool) clusterView {
 	return v
 }
 
-// instanceRank orders a service's instances for its page: failed or
-// running unhealthy first, then pending, running, and the stopped ones,
-// kept an hour after they stop, last.
+// InstanceRank orders instances for a reader who looks for trouble, the
+// console's service page and describe alike: failed or running unhealthy
+// first (0), then pending (1), running (2), and the stopped ones, kept an
+// hour after they stop, last (3).
+func InstanceRank(state, health string) int {
+	switch {
+	case state == "failed" || state == "running" && health != "healthy":
+		return 0
+	case state == "pending" || state == "":
+		return 1
+	case state == "running":
+		return 2
+	}
+	return 3
+}
+
+// instanceRank is InstanceRank of a row of an instances table.
 func instanceRank(t Table) func(row []string) int {
 	st, health := t.Col("state"), t.Col("health")
-	return func(r []string) int {
-		state := ""
-		if st >= 0 {
-			state = r[st]
+	cell := func(r []string, i int) string {
+		if i < 0 {
+			return ""
 		}
-		switch {
-		case state == "failed" || state == "running" && health >= 0 && r[health] != "healthy":
-			return 0
-		case state == "pending" || state == "":
-			return 1
-		case state == "running":
-			return 2
-		}
-		return 3
+		return r[i]
 	}
+	return func(r []string) int { return InstanceRank(cell(r, st), cell(r, health)) }
 }
 
 func or(s, def string) string {
