@@ -106,21 +106,24 @@ type Work struct {
 	Aggregates    int64 // aggregate groups computed
 	AggregateHits int64 // aggregate groups served from a round's cache or the store
 	Adjustments   int64 // kept aggregate results adjusted for a changed fact, a join each
+	// CandidatesReused counts choice candidates whose outcome a round
+	// served again, their aggregates unchanged, instead of evaluating them.
+	CandidatesReused int64
 }
 
 // workOf is the part of an evaluator's counters Work holds.
 func workOf(s eval.Stats) Work {
 	return Work{Tasks: s.Tasks, Evals: s.Evals, FactsVisited: s.FactsVisited,
-		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments}
+		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments, CandidatesReused: s.CandidatesReused}
 }
 
 // counts are w's fields, in the order of WorkKinds.
-func (w *Work) counts() [6]*int64 {
-	return [6]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments}
+func (w *Work) counts() [7]*int64 {
+	return [7]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments, &w.CandidatesReused}
 }
 
 // WorkKinds name Work's counts as the metrics and the bench report them.
-var WorkKinds = [6]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments"}
+var WorkKinds = [7]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused"}
 
 // ByKind returns w's counts by their WorkKinds.
 func (w Work) ByKind() map[string]int64 {

@@ -203,15 +203,30 @@ func reportRunning(t *facts.Table, skip func() bool) []facts.Change {
 func BenchmarkConverge(b *testing.B) {
 	rs := loadDefault(b)
 	for _, sz := range []struct{ nodes, services, instances int }{{100, 10, 1000}, {1000, 100, 10000}} {
-		for _, budget := range []int{0, 5000} {
-			b.Run(fmt.Sprintf("nodes=%d/instances=%d/round-firings=%d", sz.nodes, sz.instances, budget), func(b *testing.B) {
+		for _, v := range []struct {
+			budget int
+			memo   bool
+		}{{0, true}, {5000, true}, {5000, false}} {
+			budget := v.budget
+			name := fmt.Sprintf("nodes=%d/instances=%d/round-firings=%d", sz.nodes, sz.instances, budget)
+			opts := []eval.Option{eval.WithMaxFirings(budget)}
+			if !v.memo {
+				// The baseline: every candidate a choice visits evaluated.
+				name += "/candidate-memo=off"
+				opts = append(opts, eval.WithoutCandidateMemo())
+			}
+			b.Run(name, func(b *testing.B) {
 				var rounds, slowest time.Duration
+				var evals, reused int64
 				n := 0
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
 					runtime.GC()
 					b.StartTimer()
-					_, _, _, took := converge(b, rs, sz.nodes, sz.services, sz.instances, eval.WithMaxFirings(budget))
+					_, ev, _, took := converge(b, rs, sz.nodes, sz.services, sz.instances, opts...)
+					st := ev.Stats()
+					evals += st.Evals
+					reused += st.CandidatesReused
 					n += len(took)
 					for _, d := range took {
 						rounds += d
@@ -219,6 +234,8 @@ func BenchmarkConverge(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(n)/float64(b.N), "rounds/op")
+				b.ReportMetric(float64(evals)/float64(b.N), "evals/op")
+				b.ReportMetric(float64(reused)/float64(b.N), "candidates-reused/op")
 				b.ReportMetric(rounds.Seconds()/float64(b.N), "s-in-rounds/op")
 				b.ReportMetric(slowest.Seconds(), "s/slowest-round")
 				b.ReportMetric(float64(sz.instances)*float64(b.N)/rounds.Seconds(), "instances/s")

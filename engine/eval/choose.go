@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"cel.dev/cel-go/common/types"
@@ -55,31 +56,51 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 	var cur ranked
 	var kept []ranked
 	rk := ranker{ch: ch}
+	outerID, memo := rd.outerKey(ch, s.b)
 	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
 		if sample > 0 && feasible >= sample {
 			break // the sample is complete
 		}
-		c := cands.at((start+i)%n, spare)
+		at := (start + i) % n
+		c := cands.at(at, spare)
 		spare = nil
 		lz.begin(c)
-		for _, l := range ch.Body.Lets {
-			v, err := rd.evalIn(act, l.Expr, c.b, what{"let", l.Name, ""})
-			if err != nil {
-				return nil, err
+		// The outcome the round found for this candidate before, when
+		// the aggregates it read still have the values it read.
+		var served, found *candOutcome
+		key := candKey{ch: ch, outer: outerID, cand: &cands.sols[at]}
+		if memo {
+			if o := rd.candOutcomes[key]; o != nil && rd.replay(lz, c, o) {
+				served = o
 			}
-			c.b.push(l.Name, celVal(v))
+			lz.tracing, lz.trace = served == nil, lz.trace[:0]
 		}
 		var failed []string
-		if !rd.passes(act, ch, c) {
-			for _, f := range ch.Filters {
-				ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
+		if served != nil {
+			failed = served.failed
+		} else {
+			for _, l := range ch.Body.Lets {
+				v, err := rd.evalIn(act, l.Expr, c.b, what{"let", l.Name, ""})
 				if err != nil {
 					return nil, err
 				}
-				if !ok {
-					failed = append(failed, f.Name)
+				c.b.push(l.Name, celVal(v))
+			}
+			if !rd.passes(act, ch, c) {
+				for _, f := range ch.Filters {
+					ok, err := rd.evalBoolIn(act, f.Expr, c.b, what{"filter", f.Name, ""})
+					if err != nil {
+						return nil, err
+					}
+					if !ok {
+						failed = append(failed, f.Name)
+					}
 				}
+			}
+			if memo {
+				found = &candOutcome{aggs: slices.Clone(lz.trace), failed: failed}
+				rd.candOutcomes[key] = found
 			}
 		}
 		if len(failed) > 0 {
@@ -92,8 +113,17 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			continue
 		}
 		cur.c, cur.seq, cur.score, cur.keys = c, i, 0, cur.keys[:0]
-		if err := rd.rank(act, ch, &cur); err != nil {
-			return nil, err
+		if served != nil {
+			cur.score, cur.keys = served.score, append(cur.keys, served.keys...)
+		} else {
+			if err := rd.rank(act, ch, &cur); err != nil {
+				delete(rd.candOutcomes, key)
+				return nil, err
+			}
+			if found != nil {
+				found.aggs = append(found.aggs, lz.trace[len(found.aggs):]...)
+				found.score, found.keys = cur.score, slices.Clone(cur.keys)
+			}
 		}
 		feasible++
 		if k > 1 {

@@ -34,6 +34,11 @@ func WithMaxPasses(n int) Option { return func(e *Evaluator) { e.maxPasses = n }
 // to show that the cache changes nothing but the time.
 func WithoutAggregateCache() Option { return func(e *Evaluator) { e.aggs.off = true } }
 
+// WithoutCandidateMemo evaluates every candidate a choice visits, none
+// served from what the round found for it before (candmemo.go): for tests
+// that its outcomes change nothing.
+func WithoutCandidateMemo() Option { return func(e *Evaluator) { e.noCandMemo = true } }
+
 // WithMaxAggregateReads sets how many member facts an aggregate lists in a
 // firing's reads (default MaxAggregateReads). Which members are listed when
 // there are more depends on how the result was reached; tests comparing
@@ -136,11 +141,15 @@ type Stats struct {
 	FreshCollisions int64 // fresh ids drawn again because taken
 	BadValues       int64 // stored values that did not decode for their type (skipped)
 	AggregateHits   int64 // aggregate groups served from the round's cache or the store
-	Aggregates      int64 // aggregate groups computed
-	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
-	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
-	Adjustments     int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
-	Due             int64 // bindings a clock move made due (deadline.go)
+	// CandidatesReused counts choice candidates whose outcome a round
+	// served again, its aggregates unchanged, instead of evaluating the
+	// filters and score (candmemo.go).
+	CandidatesReused int64
+	Aggregates       int64 // aggregate groups computed
+	WholeAggregates  int64 // aggregates computed for every group at once (WithWholeAggregates)
+	WholeKept        int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
+	Adjustments      int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
+	Due              int64 // bindings a clock move made due (deadline.go)
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -171,11 +180,13 @@ type Evaluator struct {
 	timed       []*rules.Rule // rules whose expressions read now, in order
 	heads       map[*rules.Head]*rules.Pattern
 	sites       map[*facts.FactType][]site
-	labels      profileLabels     // what a CPU profile says the evaluating goroutine is doing (labels.go)
-	waits       []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
-	deadlines   []*deadlines      // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
-	lazy        []bool            // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
-	keyVars     []map[string]bool // by rule index: its body's path variables, what a carried binding keeps (body)
+	labels      profileLabels              // what a CPU profile says the evaluating goroutine is doing (labels.go)
+	noCandMemo  bool                       // WithoutCandidateMemo
+	candIdents  map[*rules.Choice][]string // what each choice's filters, score and keys read (candmemo.go)
+	waits       []*waitSet                 // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	deadlines   []*deadlines               // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
+	lazy        []bool                     // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
+	keyVars     []map[string]bool          // by rule index: its body's path variables, what a carried binding keeps (body)
 	stats       Stats
 }
 
@@ -418,26 +429,31 @@ type round struct {
 	// barrier is set while the firings of a binding that read a guarded
 	// aggregate over MaxGuardedReads member facts are made: they commit
 	// only after every earlier firing of the plan (Firing.AfterAll).
-	barrier    bool
-	queue      [][]task          // pending tasks by rule index
-	sorted     []int             // by rule index: the first of queue's tasks, carried, in key order (queue.go)
-	queued     []map[string]bool // binding keys in queue after the sorted ones, by rule index
-	fresh      []int             // tasks queued by this round's changes, not carried, by rule index (coalescing)
-	stopped    map[string]bool   // rules skipped for the rest of the round
-	history    map[string][]string
-	writers    map[string][]string
-	drawn      map[string]bool
-	cur        *rules.Rule
-	rejIdx     map[string]int
-	candMemo   map[*rules.Scope]map[string]candEntry // choices' candidates (candidates.go)
-	aggs       *roundAggs                            // the aggregate results the round holds (aggregates.go)
-	osc        []string                              // rules found oscillating: the round is redone without them
-	returns    map[string]int                        // by key: how often it came back to an earlier value (commit)
-	oscillated map[string]bool                       // rules stopped for this round as a cycle: their tasks are parked
-	parked     []task                                // tasks of rules stopped for oscillating: evaluated again next call
-	leftover   []task                                // bindings of a task cut at the firing budget (body)
-	onSkip     func(s *sol)                          // set by a view's task: a binding its data broke is skipped (body)
-	cost       uint64                                // CEL cost the round has spent (WithRoundBudget)
+	barrier  bool
+	queue    [][]task          // pending tasks by rule index
+	sorted   []int             // by rule index: the first of queue's tasks, carried, in key order (queue.go)
+	queued   []map[string]bool // binding keys in queue after the sorted ones, by rule index
+	fresh    []int             // tasks queued by this round's changes, not carried, by rule index (coalescing)
+	stopped  map[string]bool   // rules skipped for the rest of the round
+	history  map[string][]string
+	writers  map[string][]string
+	drawn    map[string]bool
+	cur      *rules.Rule
+	rejIdx   map[string]int
+	candMemo map[*rules.Scope]map[string]candEntry // choices' candidates (candidates.go)
+	// What choices' candidates came to, by choice, outer values and
+	// candidate, and the outer values interned (candmemo.go).
+	candOutcomes map[candKey]*candOutcome
+	memoOuters   map[string]int
+	memoBuf      []byte
+	aggs         *roundAggs      // the aggregate results the round holds (aggregates.go)
+	osc          []string        // rules found oscillating: the round is redone without them
+	returns      map[string]int  // by key: how often it came back to an earlier value (commit)
+	oscillated   map[string]bool // rules stopped for this round as a cycle: their tasks are parked
+	parked       []task          // tasks of rules stopped for oscillating: evaluated again next call
+	leftover     []task          // bindings of a task cut at the firing budget (body)
+	onSkip       func(s *sol)    // set by a view's task: a binding its data broke is skipped (body)
+	cost         uint64          // CEL cost the round has spent (WithRoundBudget)
 	// tasksTime and tasksCost are what the round's finished tasks spent,
 	// running is set while one runs (from taskStart, taskCost): the
 	// round's bound is what its rules spent, not the setup before them

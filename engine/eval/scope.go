@@ -358,6 +358,10 @@ type lazyAggregates struct {
 	reads [][]Read // by aggregate: the member reads of those computed, nil for the others
 	err   error    // the first computation that failed, reported by evalIn
 	lets  bool
+	// tracing: each aggregate computed is added to trace, with its value,
+	// for the candidate's kept outcome (candmemo.go).
+	tracing bool
+	trace   []memoAgg
 }
 
 // begin starts on candidate s.
@@ -384,6 +388,9 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 			rs = []Read{} // computed: not nil
 		}
 		l.reads[i] = rs
+		if l.tracing {
+			l.trace = append(l.trace, memoAgg{i: i, v: v})
+		}
 		cv := celVal(v)
 		l.s.b.push(ag.Name, cv)
 		return cv.celOf(), true

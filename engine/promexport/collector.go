@@ -52,7 +52,7 @@ var (
 	dRejected      = desc("engine_rejected_firings_total", "Firings that could not be committed (too large, invalid).")
 	dProblems      = desc("engine_problems_total", "Rule problems (budget, runtime error, oscillation), by rule.", "rule")
 	dEvalSeconds   = desc("engine_evaluate_seconds_total", "Time rounds spent evaluating rules.")
-	dWork          = desc("engine_work_total", "What the evaluator did, counted: tasks (rule, partial binding), CEL evaluations, facts visited by joins, aggregate groups computed, served kept, and kept ones adjusted to a changed fact.", "kind")
+	dWork          = desc("engine_work_total", "What the evaluator did, counted: tasks (rule, partial binding), CEL evaluations, facts visited by joins, aggregate groups computed, served kept, and kept ones adjusted to a changed fact, choice candidates served again unchanged.", "kind")
 	dCommit        = desc("engine_commit_duration_seconds", "Time of successful commits (count: transactions).")
 	dCommitMax     = desc("engine_commit_duration_seconds_max", "Slowest successful commit.")
 	dPruned        = desc("engine_events_pruned_total", "Firing records deleted by retention.")

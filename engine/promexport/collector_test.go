@@ -19,7 +19,7 @@ func TestCollector(t *testing.T) {
 		Conflicts: 2, PlanWrites: 30, MaxPlanWrites: 12,
 		FiringsByRule: map[string]int64{"schedule": 5, "publish_endpoint": 3}, ProblemsByRule: map[string]int64{},
 		ResyncRounds: 3, ResyncFiringsByRule: map[string]int64{"note_stopped": 1},
-		EvalTime: 1500 * time.Millisecond, Work: engine.Work{Tasks: 40, Evals: 90, FactsVisited: 480, Aggregates: 2, AggregateHits: 50, Adjustments: 59}}
+		EvalTime: 1500 * time.Millisecond, Work: engine.Work{Tasks: 40, Evals: 90, FactsVisited: 480, Aggregates: 2, AggregateHits: 50, Adjustments: 59, CandidatesReused: 7}}
 	loaded := time.Unix(1700000000, 0)
 	cases := []struct {
 		name    string
@@ -46,6 +46,7 @@ ccattler_engine_txn_conflicts_total 2
 ccattler_engine_work_total{kind="aggregate_adjustments"} 59
 ccattler_engine_work_total{kind="aggregate_hits"} 50
 ccattler_engine_work_total{kind="aggregates_computed"} 2
+ccattler_engine_work_total{kind="candidates_reused"} 7
 ccattler_engine_work_total{kind="cel_evaluations"} 90
 ccattler_engine_work_total{kind="facts_visited"} 480
 ccattler_engine_work_total{kind="tasks"} 40

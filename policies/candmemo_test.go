@@ -1,0 +1,120 @@
+package policies_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ccattler/ccattler/engine/eval"
+	"github.com/ccattler/ccattler/engine/eval/ruletest"
+	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/facts/spec"
+)
+
+// TestCandidateMemoChangesNothing: a round serving a candidate's outcome
+// again when the aggregates it read are unchanged (engine/eval/candmemo.go)
+// plans exactly what evaluating every candidate plans, on clusters short
+// of room (the cpu and memory filters reject, rejections are recorded),
+// with zones, architectures, host-network nodes whose ports collide, and
+// random outside changes between rounds.
+func TestCandidateMemoChangesNothing(t *testing.T) {
+	rs := loadDefault(t)
+	seeds := uint64(12)
+	if testing.Short() {
+		seeds = 4
+	}
+	var reused, placed, rejected int
+	for seed := uint64(1); seed <= seeds; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		tw := tightWorld(t, r)
+		to := facts.NewTable(nil)
+		for _, k := range tw.Keys() {
+			f, _ := tw.Get(k)
+			to.Put(f)
+		}
+		to.SetRev(tw.Rev())
+		opts := []eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1 << 20)}
+		with := eval.New(rs, opts...)
+		without := eval.New(rs, append(opts, eval.WithoutCandidateMemo())...)
+		from := tw.Rev()
+		pw, po := with.Full(tw), without.Full(to)
+		for step := 0; step < 25; step++ {
+			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
+				!reflect.DeepEqual(pw.Problems, po.Problems) {
+				t.Fatalf("seed %d step %d: plans differ%s\ncandidates served: %s\nevaluated:         %s", seed, step, diff(pw, po), show(pw), show(po))
+			}
+			for _, f := range pw.Firings {
+				if f.Rule == "schedule" {
+					placed++
+				}
+			}
+			rejected += len(pw.Rejections)
+			var cw, co []facts.Change
+			if r.IntN(6) > 0 { // else the plan does not commit
+				cw, co = applyPlan(tw, pw), applyPlan(to, po)
+			}
+			for _, m := range mutations(r, tw) {
+				cw = append(cw, mutate(tw, m))
+				co = append(co, mutate(to, m))
+			}
+			rev, tick := tw.Rev(), r.IntN(4) == 0
+			pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
+			from = rev
+		}
+		reused += int(with.Stats().CandidatesReused)
+		if n := without.Stats().CandidatesReused; n != 0 {
+			t.Fatalf("seed %d: %d candidates served with the memo off", seed, n)
+		}
+	}
+	t.Logf("%d placements, %d rejections, %d candidate outcomes served again", placed, rejected, reused)
+	if reused == 0 || placed == 0 || rejected == 0 {
+		t.Errorf("%d placements, %d rejections, %d outcomes served: want each", placed, rejected, reused)
+	}
+}
+
+// tightWorld is a cluster with less room than its services ask for: nodes
+// of 1 to 4 cpus in two zones and two architectures, some on the host's
+// network, and services of different requests, some pinned to a zone or an
+// architecture.
+func tightWorld(tb testing.TB, r *rand.Rand) *facts.Table {
+	tb.Helper()
+	t := facts.NewTable(nil)
+	put := func(k, v string) { t.Put(facts.Fact{Key: k, Value: []byte(v), ModRevision: 1, CreateRevision: 1}) }
+	nodes := 6 + r.IntN(20)
+	for i := 1; i <= nodes; i++ {
+		id := fmt.Sprintf("node-%d", i)
+		put(facts.NodeState(id), `"alive"`)
+		put(facts.NodeCapacityCPU(id), fmt.Sprint(1<<r.IntN(3)))
+		put(facts.NodeCapacityMemory(id), fmt.Sprintf(`"%dGi"`, 1<<r.IntN(3)))
+		put(facts.NodeArchitecture(id), []string{`"amd64"`, `"arm64"`}[r.IntN(2)])
+		put(facts.NodeZone(id), []string{`"zone-1"`, `"zone-2"`}[r.IntN(2)])
+		put(facts.NodeAddress(id), fmt.Sprintf(`"10.0.0.%d"`, i))
+		if r.IntN(4) == 0 {
+			put(facts.NodeNetwork(id), `"host"`)
+		}
+		t.Put(facts.Fact{Key: facts.Lease(id), Value: []byte(`{}`), ModRevision: 1, CreateRevision: 1, Lease: 1})
+	}
+	put(facts.Clock(), `"2026-11-29T21:00:00Z"`)
+	var src strings.Builder
+	for i := range 3 + r.IntN(6) {
+		fmt.Fprintf(&src, "service \"svc-%02d\" {\n  image = \"nginx:1.28\"\n  instances = %d\n  expose = [%d]\n", i+1, 2+r.IntN(12), 8080+r.IntN(2))
+		fmt.Fprintf(&src, "  resources {\n    cpu = %s\n    memory = \"%dMi\"\n  }\n", []string{"0.25", "0.5", "1", "1.5"}[r.IntN(4)], 128<<r.IntN(4))
+		switch r.IntN(4) {
+		case 0:
+			src.WriteString("  placement { zone = \"zone-2\" }\n")
+		case 1:
+			src.WriteString("  placement { architecture = \"arm64\" }\n")
+		}
+		src.WriteString("}\n")
+	}
+	doc, diags := spec.Decode(spec.Source{Name: "tight.hcl", Bytes: []byte(src.String())})
+	if diags.HasErrors() {
+		tb.Fatal(diags.Error())
+	}
+	for _, f := range doc.Facts() {
+		put(f.Key, string(f.Value))
+	}
+	return t
+}
