@@ -210,9 +210,12 @@ func BenchmarkConverge(b *testing.B) {
 			budget := v.budget
 			name := fmt.Sprintf("nodes=%d/instances=%d/round-firings=%d", sz.nodes, sz.instances, budget)
 			opts := []eval.Option{eval.WithMaxFirings(budget)}
+			if budget > 0 {
+				// Against the baseline, every candidate a choice visits
+				// evaluated (candidate-memo=off).
+				name += fmt.Sprintf("/candidate-memo=%s", map[bool]string{true: "on", false: "off"}[v.memo])
+			}
 			if !v.memo {
-				// The baseline: every candidate a choice visits evaluated.
-				name += "/candidate-memo=off"
 				opts = append(opts, eval.WithoutCandidateMemo())
 			}
 			b.Run(name, func(b *testing.B) {

@@ -1,170 +1,99 @@
 package eval
 
 import (
-	"encoding/binary"
 	"math"
-	"sort"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"github.com/ccattler/ccattler/rules"
 )
 
-// Placing the instances of one service visits the same nodes again and
-// again: 100 instances sampling 64 of 1,000 nodes each visit a node six
-// times on average, and each visit evaluated the same filters and score
-// over the same values. A round keeps what a candidate's evaluation came
-// to (its outcome) under what the evaluation read directly, and serves it
-// again when the aggregates it read still hold the values they held.
+// Placing the instances of services visits the same nodes again and again:
+// a round placing 5,000 instances on 1,000 nodes, 64 sampled each, visits
+// every node 320 times, and each visit evaluated the filters and score
+// over values mostly the same as the last. A round keeps what each
+// candidate's evaluation came to (its outcome) with what the evaluation
+// read, in the order it read it, and serves the outcome again when
+// everything read still has the value it had.
 //
 // What a choice's filters and score read is, besides `now` (fixed for the
 // round):
 //
-//   - the outer binding's values of the identifiers they name: keyed, as
-//     one interned string per choose (outerKey);
-//   - the candidate's own values: keyed by the candidate itself, an entry
-//     of the round's candidate lists (candSol), which stands for the same
-//     values for as long as the list does (candidates.go);
+//   - the candidate's own values: the outcome is kept with the candidate,
+//     an entry of the round's candidate lists (candSol), which stands for
+//     the same values for as long as the list does (candidates.go);
+//   - the outer binding's values of the identifiers the evaluation
+//     resolved (traced as CEL resolves them: `!colo.orValue(false) ||
+//     placed_siblings == 0` reads the count only for a colocated service,
+//     and a service's placed count changes with each of its placements);
 //   - the choice's aggregates, computed as CEL reads them: each is looked
-//     up again as the evaluation would, in the order it did, and the
-//     outcome is served only if every one has the value it had (sameVal).
-//     Up to the first aggregate that differs, a fresh evaluation would
-//     have read exactly what the replay read, so the aggregates looked up
-//     and the candidate's member reads are the ones it would have had.
+//     up again as the evaluation would, in the order it did.
 //
-// The outcome is a function of these values alone, so a served outcome is
-// the one a fresh evaluation gives; TestChoiceMemoChangesNothing holds
-// plans with and without it equal. A choice with lets is not kept (a let
-// may read an aggregate before the filters do, which the order above would
-// have to follow through lets too).
+// The outcome is a function of these values alone, and the same values
+// lead an evaluation to the same reads in the same order, so a served
+// outcome is the one a fresh evaluation gives, with the same aggregates
+// looked up; TestCandidateMemoChangesNothing holds plans equal with and
+// without it. A choice with lets is not kept (a let may read an aggregate
+// before the filters do, which the order above would have to follow
+// through lets too).
 
-// candKey is a candidate's outcome's key: the choice, its outer values
-// (interned per round) and the candidate.
+// candKey keys the outcomes of one choice's candidates: the candidates are
+// a list of the round's (candidates.go), named by its first, and each
+// candidate's outcomes are kept at its place in the list.
 type candKey struct {
 	ch    *rules.Choice
-	outer int
-	cand  *candSol
+	first *candSol
 }
 
-// candOutcome is what evaluating one candidate came to.
+// maxOutcomes is how many outcomes a round keeps for one candidate: the
+// last ones found under different outer values (services that request
+// different resources, a zone, an architecture), the newest first.
+const maxOutcomes = 4
+
+// candOutcome is what evaluating one candidate came to, and what it read.
 type candOutcome struct {
-	aggs   []memoAgg // the aggregates CEL read, in the order it read them
-	failed []string  // the filters it failed; nil: it passed every one
+	reads  []memoRead // in the order the evaluation read them
+	failed []string   // the filters it failed; nil: it passed every one
 	score  float64
 	keys   []ref.Val
 }
 
-// memoAgg is an aggregate a candidate's evaluation read (its index in the
-// choice's scope) and the value it read.
-type memoAgg struct {
-	i int
-	v ref.Val
+// memoRead is one value a candidate's evaluation read: an aggregate of the
+// choice's scope (agg, its index) or else an outer variable (name).
+type memoRead struct {
+	agg  int // -1: the outer variable name
+	name string
+	v    val
 }
 
-// memoIdents returns the identifiers ch's filters, score and sort keys
-// read, sorted; ok is false when its outcomes are not kept (it has lets,
-// or the round computes no aggregate results to check them against).
-func (e *Evaluator) memoIdents(ch *rules.Choice) ([]string, bool) {
-	if e.noCandMemo || e.aggs.off || len(ch.Body.Lets) > 0 {
-		return nil, false
+// outcomes returns the kept outcomes of ch's candidates cands, by the
+// candidates' places in the list; nil when ch's outcomes are not kept (it
+// has lets, or the round computes no aggregate results to check them
+// against).
+func (rd *round) outcomes(ch *rules.Choice, cands candList) [][]*candOutcome {
+	if rd.e.noCandMemo || rd.e.aggs.off || len(ch.Body.Lets) > 0 || len(cands.sols) == 0 {
+		return nil
 	}
-	if ids, ok := e.candIdents[ch]; ok {
-		return ids, true
-	}
-	set := map[string]bool{}
-	add := func(x *rules.Expr) {
-		if x != nil && x.AST != nil {
-			for n := range idents(x.AST.NativeRep().Expr()) {
-				set[n] = true
-			}
+	k := candKey{ch: ch, first: &cands.sols[0]}
+	os := rd.candOutcomes[k]
+	if os == nil {
+		if rd.candOutcomes == nil {
+			rd.candOutcomes = map[candKey][][]*candOutcome{}
 		}
+		os = make([][]*candOutcome, len(cands.sols))
+		rd.candOutcomes[k] = os
 	}
-	for _, f := range ch.Filters {
-		add(f.Expr)
-	}
-	add(ch.Pass)
-	add(ch.Score)
-	for _, k := range ch.Order {
-		add(k.Expr)
-	}
-	ids := make([]string, 0, len(set))
-	for n := range set {
-		ids = append(ids, n)
-	}
-	sort.Strings(ids)
-	if e.candIdents == nil {
-		e.candIdents = map[*rules.Choice][]string{}
-	}
-	e.candIdents[ch] = ids
-	return ids, true
+	return os
 }
 
-// outerKey interns the values b gives the identifiers ch reads: the part
-// of a candidate's outcome's key that is the same for every candidate of
-// one choose. ok is false when ch's outcomes are not kept, or a value is
-// not one sameVal compares (then every candidate is evaluated).
-func (rd *round) outerKey(ch *rules.Choice, b *binding) (int, bool) {
-	ids, ok := rd.e.memoIdents(ch)
-	if !ok {
-		return 0, false
+// keepOutcome keeps o first among a candidate's outcomes.
+func keepOutcome(os []*candOutcome, o *candOutcome) []*candOutcome {
+	if len(os) < maxOutcomes {
+		os = append(os, nil)
 	}
-	k := rd.memoBuf[:0]
-	for _, n := range ids {
-		v, bound := b.get(n)
-		if !bound {
-			k = append(k, 0)
-			continue
-		}
-		if k, ok = appendMemoVal(k, v.cel, v.str); !ok {
-			return 0, false
-		}
-	}
-	rd.memoBuf = k
-	id, seen := rd.memoOuters[string(k)]
-	if !seen {
-		if rd.memoOuters == nil {
-			rd.memoOuters = map[string]int{}
-			rd.candOutcomes = map[candKey]*candOutcome{}
-		}
-		id = len(rd.memoOuters)
-		rd.memoOuters[string(k)] = id
-	}
-	return id, true
-}
-
-// appendMemoVal appends a tagged, length-prefixed encoding of a bound value
-// (c nil: the string s), or reports false for a kind it does not encode.
-func appendMemoVal(k []byte, c ref.Val, s string) ([]byte, bool) {
-	str := func(tag byte, s string) []byte {
-		k = append(k, tag)
-		k = binary.AppendUvarint(k, uint64(len(s)))
-		return append(k, s...)
-	}
-	switch x := c.(type) {
-	case nil:
-		return str('s', s), true
-	case types.String:
-		return str('s', string(x)), true
-	case types.Int:
-		return binary.AppendVarint(append(k, 'i'), int64(x)), true
-	case types.Uint:
-		return binary.AppendUvarint(append(k, 'u'), uint64(x)), true
-	case types.Double:
-		return binary.AppendUvarint(append(k, 'd'), math.Float64bits(float64(x))), true
-	case types.Bool:
-		if x {
-			return append(k, 'T'), true
-		}
-		return append(k, 'F'), true
-	case types.Null:
-		return append(k, 'n'), true
-	case *types.Optional:
-		if !x.HasValue() {
-			return append(k, 'o'), true
-		}
-		return appendMemoVal(append(k, 'O'), x.GetValue(), "")
-	}
-	return k, false
+	copy(os[1:], os)
+	os[0] = o
+	return os
 }
 
 // sameVal reports whether CEL cannot tell a and b apart: the same kind and
@@ -200,26 +129,75 @@ func sameVal(a, b ref.Val) bool {
 	return false
 }
 
-// replay serves candidate c's kept outcome: it looks up the aggregates the
-// outcome read, in order, as the evaluation would have, and reports
-// whether each still has the value it had. When one does not, c is left
-// as it was begun, to be evaluated.
-func (rd *round) replay(lz *lazyAggregates, c *sol, o *candOutcome) bool {
+// sameBound is sameVal for bound values, strings compared without their
+// CEL form (a string a join bound has none until CEL reads it).
+func sameBound(a, b val) bool {
+	if a.cel == nil || b.cel == nil {
+		return a.isString() && b.isString() && a.str == b.str
+	}
+	return sameVal(a.cel, b.cel)
+}
+
+// serve looks for an outcome of candidate c it can serve: one whose outer
+// reads c's binding gives the same values, and whose aggregates, looked up
+// again in order as the evaluation would have, still have the values they
+// had. The aggregates looked up are bound on c and traced as the
+// evaluation's lazy lookups would have been: when one differs, the
+// evaluation that follows reads them from c, the differing one with its
+// new value, in the order a fresh one reads them (the same values lead it
+// to the same lookups, up to the one that differs). When a lookup fails, c
+// is left as it was begun.
+func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutcome {
+	var o *candOutcome
+	for _, k := range os {
+		if sameOuter(k, c.b) {
+			o = k
+			break
+		}
+	}
+	if o == nil {
+		return nil
+	}
 	base := c.b.len()
-	for _, a := range o.aggs {
-		ag := lz.sc.Aggregates[a.i]
+	for _, r := range o.reads {
+		if r.agg < 0 {
+			lz.trace = append(lz.trace, r)
+			continue
+		}
+		ag := lz.sc.Aggregates[r.agg]
 		v, rs, err := rd.aggs.lookup(ag, c)
-		if err != nil || !sameVal(v, a.v) {
+		if err != nil {
 			c.b.truncate(base)
 			lz.begin(c)
-			return false
+			lz.trace = lz.trace[:0]
+			return nil // the evaluation reports it
 		}
 		if rs == nil {
 			rs = []Read{} // computed: not nil
 		}
-		lz.reads[a.i] = rs
-		c.b.push(ag.Name, celVal(v))
+		lz.reads[r.agg] = rs
+		cv := celVal(v)
+		c.b.push(ag.Name, cv)
+		lz.trace = append(lz.trace, memoRead{agg: r.agg, v: cv})
+		if !sameVal(v, r.v.cel) {
+			return nil
+		}
 	}
 	rd.e.stats.CandidatesReused++
+	return o
+}
+
+// sameOuter reports whether b gives each outer variable o read the value
+// it read.
+func sameOuter(o *candOutcome, b *binding) bool {
+	for _, r := range o.reads {
+		if r.agg >= 0 {
+			continue
+		}
+		v, ok := b.get(r.name)
+		if !ok || !sameBound(v, r.v) {
+			return false
+		}
+	}
 	return true
 }

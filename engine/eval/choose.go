@@ -56,7 +56,8 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 	var cur ranked
 	var kept []ranked
 	rk := ranker{ch: ch}
-	outerID, memo := rd.outerKey(ch, s.b)
+	outcomes := rd.outcomes(ch, cands) // nil: not kept
+	lz.outer = cands.b.len()
 	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
 		if sample > 0 && feasible >= sample {
@@ -69,12 +70,10 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		// The outcome the round found for this candidate before, when
 		// the aggregates it read still have the values it read.
 		var served, found *candOutcome
-		key := candKey{ch: ch, outer: outerID, cand: &cands.sols[at]}
-		if memo {
-			if o := rd.candOutcomes[key]; o != nil && rd.replay(lz, c, o) {
-				served = o
-			}
-			lz.tracing, lz.trace = served == nil, lz.trace[:0]
+		if outcomes != nil {
+			lz.trace = lz.trace[:0]
+			served = rd.serve(lz, c, outcomes[at])
+			lz.tracing = served == nil
 		}
 		var failed []string
 		if served != nil {
@@ -98,9 +97,9 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 					}
 				}
 			}
-			if memo {
-				found = &candOutcome{aggs: slices.Clone(lz.trace), failed: failed}
-				rd.candOutcomes[key] = found
+			if outcomes != nil {
+				found = &candOutcome{reads: slices.Clone(lz.trace), failed: failed}
+				outcomes[at] = keepOutcome(outcomes[at], found)
 			}
 		}
 		if len(failed) > 0 {
@@ -117,11 +116,13 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			cur.score, cur.keys = served.score, append(cur.keys, served.keys...)
 		} else {
 			if err := rd.rank(act, ch, &cur); err != nil {
-				delete(rd.candOutcomes, key)
+				if outcomes != nil {
+					outcomes[at] = nil
+				}
 				return nil, err
 			}
 			if found != nil {
-				found.aggs = append(found.aggs, lz.trace[len(found.aggs):]...)
+				found.reads = append(found.reads, lz.trace[len(found.reads):]...)
 				found.score, found.keys = cur.score, slices.Clone(cur.keys)
 			}
 		}

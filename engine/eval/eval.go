@@ -441,11 +441,9 @@ type round struct {
 	cur      *rules.Rule
 	rejIdx   map[string]int
 	candMemo map[*rules.Scope]map[string]candEntry // choices' candidates (candidates.go)
-	// What choices' candidates came to, by choice, outer values and
-	// candidate, and the outer values interned (candmemo.go).
-	candOutcomes map[candKey]*candOutcome
-	memoOuters   map[string]int
-	memoBuf      []byte
+	// What choices' candidates came to, by choice and candidate list, at
+	// each candidate's place (candmemo.go).
+	candOutcomes map[candKey][][]*candOutcome
 	aggs         *roundAggs      // the aggregate results the round holds (aggregates.go)
 	osc          []string        // rules found oscillating: the round is redone without them
 	returns      map[string]int  // by key: how often it came back to an earlier value (commit)

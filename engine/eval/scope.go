@@ -358,10 +358,22 @@ type lazyAggregates struct {
 	reads [][]Read // by aggregate: the member reads of those computed, nil for the others
 	err   error    // the first computation that failed, reported by evalIn
 	lets  bool
-	// tracing: each aggregate computed is added to trace, with its value,
-	// for the candidate's kept outcome (candmemo.go).
+	// tracing: each aggregate computed, and each variable of the outer
+	// binding (its first outer names) read, is added to trace with its
+	// value, for the candidate's kept outcome (candmemo.go).
 	tracing bool
-	trace   []memoAgg
+	outer   int
+	trace   []memoRead
+}
+
+// traceOuter adds outer variable name's value to the trace, once.
+func (l *lazyAggregates) traceOuter(name string, v val) {
+	for _, r := range l.trace {
+		if r.agg < 0 && r.name == name {
+			return
+		}
+	}
+	l.trace = append(l.trace, memoRead{agg: -1, name: name, v: v})
 }
 
 // begin starts on candidate s.
@@ -388,10 +400,10 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 			rs = []Read{} // computed: not nil
 		}
 		l.reads[i] = rs
-		if l.tracing {
-			l.trace = append(l.trace, memoAgg{i: i, v: v})
-		}
 		cv := celVal(v)
+		if l.tracing {
+			l.trace = append(l.trace, memoRead{agg: i, v: cv})
+		}
 		l.s.b.push(ag.Name, cv)
 		return cv.celOf(), true
 	}

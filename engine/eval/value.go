@@ -218,12 +218,20 @@ type binding struct {
 }
 
 func (b *binding) get(name string) (val, bool) {
-	for i := len(b.names) - 1; i >= 0; i-- {
-		if b.names[i] == name {
-			return b.vals[i], true
-		}
+	if i := b.index(name); i >= 0 {
+		return b.vals[i], true
 	}
 	return val{}, false
+}
+
+// index is where name is bound (its last binding), or -1.
+func (b *binding) index(name string) int {
+	for i := len(b.names) - 1; i >= 0; i-- {
+		if b.names[i] == name {
+			return i
+		}
+	}
+	return -1
 }
 
 func (b *binding) has(name string) bool { _, ok := b.get(name); return ok }
@@ -416,7 +424,11 @@ type activation struct {
 var _ interpreter.Activation = (*activation)(nil)
 
 func (a *activation) ResolveName(name string) (any, bool) {
-	if v, ok := a.b.get(name); ok {
+	if i := a.b.index(name); i >= 0 {
+		v := a.b.vals[i]
+		if a.lazy != nil && a.lazy.tracing && i < a.lazy.outer {
+			a.lazy.traceOuter(name, v)
+		}
 		return v.celOf(), true
 	}
 	if a.lazy != nil {
