@@ -36,7 +36,7 @@ func completionNames(cmd *cobra.Command, kind, prefix string) []string {
 	if kind == "rules" {
 		names, _ = knownRuleNames(ctx, s)
 	} else {
-		w, err := loadWorld(ctx, s)
+		w, err := loadTrees(ctx, s, nameTrees(kind))
 		if err != nil {
 			return nil
 		}

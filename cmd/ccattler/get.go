@@ -133,8 +133,13 @@ type world struct {
 var getTrees = []string{"desired/", "effective/", "observed/", "placement/", "endpoint/"}
 
 func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
+	return loadTrees(ctx, s, getTrees)
+}
+
+// loadTrees reads the trees at one revision, the first one's.
+func loadTrees(ctx context.Context, s *facts.Store, trees []string) (*world, error) {
 	w := newWorld()
-	for _, tree := range getTrees {
+	for _, tree := range trees {
 		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
 		if err != nil {
 			return nil, err

@@ -29,16 +29,44 @@ type instanceCounts struct {
 }
 
 // load reads what the view shows: for services, their trees and summaries
-// when every service has one.
+// when every service has one; for volumes and endpoints, the trees their
+// tables read (getView.trees).
 func (v *getView) load(ctx context.Context, s *facts.Store) (*world, error) {
 	if v.kind != "services" {
-		return loadWorld(ctx, s)
+		return loadTrees(ctx, s, v.trees())
 	}
 	w, err := loadServices(ctx, s)
 	if err != nil || w != nil {
 		return w, err
 	}
 	return loadWorld(ctx, s)
+}
+
+// trees are the key trees v's table reads. The instance facts are most of
+// a large cluster's (about 19 keys an instance, and an hour of stopped
+// ones): the volumes table reads none, the endpoints table only for
+// --node (an endpoint's node is its instance's).
+func (v *getView) trees() []string {
+	switch {
+	case v.kind == "volumes":
+		return []string{"desired/", "observed/volume/"}
+	case v.kind == "endpoints" && v.node == "":
+		return []string{"desired/", "endpoint/"}
+	}
+	return getTrees
+}
+
+// nameTrees are the trees that name a kind's objects, for completion: the
+// services' own trees, the nodes', the volumes' and the endpoints' (their
+// services).
+func nameTrees(kind string) []string {
+	switch kind {
+	case "services":
+		return serviceTrees
+	case "nodes":
+		return []string{"observed/node/"}
+	}
+	return (&getView{kind: kind}).trees()
 }
 
 // loadServices reads the services' trees at one revision and takes their

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -109,6 +111,80 @@ func TestInstanceFact(t *testing.T) {
 		id, ok := instanceFact(key, "service")
 		if ok != (want != "") || id != want && ok {
 			t.Errorf("instanceFact(%q) = %q, %v; want %q", key, id, ok, want)
+		}
+	}
+}
+
+// get volumes and get endpoints read the trees their tables show, not the
+// instance facts (most of a large cluster's), and print what a read of
+// everything prints; endpoints with --node read the instances' nodes.
+// Completion lists every kind's names from its own trees alone.
+func TestGetReadsItsKindsTrees(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	now := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	for k, v := range getFixture(now) {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		view      getView
+		instances bool // the read holds instance facts
+	}{
+		{getView{kind: "volumes"}, false},
+		{getView{kind: "volumes", node: "node-1"}, false},
+		{getView{kind: "endpoints"}, false},
+		{getView{kind: "endpoints", service: "web"}, false},
+		{getView{kind: "endpoints", names: []string{"web", "api", "nope"}}, false},
+		{getView{kind: "volumes", names: []string{"data", "nope"}}, false},
+		{getView{kind: "endpoints", node: "node-1"}, true},
+		{getView{kind: "instances"}, true},
+		{getView{kind: "nodes"}, true},
+	} {
+		name := fmt.Sprintf("%s node=%q service=%q", tc.view.kind, tc.view.node, tc.view.service)
+		w, err := tc.view.load(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(w.attrs["observed.instance.service"]) > 0; got != tc.instances {
+			t.Errorf("%s: read instance facts %v, want %v", name, got, tc.instances)
+		}
+		// What is printed of each: its name, its row, wide row and typed form.
+		printed := func(w *world) ([]any, []string) {
+			items, missing := tc.view.selected(w, now)
+			var out []any
+			for _, it := range items {
+				out = append(out, []any{it.name, it.row, it.wide, it.typed})
+			}
+			return out, missing
+		}
+		got, gotMissing := printed(w)
+		want, wantMissing := printed(full)
+		if len(want) == 0 {
+			t.Fatalf("%s: the fixture shows nothing", name)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotMissing, wantMissing) {
+			t.Errorf("%s:\n got %+v %v\nwant %+v %v", name, got, gotMissing, want, wantMissing)
+		}
+	}
+	for _, kind := range []string{"services", "instances", "nodes", "endpoints", "volumes"} {
+		w, err := loadTrees(ctx, s, nameTrees(kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := func(w *world) (out []string) {
+			for _, it := range w.items(kind, now) {
+				out = append(out, it.id)
+			}
+			return out
+		}
+		if got, want := ids(w), ids(full); len(want) == 0 || !reflect.DeepEqual(got, want) {
+			t.Errorf("completion of %s: %v, want %v", kind, got, want)
 		}
 	}
 }
