@@ -20,12 +20,40 @@ import (
 // with zones, architectures, host-network nodes whose ports collide, and
 // random outside changes between rounds.
 func TestCandidateMemoChangesNothing(t *testing.T) {
+	with, without := plansAgainst(t, eval.WithoutCandidateMemo())
+	if without.CandidatesReused != 0 {
+		t.Fatalf("%d candidates served with the memo off", without.CandidatesReused)
+	}
+	if with.CandidatesReused == 0 {
+		t.Error("no candidate outcome was served again")
+	}
+}
+
+// TestSharedJoinsChangeNothing: a change's dispatch joining alike sites
+// once (engine/eval/sites.go) plans exactly what joining each site plans,
+// on the same clusters and changes.
+func TestSharedJoinsChangeNothing(t *testing.T) {
+	with, without := plansAgainst(t, eval.WithoutSharedJoins())
+	// The same tasks: a binding handed to a site its own join would not
+	// have found wakes a task it would not have.
+	if with.Tasks != without.Tasks || with.Evals != without.Evals {
+		t.Errorf("tasks %d and CEL evaluations %d with shared joins, %d and %d without: want the same", with.Tasks, with.Evals, without.Tasks, without.Evals)
+	}
+	if with.FactsVisited >= without.FactsVisited {
+		t.Errorf("facts visited %d with shared joins, %d without: want fewer", with.FactsVisited, without.FactsVisited)
+	}
+}
+
+// plansAgainst evaluates the default policies round after round on tight
+// worlds with and without off, holds every plan, rejection and problem
+// equal, and returns both evaluators' counters, summed.
+func plansAgainst(t *testing.T, off eval.Option) (with, without eval.Stats) {
 	rs := loadDefault(t)
 	seeds := uint64(12)
 	if testing.Short() {
 		seeds = 4
 	}
-	var reused, placed, rejected int
+	var placed, rejected int
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		tw := tightWorld(t, r)
@@ -36,14 +64,14 @@ func TestCandidateMemoChangesNothing(t *testing.T) {
 		}
 		to.SetRev(tw.Rev())
 		opts := []eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1 << 20)}
-		with := eval.New(rs, opts...)
-		without := eval.New(rs, append(opts, eval.WithoutCandidateMemo())...)
+		ew := eval.New(rs, opts...)
+		eo := eval.New(rs, append(opts, off)...)
 		from := tw.Rev()
-		pw, po := with.Full(tw), without.Full(to)
+		pw, po := ew.Full(tw), eo.Full(to)
 		for step := 0; step < 25; step++ {
 			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
 				!reflect.DeepEqual(pw.Problems, po.Problems) {
-				t.Fatalf("seed %d step %d: plans differ%s\ncandidates served: %s\nevaluated:         %s", seed, step, diff(pw, po), show(pw), show(po))
+				t.Fatalf("seed %d step %d: plans differ%s\nwith:    %s\nwithout: %s", seed, step, diff(pw, po), show(pw), show(po))
 			}
 			for _, f := range pw.Firings {
 				if f.Rule == "schedule" {
@@ -60,18 +88,25 @@ func TestCandidateMemoChangesNothing(t *testing.T) {
 				co = append(co, mutate(to, m))
 			}
 			rev, tick := tw.Rev(), r.IntN(4) == 0
-			pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
+			pw, po = ew.Continue(from, tw, cw, tick), eo.Continue(from, to, co, tick)
 			from = rev
 		}
-		reused += int(with.Stats().CandidatesReused)
-		if n := without.Stats().CandidatesReused; n != 0 {
-			t.Fatalf("seed %d: %d candidates served with the memo off", seed, n)
-		}
+		sw, so := ew.Stats(), eo.Stats()
+		with.CandidatesReused += sw.CandidatesReused
+		with.FactsVisited += sw.FactsVisited
+		with.Tasks += sw.Tasks
+		with.Evals += sw.Evals
+		without.CandidatesReused += so.CandidatesReused
+		without.FactsVisited += so.FactsVisited
+		without.Tasks += so.Tasks
+		without.Evals += so.Evals
 	}
-	t.Logf("%d placements, %d rejections, %d candidate outcomes served again", placed, rejected, reused)
-	if reused == 0 || placed == 0 || rejected == 0 {
-		t.Errorf("%d placements, %d rejections, %d outcomes served: want each", placed, rejected, reused)
+	t.Logf("%d placements, %d rejections; candidates served again %d and %d, facts visited %d and %d",
+		placed, rejected, with.CandidatesReused, without.CandidatesReused, with.FactsVisited, without.FactsVisited)
+	if placed == 0 || rejected == 0 {
+		t.Errorf("%d placements, %d rejections: want both", placed, rejected)
 	}
+	return with, without
 }
 
 // tightWorld is a cluster with less room than its services ask for: nodes

@@ -39,6 +39,11 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.aggs.off = t
 // that its outcomes change nothing.
 func WithoutCandidateMemo() Option { return func(e *Evaluator) { e.noCandMemo = true } }
 
+// WithoutSharedJoins has every site a change reaches join it with its
+// scope itself, none handed what an alike site's join found (sites.go):
+// for tests that sharing changes nothing.
+func WithoutSharedJoins() Option { return func(e *Evaluator) { e.noSharedJoins = true } }
+
 // WithMaxAggregateReads sets how many member facts an aggregate lists in a
 // firing's reads (default MaxAggregateReads). Which members are listed when
 // there are more depends on how the result was reached; tests comparing
@@ -155,39 +160,40 @@ type Stats struct {
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
 // engine runs one round at a time.
 type Evaluator struct {
-	rs          *rules.RuleSet
-	seed        uint64
-	rng         *rand.Rand
-	clock       func() time.Time
-	maxPasses   int
-	maxFresh    int
-	maxAggReads int
-	maxAbsent   int // WithMaxAbsentKeys
-	maxDeps     int // WithMaxKeptReads
-	maxGuarded  int
-	maxAdjust   int
-	maxFirings  int
-	maxCost     uint64        // WithRoundBudget: CEL cost per round
-	maxTime     time.Duration // WithRoundBudget: wall time per round
-	carry       [][]task      // by rule index, the tasks a round left at its budget, as queues (queue.go)
-	resume      int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
-	yield       func() bool   // WithYield; nil: never
-	stop        func() bool   // WithStop; nil: never
-	wholeAt     map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
-	pats        map[*rules.Pattern]*patInfo
-	aggs        *aggregates   // aggregates and the results kept of them (aggregates.go)
-	values      valueCache    // decoded fact values (value.go)
-	timed       []*rules.Rule // rules whose expressions read now, in order
-	heads       map[*rules.Head]*rules.Pattern
-	sites       map[*facts.FactType][]site
-	labels      profileLabels              // what a CPU profile says the evaluating goroutine is doing (labels.go)
-	noCandMemo  bool                       // WithoutCandidateMemo
-	candIdents  map[*rules.Choice][]string // what each choice's filters, score and keys read (candmemo.go)
-	waits       []*waitSet                 // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
-	deadlines   []*deadlines               // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
-	lazy        []bool                     // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
-	keyVars     []map[string]bool          // by rule index: its body's path variables, what a carried binding keeps (body)
-	stats       Stats
+	rs            *rules.RuleSet
+	seed          uint64
+	rng           *rand.Rand
+	clock         func() time.Time
+	maxPasses     int
+	maxFresh      int
+	maxAggReads   int
+	maxAbsent     int // WithMaxAbsentKeys
+	maxDeps       int // WithMaxKeptReads
+	maxGuarded    int
+	maxAdjust     int
+	maxFirings    int
+	maxCost       uint64        // WithRoundBudget: CEL cost per round
+	maxTime       time.Duration // WithRoundBudget: wall time per round
+	carry         [][]task      // by rule index, the tasks a round left at its budget, as queues (queue.go)
+	resume        int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
+	yield         func() bool   // WithYield; nil: never
+	stop          func() bool   // WithStop; nil: never
+	wholeAt       map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
+	pats          map[*rules.Pattern]*patInfo
+	aggs          *aggregates   // aggregates and the results kept of them (aggregates.go)
+	values        valueCache    // decoded fact values (value.go)
+	timed         []*rules.Rule // rules whose expressions read now, in order
+	heads         map[*rules.Head]*rules.Pattern
+	sites         map[*facts.FactType][]site
+	labels        profileLabels              // what a CPU profile says the evaluating goroutine is doing (labels.go)
+	noCandMemo    bool                       // WithoutCandidateMemo
+	noSharedJoins bool                       // WithoutSharedJoins
+	candIdents    map[*rules.Choice][]string // what each choice's filters, score and keys read (candmemo.go)
+	waits         []*waitSet                 // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	deadlines     []*deadlines               // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
+	lazy          []bool                     // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
+	keyVars       []map[string]bool          // by rule index: its body's path variables, what a carried binding keeps (body)
+	stats         Stats
 }
 
 // New returns an evaluator of rs.
@@ -200,7 +206,6 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 		o(e)
 	}
 	e.rng = rand.New(rand.NewPCG(e.seed, e.seed^0x9e3779b97f4a7c15))
-	e.sites = buildSites(e, rs)
 	e.waits = buildWaits(rs)
 	e.deadlines = make([]*deadlines, len(rs.Rules))
 	e.lazy = make([]bool, len(rs.Rules))
@@ -229,7 +234,8 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 			}
 		}
 	}
-	e.aggs.build(rs) // after the hints: twins have the same (aggregates.go)
+	e.sites = buildSites(e, rs) // after the hints: alike joins have the same (sites.go)
+	e.aggs.build(rs)            // after the hints: twins have the same (aggregates.go)
 	return e
 }
 
@@ -467,11 +473,12 @@ type round struct {
 	over      []bool
 	taskStart time.Time
 	taskCost  uint64
-	dispatchB *binding   // the binding dispatch matches a changed key into (scratch)
-	parts     []string   // the changed key dispatch matches, split (scratch)
-	keyBuf    []byte     // the task key enqueueKept looks up
-	spares    []*binding // working bindings handed back (borrow)
-	readBufs  [][]Read   // join reads handed back (borrowReads)
+	dispatchB *binding     // the binding dispatch matches a changed key into (scratch)
+	joined    []liftJoined // what the change being dispatched found by each join (sites.go)
+	parts     []string     // the changed key dispatch matches, split (scratch)
+	keyBuf    []byte       // the task key enqueueKept looks up
+	spares    []*binding   // working bindings handed back (borrow)
+	readBufs  [][]Read     // join reads handed back (borrowReads)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/ccattler/ccattler/facts"
@@ -19,6 +20,10 @@ type site struct {
 	// lifted: the patterns of sc joined to find the body bindings, with the
 	// changed value bound to p's alias and without (liftJoin).
 	with, without []*rules.Pattern
+	// joins name the joins of with and without (0: none): sites whose
+	// changed pattern and joined patterns are alike find the same bindings
+	// for a change, joined once (liftShared).
+	joins [2]int
 	// stamp: p is a stamp pattern of r (stamp.go): a value that only moves
 	// on does not dispatch r.
 	stamp bool
@@ -39,7 +44,28 @@ const (
 
 func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 	out := map[*facts.FactType][]site{}
-	add := func(s site) { out[s.p.Type] = append(out[s.p.Type], s) }
+	joins := map[string]int{}
+	joinOf := func(p *rules.Pattern, rest []*rules.Pattern, withValue bool) int {
+		if len(rest) == 0 || e.noSharedJoins {
+			return 0
+		}
+		k := fmt.Sprintf("%s\x00%s\x00%v", p.Template, p.Alias, withValue)
+		for _, q := range rest {
+			k += fmt.Sprintf("\x01%s\x00%s\x00%v\x00%v\x00%q", q.Template, q.Alias, q.Optional, q.Negated, e.info(q).hint)
+		}
+		id, ok := joins[k]
+		if !ok {
+			id = len(joins) + 1
+			joins[k] = id
+		}
+		return id
+	}
+	add := func(s site) {
+		if s.kind == siteLifted {
+			s.joins = [2]int{joinOf(s.p, s.with, true), joinOf(s.p, s.without, false)}
+		}
+		out[s.p.Type] = append(out[s.p.Type], s)
+	}
 	for _, r := range rs.Rules {
 		for _, p := range r.Body.Match {
 			add(site{r: r, p: p, kind: siteDirect, stamp: stampOnly(r, p)})
@@ -120,6 +146,8 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	rd.parts = facts.SplitKey(rd.parts[:0], c.Key)
 	parts := rd.parts
 	kb := scratch(&rd.dispatchB) // each site's match; enqueued as a copy
+	clear(rd.joined)
+	rd.joined = rd.joined[:0]
 	for _, s := range rd.e.sites[kt] {
 		if (rd.stopped[s.r.Name] && !rd.oscillated[s.r.Name]) || (from == s.r && s.kind != siteDirect) {
 			continue
@@ -184,16 +212,65 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 		rd.enqueueLifted(s, kb, keep)
 		return
 	}
-	found := false
+	id := s.joins[0]
+	if !withValue {
+		id = s.joins[1]
+	}
+	if j := rd.sharedJoin(id); j != nil {
+		if len(j.found) == 0 {
+			rd.enqueueLifted(s, kb, keep)
+		}
+		for _, b := range j.found {
+			if !rd.enqueueLifted(s, b, keep) {
+				break
+			}
+		}
+		return
+	}
+	var found []*binding
+	complete := true
 	reads := rd.borrowReads(nil)
 	defer func() { rd.giveReads(reads) }()
 	rd.join(rest, kb, &reads, func() bool {
-		found = true
-		return rd.enqueueLifted(s, kb, keep)
+		found = append(found, kb.clone())
+		more := rd.enqueueLifted(s, kb, keep)
+		complete = complete && more
+		return more
 	})
-	if !found {
+	if complete && id > 0 {
+		rd.joined = append(rd.joined, liftJoined{id: id, found: found})
+	}
+	if len(found) == 0 {
 		rd.enqueueLifted(s, kb, keep)
 	}
+}
+
+// A change of an instance's state reaches 53 patterns of the default
+// policies' rules and aggregates, and 45 of them join it with the
+// instance's service to find the bindings affected: the same join of the
+// same key, once for each. A change's dispatch joins each alike site
+// (site.joins) once and hands the others what it found.
+
+// liftJoined is what one join of a change found: the bindings, each the
+// change's key binding (with the value's alias, for a join with it) and
+// the joined patterns' variables.
+type liftJoined struct {
+	id    int
+	found []*binding
+}
+
+// sharedJoin returns what the change being dispatched found by join id,
+// when a site joined it already and saw it through (nil for id 0).
+func (rd *round) sharedJoin(id int) *liftJoined {
+	if id == 0 {
+		return nil
+	}
+	for i := range rd.joined {
+		if rd.joined[i].id == id {
+			return &rd.joined[i]
+		}
+	}
+	return nil
 }
 
 // enqueueLifted enqueues what a change to a lifted pattern affects: the
