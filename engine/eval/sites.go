@@ -96,6 +96,22 @@ func buildSites(e *Evaluator, rs *rules.RuleSet) map[*facts.FactType][]site {
 			}
 		}
 	}
+	// A join no other site of its fact type has is not shared: keeping
+	// what it found would copy every binding for no one.
+	for _, ss := range out {
+		n := map[int]int{}
+		for _, s := range ss {
+			n[s.joins[0]]++
+			n[s.joins[1]]++
+		}
+		for i := range ss {
+			for j, id := range ss[i].joins {
+				if n[id] < 2 {
+					ss[i].joins[j] = 0
+				}
+			}
+		}
+	}
 	return out
 }
 
