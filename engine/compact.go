@@ -125,12 +125,21 @@ func (c *Compactor) step(ctx context.Context, prev int64, guard []facts.Guard) (
 	}
 	// Out of space, the compaction is waited for until etcd has deleted
 	// the old versions, so that recoverSpace defragments without them.
-	compact := c.store.Compact
+	// Decided under the guard, the compaction is seen through when the
+	// term or the server ends meanwhile: cut off, etcd may apply it all the
+	// same, and the stats would then name a revision etcd is past. Waiting
+	// for the deletion too (out of space) ends with the context, as it may
+	// take long on a large backend.
+	compact, cctx := c.store.Compact, ctx
 	if alarmed, err := c.store.SpaceAlarmed(ctx); err == nil && alarmed {
 		compact = c.store.CompactAndWait
+	} else {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), compactTimeout)
+		defer cancel()
 	}
 	start := time.Now()
-	err = compact(ctx, prev)
+	err = compact(cctx, prev)
 	took := time.Since(start)
 	switch {
 	case err == nil:
@@ -149,11 +158,15 @@ func (c *Compactor) step(ctx context.Context, prev int64, guard []facts.Guard) (
 	case errors.Is(err, facts.ErrCompacted):
 		// Compacted past prev already: by etcd itself, or an operator.
 		c.log.Debug("etcd compaction: already compacted past the revision", "rev", prev)
-	case ctx.Err() == nil:
+	case ctx.Err() == nil || cctx != ctx: // not cut off by the context's end
 		c.fail(prev, err)
 	}
 	return next, true
 }
+
+// compactTimeout bounds one compaction request, waited for past the
+// compactor's context (step).
+const compactTimeout = 10 * time.Second
 
 func (c *Compactor) fail(rev int64, err error) {
 	c.mu.Lock()
