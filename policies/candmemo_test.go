@@ -56,19 +56,10 @@ func plansAgainst(t *testing.T, off eval.Option) (with, without eval.Stats) {
 	var placed, rejected int
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
-		tw := tightWorld(t, r)
-		to := facts.NewTable(nil)
-		for _, k := range tw.Keys() {
-			f, _ := tw.Get(k)
-			to.Put(f)
-		}
-		to.SetRev(tw.Rev())
 		opts := []eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1 << 20)}
 		ew := eval.New(rs, opts...)
 		eo := eval.New(rs, append(opts, off)...)
-		from := tw.Rev()
-		pw, po := ew.Full(tw), eo.Full(to)
-		for step := 0; step < 25; step++ {
+		twinRounds(r, tightWorld(t, r), ew, eo, 25, 6, func(step int, pw, po eval.Plan) {
 			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
 				!reflect.DeepEqual(pw.Problems, po.Problems) {
 				t.Fatalf("seed %d step %d: plans differ%s\nwith:    %s\nwithout: %s", seed, step, diff(pw, po), show(pw), show(po))
@@ -79,18 +70,7 @@ func plansAgainst(t *testing.T, off eval.Option) (with, without eval.Stats) {
 				}
 			}
 			rejected += len(pw.Rejections)
-			var cw, co []facts.Change
-			if r.IntN(6) > 0 { // else the plan does not commit
-				cw, co = applyPlan(tw, pw), applyPlan(to, po)
-			}
-			for _, m := range mutations(r, tw) {
-				cw = append(cw, mutate(tw, m))
-				co = append(co, mutate(to, m))
-			}
-			rev, tick := tw.Rev(), r.IntN(4) == 0
-			pw, po = ew.Continue(from, tw, cw, tick), eo.Continue(from, to, co, tick)
-			from = rev
-		}
+		})
 		sw, so := ew.Stats(), eo.Stats()
 		with.CandidatesReused += sw.CandidatesReused
 		with.FactsVisited += sw.FactsVisited

@@ -58,35 +58,16 @@ func storeChangesNothing(t *testing.T, rs *rules.RuleSet, seeds uint64, adjust i
 	for seed := uint64(1); seed <= seeds; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
 		tw := applyWorld(t, 2+r.IntN(5), 1+r.IntN(3), 2+r.IntN(10))
-		to := applyWorld(t, 0, 0, 0)
-		for _, k := range tw.Keys() {
-			f, _ := tw.Get(k)
-			to.Put(f)
-		}
-		to.SetRev(tw.Rev())
 		// Every member listed: which 64 of more an aggregate lists depends
 		// on how its result was reached.
 		with := eval.New(rs, append([]eval.Option{eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1 << 20), eval.WithMaxAdjust(adjust)}, opts...)...)
 		without := eval.New(rs, eval.WithSeed(seed), eval.WithClock(fixedNow), eval.WithMaxAggregateReads(1<<20), eval.WithoutAggregateCache())
-		from := tw.Rev()
-		pw, po := with.Full(tw), without.Full(to)
-		for step := 0; step < 60; step++ {
+		twinRounds(r, tw, with, without, 60, 8, func(step int, pw, po eval.Plan) {
 			if !reflect.DeepEqual(ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)) || !reflect.DeepEqual(pw.Rejections, po.Rejections) ||
 				len(pw.Problems) != len(po.Problems) {
 				t.Fatalf("seed %d step %d: plans differ%s\nkept results: %s\nnone:         %s", seed, step, diff(pw, po), show(pw), show(po))
 			}
-			var cw, co []facts.Change
-			if r.IntN(8) > 0 { // else the plan does not commit
-				cw, co = applyPlan(tw, pw), applyPlan(to, po)
-			}
-			for _, m := range mutations(r, tw) {
-				cw = append(cw, mutate(tw, m))
-				co = append(co, mutate(to, m))
-			}
-			rev, tick := tw.Rev(), r.IntN(4) == 0
-			pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
-			from = rev
-		}
+		})
 		kept += with.Stats().AggregateHits
 		wholes += with.Stats().WholeAggregates
 		wholeKept += with.Stats().WholeKept
@@ -105,6 +86,36 @@ type mutation struct{ key, value string } // value "": delete
 
 // mutations draws one to three outside changes of the kinds agents, users
 // and the server's clock make.
+// twinRounds evaluates with on tw and without on a copy of it, round
+// after round: a full evaluation, then steps rounds of Continue, each
+// after check has seen the last pair of plans, the plans have been
+// committed (but one time in noCommit) and the same random outside
+// changes made to both.
+func twinRounds(r *rand.Rand, tw *facts.Table, with, without *eval.Evaluator, steps, noCommit int, check func(step int, pw, po eval.Plan)) {
+	to := facts.NewTable(nil)
+	for _, k := range tw.Keys() {
+		f, _ := tw.Get(k)
+		to.Put(f)
+	}
+	to.SetRev(tw.Rev())
+	from := tw.Rev()
+	pw, po := with.Full(tw), without.Full(to)
+	for step := 0; step < steps; step++ {
+		check(step, pw, po)
+		var cw, co []facts.Change
+		if r.IntN(noCommit) > 0 { // else the plan does not commit
+			cw, co = applyPlan(tw, pw), applyPlan(to, po)
+		}
+		for _, m := range mutations(r, tw) {
+			cw = append(cw, mutate(tw, m))
+			co = append(co, mutate(to, m))
+		}
+		rev, tick := tw.Rev(), r.IntN(4) == 0
+		pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
+		from = rev
+	}
+}
+
 func mutations(r *rand.Rand, t *facts.Table) []mutation {
 	var insts, nodes []string
 	t.Prefix("observed/instance/", func(f facts.Fact) bool {
