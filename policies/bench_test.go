@@ -40,14 +40,21 @@ func applyWorld(tb testing.TB, nodes, services, instances int) *facts.Table {
 		}
 		fmt.Fprintf(&src, "service \"svc-%05d\" {\n  image = \"nginx:1.28\"\n  instances = %d\n  expose = [8080]\n  resources {\n    cpu = 0.1\n    memory = \"64Mi\"\n  }\n}\n", i+1, n)
 	}
-	doc, diags := spec.Decode(spec.Source{Name: "bench.hcl", Bytes: []byte(src.String())})
+	putSpec(tb, t, "bench.hcl", src.String())
+	return t
+}
+
+// putSpec writes the facts an apply of the HCL src writes into t, at
+// revision 1.
+func putSpec(tb testing.TB, t *facts.Table, name, src string) {
+	tb.Helper()
+	doc, diags := spec.Decode(spec.Source{Name: name, Bytes: []byte(src)})
 	if diags.HasErrors() {
 		tb.Fatal(diags.Error())
 	}
 	for _, f := range doc.Facts() {
-		put(f.Key, string(f.Value))
+		t.Put(facts.Fact{Key: f.Key, Value: f.Value, ModRevision: 1, CreateRevision: 1})
 	}
-	return t
 }
 
 // BenchmarkApply is the engine's work after `ccattler bench` applies its

@@ -10,7 +10,6 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/engine/eval/ruletest"
 	"github.com/ccattler/ccattler/facts"
-	"github.com/ccattler/ccattler/facts/spec"
 )
 
 // TestCandidateMemoChangesNothing: a round serving a candidate's outcome
@@ -124,12 +123,6 @@ func tightWorld(tb testing.TB, r *rand.Rand) *facts.Table {
 		}
 		src.WriteString("}\n")
 	}
-	doc, diags := spec.Decode(spec.Source{Name: "tight.hcl", Bytes: []byte(src.String())})
-	if diags.HasErrors() {
-		tb.Fatal(diags.Error())
-	}
-	for _, f := range doc.Facts() {
-		put(f.Key, string(f.Value))
-	}
+	putSpec(tb, t, "tight.hcl", src.String())
 	return t
 }
