@@ -68,7 +68,8 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		spare = nil
 		lz.begin(c)
 		// The outcome the round found for this candidate before, when
-		// the aggregates it read still have the values it read.
+		// the outer variables and aggregates it read still have the
+		// values it read (candmemo.go).
 		var served, found *candOutcome
 		if outcomes != nil {
 			lz.trace = lz.trace[:0]

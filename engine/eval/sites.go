@@ -22,7 +22,7 @@ type site struct {
 	with, without []*rules.Pattern
 	// joins name the joins of with and without (0: none): sites whose
 	// changed pattern and joined patterns are alike find the same bindings
-	// for a change, joined once (liftShared).
+	// for a change, joined once (sharedJoin).
 	joins [2]int
 	// stamp: p is a stamp pattern of r (stamp.go): a value that only moves
 	// on does not dispatch r.
