@@ -243,12 +243,15 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 		}
 		return
 	}
-	var found []*binding
-	complete := true
+	var found []*binding         // kept for the alike sites (id > 0) only
+	met, complete := false, true // met: the join found a binding
 	reads := rd.borrowReads(nil)
 	defer func() { rd.giveReads(reads) }()
 	rd.join(rest, kb, &reads, func() bool {
-		found = append(found, kb.clone())
+		met = true
+		if id > 0 {
+			found = append(found, kb.clone())
+		}
 		more := rd.enqueueLifted(s, kb, keep)
 		complete = complete && more
 		return more
@@ -256,7 +259,7 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	if complete && id > 0 {
 		rd.joined = append(rd.joined, liftJoined{id: id, found: found})
 	}
-	if len(found) == 0 {
+	if !met {
 		rd.enqueueLifted(s, kb, keep)
 	}
 }
