@@ -98,27 +98,14 @@ func keepOutcome(os []*candOutcome, o *candOutcome) []*candOutcome {
 
 // sameVal reports whether CEL cannot tell a and b apart: the same kind and
 // the same value (doubles by their bits: -0 and 0 divide differently). A
-// kind it does not know is never the same.
+// kind it does not know (a list, a map, a timestamp) is never the same.
 func sameVal(a, b ref.Val) bool {
 	switch x := a.(type) {
-	case types.Int:
-		y, ok := b.(types.Int)
-		return ok && x == y
-	case types.Uint:
-		y, ok := b.(types.Uint)
-		return ok && x == y
+	case types.Int, types.Uint, types.String, types.Bool, types.Null:
+		return a == b // comparable: the same type and value
 	case types.Double:
 		y, ok := b.(types.Double)
 		return ok && math.Float64bits(float64(x)) == math.Float64bits(float64(y))
-	case types.String:
-		y, ok := b.(types.String)
-		return ok && x == y
-	case types.Bool:
-		y, ok := b.(types.Bool)
-		return ok && x == y
-	case types.Null:
-		_, ok := b.(types.Null)
-		return ok
 	case *types.Optional:
 		y, ok := b.(*types.Optional)
 		if !ok || x.HasValue() != y.HasValue() {
@@ -141,12 +128,11 @@ func sameBound(a, b val) bool {
 // serve looks for an outcome of candidate c it can serve: one whose outer
 // reads c's binding gives the same values, and whose aggregates, looked up
 // again in order as the evaluation would have, still have the values they
-// had. The aggregates looked up are bound on c and traced as the
-// evaluation's lazy lookups would have been: when one differs, the
-// evaluation that follows reads them from c, the differing one with its
-// new value, in the order a fresh one reads them (the same values lead it
-// to the same lookups, up to the one that differs). When a lookup fails, c
-// is left as it was begun.
+// had. It traces what it reads (lz.tracing is set): when an aggregate
+// differs, the evaluation that follows reads those looked up from c, the
+// differing one with its new value, in the order a fresh one reads them
+// (the same values lead it to the same lookups, up to the one that
+// differs). When a lookup fails, c is left as it was begun.
 func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutcome {
 	var o *candOutcome
 	for _, k := range os {
@@ -164,22 +150,14 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutco
 			lz.trace = append(lz.trace, r)
 			continue
 		}
-		ag := lz.sc.Aggregates[r.agg]
-		v, rs, err := rd.aggs.lookup(ag, c)
+		cv, err := lz.compute(r.agg)
 		if err != nil {
 			c.b.truncate(base)
 			lz.begin(c)
 			lz.trace = lz.trace[:0]
 			return nil // the evaluation reports it
 		}
-		if rs == nil {
-			rs = []Read{} // computed: not nil
-		}
-		lz.reads[r.agg] = rs
-		cv := celVal(v)
-		c.b.push(ag.Name, cv)
-		lz.trace = append(lz.trace, memoRead{agg: r.agg, v: cv})
-		if !sameVal(v, r.v.cel) {
+		if !sameVal(cv.cel, r.v.cel) {
 			return nil
 		}
 	}

@@ -72,7 +72,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		// values it read (candmemo.go).
 		var served, found *candOutcome
 		if outcomes != nil {
-			lz.trace = lz.trace[:0]
+			lz.tracing, lz.trace = true, lz.trace[:0]
 			served = rd.serve(lz, c, outcomes[at])
 			lz.tracing = served == nil
 		}

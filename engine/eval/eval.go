@@ -185,14 +185,13 @@ type Evaluator struct {
 	timed         []*rules.Rule // rules whose expressions read now, in order
 	heads         map[*rules.Head]*rules.Pattern
 	sites         map[*facts.FactType][]site
-	labels        profileLabels              // what a CPU profile says the evaluating goroutine is doing (labels.go)
-	noCandMemo    bool                       // WithoutCandidateMemo
-	noSharedJoins bool                       // WithoutSharedJoins
-	candIdents    map[*rules.Choice][]string // what each choice's filters, score and keys read (candmemo.go)
-	waits         []*waitSet                 // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
-	deadlines     []*deadlines               // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
-	lazy          []bool                     // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
-	keyVars       []map[string]bool          // by rule index: its body's path variables, what a carried binding keeps (body)
+	labels        profileLabels     // what a CPU profile says the evaluating goroutine is doing (labels.go)
+	noCandMemo    bool              // WithoutCandidateMemo
+	noSharedJoins bool              // WithoutSharedJoins
+	waits         []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	deadlines     []*deadlines      // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
+	lazy          []bool            // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
+	keyVars       []map[string]bool // by rule index: its body's path variables, what a carried binding keeps (body)
 	stats         Stats
 }
 

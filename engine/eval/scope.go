@@ -382,6 +382,27 @@ func (l *lazyAggregates) begin(s *sol) {
 	clear(l.reads)
 }
 
+// compute looks up the candidate's i-th aggregate, keeps its member
+// reads, pushes it onto the candidate's binding and, tracing, adds it to
+// the trace.
+func (l *lazyAggregates) compute(i int) (val, error) {
+	ag := l.sc.Aggregates[i]
+	v, rs, err := l.rd.aggs.lookup(ag, l.s)
+	if err != nil {
+		return val{}, err
+	}
+	if rs == nil {
+		rs = []Read{} // computed: not nil
+	}
+	l.reads[i] = rs
+	cv := celVal(v)
+	if l.tracing {
+		l.trace = append(l.trace, memoRead{agg: i, v: cv})
+	}
+	l.s.b.push(ag.Name, cv)
+	return cv, nil
+}
+
 // resolve computes the aggregate called name, once per candidate, and
 // pushes it onto the candidate's binding.
 func (l *lazyAggregates) resolve(name string) (any, bool) {
@@ -389,22 +410,13 @@ func (l *lazyAggregates) resolve(name string) (any, bool) {
 		if ag.Name != name {
 			continue
 		}
-		v, rs, err := l.rd.aggs.lookup(ag, l.s)
+		cv, err := l.compute(i)
 		if err != nil {
 			if l.err == nil {
 				l.err = err
 			}
 			return types.WrapErr(err), true
 		}
-		if rs == nil {
-			rs = []Read{} // computed: not nil
-		}
-		l.reads[i] = rs
-		cv := celVal(v)
-		if l.tracing {
-			l.trace = append(l.trace, memoRead{agg: i, v: cv})
-		}
-		l.s.b.push(ag.Name, cv)
 		return cv.celOf(), true
 	}
 	if !l.lets {

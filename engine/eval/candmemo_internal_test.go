@@ -1,0 +1,59 @@
+package eval
+
+import (
+	"math"
+	"testing"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+)
+
+// A kept outcome is served only for values CEL cannot tell apart: what a
+// fact may hold that compares equal yet evaluates differently (-0 and 0,
+// 1 and 1.0, "1" and 1), and kinds the check does not know (lists, maps,
+// timestamps), are never the same, so the candidate is evaluated.
+func TestSameValServesOnlyWhatCELCannotTellApart(t *testing.T) {
+	nan := types.Double(math.NaN())
+	list := types.DefaultTypeAdapter.NativeToValue([]any{1})
+	for _, tc := range []struct {
+		name string
+		a, b ref.Val
+		same bool
+	}{
+		{"equal ints", types.Int(3), types.Int(3), true},
+		{"different ints", types.Int(3), types.Int(4), false},
+		{"int and uint", types.Int(1), types.Uint(1), false},
+		{"int and double", types.Int(1), types.Double(1), false},
+		{"int and its string", types.Int(1), types.String("1"), false},
+		{"equal strings", types.String("alive"), types.String("alive"), true},
+		{"bools", types.True, types.False, false},
+		{"nulls", types.NullValue, types.NullValue, true},
+		{"zero and negative zero", types.Double(0), types.Double(math.Copysign(0, -1)), false},
+		{"a NaN and itself", nan, nan, true},
+		{"empty optionals", types.OptionalNone, types.OptionalNone, true},
+		{"empty and present", types.OptionalNone, types.OptionalOf(types.Int(0)), false},
+		{"present optionals", types.OptionalOf(types.Int(2)), types.OptionalOf(types.Int(2)), true},
+		{"optionals of different kinds", types.OptionalOf(types.Int(2)), types.OptionalOf(types.Double(2)), false},
+		{"a list and itself", list, list, false},
+		{"a timestamp and itself", types.Timestamp{}, types.Timestamp{}, false},
+	} {
+		if got := sameVal(tc.a, tc.b); got != tc.same {
+			t.Errorf("%s: sameVal(%v, %v) = %v, want %v", tc.name, tc.a, tc.b, got, tc.same)
+		}
+	}
+	// A string a join bound has no CEL form until CEL reads it.
+	for _, tc := range []struct {
+		name string
+		a, b val
+		same bool
+	}{
+		{"bound and read", strVal("web"), celVal(types.String("web")), true},
+		{"bound strings", strVal("web"), strVal("api"), false},
+		{"a string and a number of the same text", strVal("1"), celVal(types.Int(1)), false},
+		{"numbers", celVal(types.Int(1)), celVal(types.Int(1)), true},
+	} {
+		if got := sameBound(tc.a, tc.b); got != tc.same {
+			t.Errorf("%s: sameBound = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
