@@ -130,13 +130,14 @@ func (c *Compactor) step(ctx context.Context, prev int64, guard []facts.Guard) (
 	// same, and the stats would then name a revision etcd is past. Waiting
 	// for the deletion too (out of space) ends with the context, as it may
 	// take long on a large backend.
-	compact, cctx := c.store.Compact, ctx
+	compact, cctx, detached := c.store.Compact, ctx, false
 	if alarmed, err := c.store.SpaceAlarmed(ctx); err == nil && alarmed {
 		compact = c.store.CompactAndWait
 	} else {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), compactTimeout)
 		defer cancel()
+		detached = true
 	}
 	start := time.Now()
 	err = compact(cctx, prev)
@@ -158,7 +159,7 @@ func (c *Compactor) step(ctx context.Context, prev int64, guard []facts.Guard) (
 	case errors.Is(err, facts.ErrCompacted):
 		// Compacted past prev already: by etcd itself, or an operator.
 		c.log.Debug("etcd compaction: already compacted past the revision", "rev", prev)
-	case ctx.Err() == nil || cctx != ctx: // not cut off by the context's end
+	case ctx.Err() == nil || detached: // not cut off by the context's end
 		c.fail(prev, err)
 	}
 	return next, true

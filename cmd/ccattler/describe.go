@@ -225,27 +225,14 @@ func describe(ctx context.Context, s *facts.Store, kind, name string, events int
 func loadInstance(ctx context.Context, s *facts.Store, id string) (*world, error) {
 	w := newWorld()
 	own := newKeyTrees([]string{"observed/instance/" + id, facts.Placement(id)})
-	read := func(prefix string, keep func(string) bool) error {
-		fs, rev, err := s.List(ctx, prefix, w.rev)
-		if err != nil {
-			return err
-		}
-		w.rev = rev
-		for _, f := range fs {
-			if keep(f.Key) {
-				w.add(s.Schema, f)
-			}
-		}
-		return nil
-	}
 	for _, p := range []string{"observed/instance/" + id, facts.Placement(id)} {
-		if err := read(p, own.holds); err != nil {
+		if err := w.read(ctx, s, p, own.holds); err != nil {
 			return nil, err
 		}
 	}
 	if svc := w.get("observed.instance.service", id); svc != "" && facts.CheckSegment("name", svc) == nil {
 		ep := facts.Endpoint(svc, id)
-		if err := read(ep, func(k string) bool { return k == ep }); err != nil {
+		if err := w.read(ctx, s, ep, func(k string) bool { return k == ep }); err != nil {
 			return nil, err
 		}
 	}

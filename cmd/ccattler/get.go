@@ -140,17 +140,28 @@ func loadWorld(ctx context.Context, s *facts.Store) (*world, error) {
 func loadTrees(ctx context.Context, s *facts.Store, trees []string) (*world, error) {
 	w := newWorld()
 	for _, tree := range trees {
-		fs, rev, err := s.List(ctx, tree, w.rev) // every tree at the first one's revision
-		if err != nil {
+		if err := w.read(ctx, s, tree, nil); err != nil {
 			return nil, err
-		}
-		w.rev = rev
-		for _, f := range fs {
-			w.add(s.Schema, f)
 		}
 	}
 	w.index()
 	return w, nil
+}
+
+// read adds the facts under prefix whose keys keep holds (nil: every one),
+// at the world's revision: the first read's.
+func (w *world) read(ctx context.Context, s *facts.Store, prefix string, keep func(key string) bool) error {
+	fs, rev, err := s.List(ctx, prefix, w.rev)
+	if err != nil {
+		return err
+	}
+	w.rev = rev
+	for _, f := range fs {
+		if keep == nil || keep(f.Key) {
+			w.add(s.Schema, f)
+		}
+	}
+	return nil
 }
 
 func newWorld() *world {

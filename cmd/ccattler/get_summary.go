@@ -73,18 +73,10 @@ func nameTrees(kind string) []string {
 // instance counts from the summaries; nil when a service has none (or one
 // breaking the schema, which the engine repairs).
 func loadServices(ctx context.Context, s *facts.Store) (*world, error) {
-	w := newWorld()
-	for _, tree := range serviceTrees {
-		fs, rev, err := s.List(ctx, tree, w.rev)
-		if err != nil {
-			return nil, err
-		}
-		w.rev = rev
-		for _, f := range fs {
-			w.add(s.Schema, f)
-		}
+	w, err := loadTrees(ctx, s, serviceTrees)
+	if err != nil {
+		return nil, err
 	}
-	w.index()
 	w.summaries = map[string]instanceCounts{}
 	for _, n := range w.ids["desired.service"] {
 		raw, ok := w.raw["observed.service.summary"][n]
