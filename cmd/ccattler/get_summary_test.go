@@ -128,9 +128,23 @@ func TestGetReadsItsKindsTrees(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Values written past the schema, as a careless or hostile writer
+	// would: shown as invalid by the partial reads as by the full one.
+	for k, v := range map[string]string{
+		facts.Endpoint("api", "c0001"): `{"ip":"not an ip","port":-1}`,
+		facts.VolumeState("data"):      `"melted"`,
+		facts.DesiredVolume("scratch"): `[]`,
+	} {
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	full, err := loadWorld(ctx, s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(full.bad) < 3 {
+		t.Fatalf("the fixture's invalid values: %v, want them found", full.bad)
 	}
 	for _, tc := range []struct {
 		view      getView
