@@ -474,6 +474,7 @@ type round struct {
 	taskCost  uint64
 	dispatchB *binding     // the binding dispatch matches a changed key into (scratch)
 	joined    []liftJoined // what the change being dispatched found by each join (sites.go)
+	found     foundArena   // the bindings in joined
 	parts     []string     // the changed key dispatch matches, split (scratch)
 	keyBuf    []byte       // the task key enqueueKept looks up
 	spares    []*binding   // working bindings handed back (borrow)
