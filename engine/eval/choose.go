@@ -99,7 +99,12 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 				}
 			}
 			if outcomes != nil {
-				found = &candOutcome{reads: slices.Clone(lz.trace), failed: failed}
+				// What ranking a passing candidate reads is traced on:
+				// its reads are copied once it is ranked.
+				found = &candOutcome{failed: failed}
+				if len(failed) > 0 {
+					found.reads = slices.Clone(lz.trace)
+				}
 				outcomes[at] = keepOutcome(outcomes[at], found)
 			}
 		}
@@ -123,7 +128,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 				return nil, err
 			}
 			if found != nil {
-				found.reads = append(found.reads, lz.trace[len(found.reads):]...)
+				found.reads = slices.Clone(lz.trace)
 				found.score, found.keys = cur.score, slices.Clone(cur.keys)
 			}
 		}
