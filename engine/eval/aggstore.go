@@ -249,7 +249,11 @@ type aggStore struct {
 	// right for the reader at rev (aggwhole.go): a group not held has none.
 	// Their groups have no deps and are in no index: only adjusting keeps
 	// them, so anything that drops results instead drops these whole.
-	whole map[*rules.Aggregate]bool
+	//
+	// Each maps to what computing it for the reader cost (the facts it
+	// visited, at least 1): adjusting it for a large batch is weighed
+	// against that (wholeWorthAdjusting).
+	whole map[*rules.Aggregate]int64
 	parts []string // the key forget drops results for, split (scratch)
 	// lists is the read lists kept results share (shareReads), by hash
 	// of their keys. A list outlives its last result until the indexes
@@ -276,7 +280,7 @@ func (s *aggStore) reset(rev int64) {
 	s.vals = map[valDep][]*aggRef{}
 	s.valsT = map[*facts.FactType][]*aggRef{}
 	s.types = map[*facts.FactType][]*aggRef{}
-	s.whole = map[*rules.Aggregate]bool{}
+	s.whole = map[*rules.Aggregate]int64{}
 	s.lists = map[uint64][][]string{}
 	s.refs, s.limit = 0, s.least
 }
@@ -530,7 +534,7 @@ func (s *aggStore) keep(schema *facts.Schema, rev int64, computed, adjusted []ag
 // (deps.adjusted), but those of whole aggregates.
 func (s *aggStore) dropAdjusted() {
 	for ag, gs := range s.groups {
-		if s.whole[ag] {
+		if _, ok := s.whole[ag]; ok {
 			continue
 		}
 		for gk, e := range gs {
@@ -693,13 +697,14 @@ func (a *aggregates) noteTouched(touched []aggRef) {
 
 // wholeWorthAdjusting returns the store's whole aggregates that a batch of
 // changes costs less to adjust than to compute again, and drops the others:
-// adjusting costs two joins per change of the aggregate's fact types,
-// computing it again one per fact of its smallest type, and as much again
-// in the round that finds it no longer whole (computedOne). It returns the
-// changes of the kept aggregates' fact types too: adjusting an aggregate
-// joins the facts of its own patterns alone, so the others neither adjust
-// it nor are read while it is adjusted (unless it has aggregates of its
-// own, which read what they read).
+// adjusting joins each change of the aggregate's fact types with its other
+// patterns, twice (out under the values before, in under those after);
+// computing it again visits the facts its last computation visited, and as
+// many again at the end of the round that computes it (keepWhole). It
+// returns the changes of the kept aggregates' fact types too: adjusting an
+// aggregate joins the facts of its own patterns alone, so the others
+// neither adjust it nor are read while it is adjusted (unless it has
+// aggregates of its own, which read what they read).
 func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
 	types := make([]*facts.FactType, len(changes))
 	byType := map[*facts.FactType]int{}
@@ -712,19 +717,16 @@ func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change)
 	keep := map[*rules.Aggregate]bool{}
 	read := map[*facts.FactType]bool{}
 	nested := false
-	for ag := range a.store.whole {
-		scan, n := -1, 0
+	for ag, cost := range a.store.whole {
+		n := 0
 		own := map[*facts.FactType]bool{}
 		for _, p := range ag.Body.Match {
-			if c := r.CountOfType(p.Type); scan < 0 || c < scan {
-				scan = c
-			}
 			if !own[p.Type] {
 				own[p.Type] = true
 				n += byType[p.Type]
 			}
 		}
-		if n > wholeAdjustFactor*scan {
+		if int64(n) > wholeAdjustFactor*cost {
 			a.store.notWhole(ag)
 			continue
 		}
@@ -746,11 +748,13 @@ func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change)
 	return keep, out
 }
 
-// wholeAdjustFactor: a whole aggregate is adjusted for a batch of up to this
-// many changes of its types per fact of its smallest type: past it,
-// computing the aggregate again costs less than adjusting it
-// (BENCHMARKS.md, "Evaluator constants").
-const wholeAdjustFactor = 2
+// wholeAdjustFactor: a whole aggregate is adjusted for a batch of up to
+// this many changes of its fact types per fact its computation visited:
+// past it, computing the aggregate again (twice: in the round, then for
+// the reader) costs less than adjusting it. Engine alone at medium,
+// adjusting a change cost about a fifth of what computing spent per fact
+// visited (BENCHMARKS.md, "Evaluator constants").
+const wholeAdjustFactor = 8
 
 // listPartial lists a cached group under the values its members name.
 func (s *aggStore) listPartial(ag *rules.Aggregate, info *aggInfo, gk string, outer []outerVal) {

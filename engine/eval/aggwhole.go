@@ -141,12 +141,13 @@ func (a *aggregates) keepWhole(r facts.Reader, ags []*rules.Aggregate) {
 	for _, ag := range ags {
 		delete(a.store.groups, ag) // computed one at a time, in the store's indexes: now in none
 		w := ra.wholeState(ag)
+		visited := a.e.stats.FactsVisited
 		ra.computeWhole(ag, a.info[ag], w)
 		if !w.whole {
 			delete(a.store.groups, ag)
 			continue
 		}
-		a.store.whole[ag] = true
+		a.store.whole[ag] = max(a.e.stats.FactsVisited-visited, 1)
 	}
 }
 

@@ -3,6 +3,7 @@ package eval_test
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ccattler/ccattler/engine/eval"
@@ -121,4 +122,91 @@ func TestWholeAggregate(t *testing.T) {
 	if wholeStats.FactsVisited*3 > oneStats.FactsVisited*2 {
 		t.Errorf("whole: %d facts visited, against %d without: want two thirds at most", wholeStats.FactsVisited, oneStats.FactsVisited)
 	}
+}
+
+// TestWholeAggregateAdjustedWhileCheaper: a whole aggregate kept in the
+// store is adjusted for a batch of changes of its fact types while that
+// costs less than computing it again, which is weighed by the facts its
+// computation visited; past that the batch drops it and the next round
+// computes it whole again. Either way a round places as an evaluator
+// that starts afresh does. (Weighed by the size of its smallest fact
+// type instead, the scheduler's counts were dropped and computed twice
+// again in most rounds of a large apply.)
+func TestWholeAggregateAdjustedWhileCheaper(t *testing.T) {
+	rs := loadSrc(t, spread)
+	tb := newTable()
+	for i := 1; i <= 60; i++ {
+		putKnown(tb, facts.NodeState(fmt.Sprintf("node-%02d", i)), `"alive"`)
+	}
+	for i := range 600 {
+		id := fmt.Sprintf("%05x", 0x10000+i)
+		putKnown(tb, facts.InstanceService(id), fmt.Sprintf(`"old-%d"`, i%20))
+		putKnown(tb, facts.InstanceState(id), `"running"`)
+		putKnown(tb, facts.Placement(id), fmt.Sprintf(`"node-%02d"`, i%60+1))
+	}
+	next := 0
+	pending := func(n int) (changes []facts.Change) {
+		for range n {
+			id := fmt.Sprintf("%05x", next)
+			next++
+			changes = append(changes,
+				putKnown(tb, facts.InstanceService(id), fmt.Sprintf(`"svc-%d"`, next%10)),
+				putKnown(tb, facts.InstanceState(id), `"pending"`))
+		}
+		return changes
+	}
+	pending(120)
+	// Every batch goes by wholeWorthAdjusting: none is adjusted group by group.
+	ev := eval.New(rs, eval.WithSeed(1), eval.WithWholeAggregates(0), eval.WithMaxAdjust(0))
+	from := tb.Rev()
+	p := ev.Full(tb)
+	if len(p.Firings) != 120 || ev.Stats().WholeAggregates == 0 {
+		t.Fatalf("first round: %d firings, %d computed whole; want 120 placements, siblings whole", len(p.Firings), ev.Stats().WholeAggregates)
+	}
+	// round evaluates a batch and returns its plan's writes, put in the
+	// table: the next batch holds them.
+	round := func(name string, changes []facts.Change, wantComputed bool) []facts.Change {
+		t.Helper()
+		rev := tb.Rev()
+		was := ev.Stats()
+		p := ev.Continue(from, tb, changes, false)
+		from = rev
+		computed := ev.Stats().WholeAggregates - was.WholeAggregates
+		if wantComputed != (computed > 0) {
+			t.Errorf("%s: computed whole %d times; want it computed again: %v", name, computed, wantComputed)
+		}
+		fresh := eval.New(rs, eval.WithSeed(1), eval.WithWholeAggregates(0)).Full(tb)
+		if got, want := planWrites(p), planWrites(fresh); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: placed %v; an evaluator starting afresh places %v", name, got, want)
+		}
+		return applyKnown(tb, p)
+	}
+	// The placements come back with 20 more pending: 160 changes of its
+	// types, against the 1,800 facts computing it visited.
+	placed := round("small batch", append(applyKnown(tb, p), pending(20)...), false)
+	// 14,000 instances that are neither pending nor placed arrive: fewer
+	// changes of its types than eight times what computing it visits.
+	idle := func(n int) (changes []facts.Change) {
+		for range n {
+			id := fmt.Sprintf("%05x", next)
+			next++
+			changes = append(changes, putKnown(tb, facts.InstanceService(id), `"idle"`))
+		}
+		return changes
+	}
+	placed = round("large batch, still cheaper", slices.Concat(placed, idle(14000), pending(20)), false)
+	// 16,000 more: now more.
+	round("larger batch", slices.Concat(placed, idle(16000), pending(20)), true)
+}
+
+// planWrites lists a plan's writes as key=value, sorted.
+func planWrites(p eval.Plan) []string {
+	var out []string
+	for _, f := range p.Firings {
+		for _, w := range f.Writes {
+			out = append(out, w.Key+"="+string(w.Value))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
