@@ -256,8 +256,8 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 		d.Pending = append(d.Pending, pendingInstance{Instance: it.ID})
 	}
 	// Every key of the object names it or one of its instances: a record
-	// whose bytes name none of them is passed over undecoded. A service
-	// of thousands of instances is matched record by record instead.
+	// whose bytes name none of them is passed over undecoded. Past a few
+	// names, each is looked up by word rather than searched for.
 	var q audit.Query
 	anchors := []string{d.Name}
 	if d.Node == nil {
@@ -267,6 +267,8 @@ func (d *description) records(ctx context.Context, s *facts.Store, limit int) er
 	}
 	if len(anchors) <= describeAnchors {
 		q.Raw = audit.Mentions(anchors...)
+	} else {
+		q.Raw = audit.MentionsName(anchors...)
 	}
 	var newest []audit.Event
 	_, _, _, err := audit.Newest(ctx, s, q, func(e audit.Event) bool {
@@ -454,7 +456,9 @@ const (
 )
 
 // describeAnchors is the most names (the object's and its instances')
-// whose mention a record's bytes are searched for before it is decoded.
+// whose mention a record's bytes are searched for one by one before it is
+// decoded; past it, the record's words are looked up among them
+// (audit.MentionsName).
 const describeAnchors = 64
 
 // factLines are the fact table's rows: a fact's key and value, or for

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -104,4 +105,78 @@ func TestNewestVisitsBackwardsAtOneRevision(t *testing.T) {
 			t.Errorf("%s is older than since", id)
 		}
 	}
+}
+
+// MentionsName finds a name as a whole word of a record's bytes, wherever
+// the record holds it (a key's segment, a binding, a written value), and
+// not inside a longer name or id.
+func TestMentionsName(t *testing.T) {
+	rec := func(r facts.EventRecord) []byte {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	has := audit.MentionsName("web", "a8f31", "node-1")
+	for _, tc := range []struct {
+		name string
+		rec  facts.EventRecord
+		want bool
+	}{
+		{"a key's last segment", facts.EventRecord{Rule: "apply", Writes: []facts.EventWrite{{Key: facts.ServiceImage("api")}, {Key: "desired/service/web"}}}, true},
+		{"a key's inner segment", facts.EventRecord{Rule: "r", Reads: []facts.EventRead{{Key: facts.InstanceState("a8f31")}}}, true},
+		{"a binding", facts.EventRecord{Rule: "r", Bindings: map[string]string{"node": "node-1"}}, true},
+		{"a written value", facts.EventRecord{Rule: "schedule", Writes: []facts.EventWrite{{Key: facts.Placement("b0000"), Value: facts.RawJSON(`"node-1"`)}}}, true},
+		{"a longer name", facts.EventRecord{Rule: "apply", Writes: []facts.EventWrite{{Key: facts.ServiceImage("webapp")}, {Key: facts.ServiceImage("my-web")}}}, false},
+		{"a longer id", facts.EventRecord{Rule: "r", Reads: []facts.EventRead{{Key: facts.InstanceState("a8f310")}, {Key: facts.InstanceState("0a8f31")}}}, false},
+		{"a node of another number", facts.EventRecord{Rule: "r", Bindings: map[string]string{"node": "node-10"}}, false},
+		{"none", facts.EventRecord{Rule: "r"}, false},
+	} {
+		if got := has(rec(tc.rec)); got != tc.want {
+			t.Errorf("%s: %s: got %v, want %v", tc.name, rec(tc.rec), got, tc.want)
+		}
+	}
+	if audit.MentionsName()([]byte(`{"rule":"web"}`)) {
+		t.Error("no names: a record mentions none")
+	}
+}
+
+// BenchmarkRecordFilters: what passing over a record that names none of a
+// large service's 10,001 names costs, by word lookup and by searching for
+// each, against decoding it.
+func BenchmarkRecordFilters(b *testing.B) {
+	names := []string{"web"}
+	for i := range 10000 {
+		names = append(names, fmt.Sprintf("a%04x", i))
+	}
+	raw, _ := json.Marshal(facts.EventRecord{Rule: "publish_endpoint", Kind: "firing",
+		Bindings: map[string]string{"id": "c0ffe", "svc": "api", "node": "node-7"},
+		Reads:    []facts.EventRead{{Key: facts.InstanceState("c0ffe"), Rev: 12345}, {Key: facts.InstanceHealth("c0ffe"), Rev: 12346}, {Key: facts.Placement("c0ffe"), Rev: 12300}},
+		Writes:   []facts.EventWrite{{Key: facts.Endpoint("api", "c0ffe"), Value: facts.RawJSON(`{"ip":"10.1.7.3","port":8080}`)}},
+		Time:     "2026-11-29T18:00:00.123456789Z"})
+	f := facts.Fact{Key: facts.Event("20261129T180000.123456789Z-000001"), Value: raw, ModRevision: 12400}
+	b.Run("words", func(b *testing.B) {
+		has := audit.MentionsName(names...)
+		for b.Loop() {
+			if has(raw) {
+				b.Fatal("matched")
+			}
+		}
+	})
+	b.Run("search-each", func(b *testing.B) {
+		has := audit.Mentions(names...)
+		for b.Loop() {
+			if has(raw) {
+				b.Fatal("matched")
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := audit.Decode(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
