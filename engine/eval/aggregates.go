@@ -132,7 +132,7 @@ func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) 
 		// thousands).
 		e.labels.phase("advance")
 		if len(a.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
-			keep, theirs := a.wholeWorthAdjusting(r, changes)
+			keep, theirs := a.wholeWorthAdjusting(changes)
 			a.advance(r, theirs, keep)
 		} else {
 			clear(a.store.whole)

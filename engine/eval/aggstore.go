@@ -705,7 +705,7 @@ func (a *aggregates) noteTouched(touched []aggRef) {
 // aggregate joins the facts of its own patterns alone, so the others
 // neither adjust it nor are read while it is adjusted (unless it has
 // aggregates of its own, which read what they read).
-func (a *aggregates) wholeWorthAdjusting(r facts.Reader, changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
+func (a *aggregates) wholeWorthAdjusting(changes []facts.Change) (map[*rules.Aggregate]bool, []facts.Change) {
 	types := make([]*facts.FactType, len(changes))
 	byType := map[*facts.FactType]int{}
 	for i, c := range changes {

@@ -70,7 +70,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		// The outcome the round found for this candidate before, when
 		// the outer variables and aggregates it read still have the
 		// values it read (candmemo.go).
-		var served, found *candOutcome
+		var served *candOutcome
 		if outcomes != nil {
 			lz.tracing, lz.trace = true, lz.trace[:0]
 			served = rd.serve(lz, c, outcomes[at])
@@ -98,14 +98,10 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 					}
 				}
 			}
-			if outcomes != nil {
-				// What ranking a passing candidate reads is traced on:
-				// its reads are copied once it is ranked.
-				found = &candOutcome{failed: failed}
-				if len(failed) > 0 {
-					found.reads = slices.Clone(lz.trace)
-				}
-				outcomes[at] = keepOutcome(outcomes[at], found)
+			// A rejected candidate's outcome is complete; a passing one's
+			// is kept once it is ranked (what ranking reads is traced on).
+			if outcomes != nil && len(failed) > 0 {
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), failed: failed})
 			}
 		}
 		if len(failed) > 0 {
@@ -122,14 +118,10 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			cur.score, cur.keys = served.score, append(cur.keys, served.keys...)
 		} else {
 			if err := rd.rank(act, ch, &cur); err != nil {
-				if outcomes != nil {
-					outcomes[at] = nil
-				}
 				return nil, err
 			}
-			if found != nil {
-				found.reads = slices.Clone(lz.trace)
-				found.score, found.keys = cur.score, slices.Clone(cur.keys)
+			if outcomes != nil {
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), score: cur.score, keys: slices.Clone(cur.keys)})
 			}
 		}
 		feasible++
