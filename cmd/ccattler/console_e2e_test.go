@@ -89,6 +89,25 @@ func domEval(t *testing.T, ctx context.Context, js string, v any) {
 	}
 }
 
+// followLink clicks the link sel finds and waits until the page it points
+// to has loaded: waiting for an element alone can find it on the page
+// being left, and reading that page mid-navigation reads half a table.
+func followLink(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	var href string
+	// getAttribute, since an SVG link's href is not a string.
+	domEval(t, ctx, fmt.Sprintf(`new URL(document.querySelector(%q).getAttribute("href"), location.href).href`, sel), &href)
+	runIn(t, ctx, chromedp.Click(chromedp.CSS(sel)))
+	waitUntil(t, 30*time.Second, "the page at "+href+" loaded", func() bool {
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		// While the page is replaced the evaluation may fail: poll again.
+		raw, err := chromedp.Run(ectx, chromedp.Evaluate[[]byte](`[location.href, document.readyState]`))
+		var at []string
+		return err == nil && json.Unmarshal(raw, &at) == nil && len(at) == 2 && at[0] == href && at[1] == "complete"
+	})
+}
+
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -294,7 +313,7 @@ func TestConsole(t *testing.T) {
 		// Clicking a fact walks on: the placement's own graph.
 		placement := "placement/instance/" + strings.TrimPrefix(key, "endpoint/service/web/")
 		var ids []string
-		runIn(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`svg.why g.fact[data-key=%q] a`, placement))), chromedp.WaitVisible(chromedp.CSS("svg.why")))
+		followLink(t, ctx, fmt.Sprintf(`svg.why g.fact[data-key=%q] a`, placement))
 		domEval(t, ctx, `Array.from(document.querySelectorAll("svg.why g.fact")).map(g => g.dataset.key)`, &ids)
 		var root string
 		domEval(t, ctx, `document.querySelector(".graph").dataset.root`, &root)

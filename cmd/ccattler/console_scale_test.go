@@ -134,7 +134,7 @@ func TestConsoleAtScale(t *testing.T) {
 		t.Errorf("service big's page listed %d instances (the first %.2q), %d endpoints, note %q; want 200, the failed one and then the pending ones first, 200, and the link to all",
 			len(shown.Instances), shown.Instances, shown.Endpoints, shown.Note)
 	}
-	runIn(t, ctx, chromedp.Click("p.muted a"), chromedp.WaitVisible("table.instances"))
+	followLink(t, ctx, "p.muted a")
 	var all []int
 	domEval(t, ctx, `[document.querySelectorAll("table.instances tbody tr[data-key]").length, document.querySelectorAll("table.endpoints tbody tr[data-key]").length]`, &all)
 	if len(all) != 2 || all[0] != big || all[1] != big {
