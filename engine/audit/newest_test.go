@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -177,6 +178,25 @@ func BenchmarkRecordFilters(b *testing.B) {
 			if _, err := audit.Decode(f); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzMentionsName holds MentionsName to a plain statement of what it
+// finds: a name with no name byte (a-z, 0-9, '-') on either side of it.
+func FuzzMentionsName(f *testing.F) {
+	f.Add([]byte(`{"rule":"r","bindings":{"node":"node-1"}}`), "node-1")
+	f.Add([]byte(`{"writes":[{"key":"desired/service/webapp/image"}]}`), "web")
+	f.Add([]byte(`web`), "web")
+	f.Add([]byte("\xffa8f31\x00"), "a8f31")
+	f.Add([]byte(`--web--`), "web")
+	f.Fuzz(func(t *testing.T, b []byte, name string) {
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-') }) >= 0 {
+			return // not a name or an id: describe passes none such
+		}
+		re := regexp.MustCompile(`(^|[^a-z0-9-])` + regexp.QuoteMeta(name) + `($|[^a-z0-9-])`)
+		if got, want := audit.MentionsName(name)(b), re.Match(b); got != want {
+			t.Errorf("MentionsName(%q)(%q) = %v, want %v", name, b, got, want)
 		}
 	})
 }
