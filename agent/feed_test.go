@@ -159,3 +159,49 @@ func (f *Feed) desiredOne(node, id string) Want {
 	}
 	return Want{}
 }
+
+// The feed learns the service of every instance placed on a node it
+// serves, however the placement reaches it: listed before the node
+// subscribed, placed on a node that subscribes later, placed while it
+// runs, or placed before its service was written (looked up again until
+// found) — though it looks at the placements of changed nodes alone.
+func TestFeedLearnsEveryPlacedInstancesService(t *testing.T) {
+	s := etcdtest.Start(t).Store(t)
+	writeRaw(t, s, facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
+		facts.Placement("a0001"), `"node-1"`, facts.InstanceService("a0001"), `"web"`)
+	f := NewFeed(s, nil)
+	f.Subscribe("node-1")
+	runFeed(t, f)
+	wantOn := func(node string, want map[string]string) {
+		t.Helper()
+		eventually(t, func() string {
+			if got := desiredOn(f, node); !maps.Equal(got, want) {
+				return node + " desires " + fmtMap(got) + ", want " + fmtMap(want)
+			}
+			return ""
+		})
+	}
+	wantOn("node-1", map[string]string{"a0001": "web:nginx:1.29"})
+
+	writeRaw(t, s, facts.Placement("b0002"), `"node-2"`, facts.InstanceService("b0002"), `"web"`)
+	writeRaw(t, s, facts.Placement("c0003"), `"node-1"`, facts.InstanceService("c0003"), `"web"`)
+	wantOn("node-1", map[string]string{"a0001": "web:nginx:1.29", "c0003": "web:nginx:1.29"})
+	f.Subscribe("node-2") // after its instance was placed and the batch applied
+	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29"})
+
+	// Placed before its service is written: not known, then found.
+	writeRaw(t, s, facts.Placement("d0004"), `"node-2"`)
+	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29", "d0004": ":"})
+	writeRaw(t, s, facts.InstanceService("d0004"), `"web"`) // not a fact the feed watches
+	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29", "d0004": "web:nginx:1.29"})
+
+	// Moved: known on its new node, gone from the old one.
+	writeRaw(t, s, facts.Placement("a0001"), `"node-2"`)
+	wantOn("node-1", map[string]string{"c0003": "web:nginx:1.29"})
+	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "web:nginx:1.29", "d0004": "web:nginx:1.29"})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.unfilled) > 2 || len(f.lookedUp) != 0 {
+		t.Errorf("after every service was found the feed still looks at nodes %v and instances %v", f.unfilled, f.lookedUp)
+	}
+}
