@@ -354,11 +354,13 @@ func (f *Feed) placementChangedLocked(id string, c facts.Change, relist bool) {
 	if !c.Deleted {
 		node, _ = facts.StringValue(c.Value)
 	}
-	if node == "" {
+	if _, served := f.subs[node]; node != "" && served {
+		f.unfilled[node] = true
+	} else {
+		// Unplaced, or placed on a node this process does not serve:
+		// nothing of it is kept (a node subscribing later looks again).
 		delete(f.instService, id)
 		delete(f.lookedUp, id)
-	} else if _, ok := f.subs[node]; ok {
-		f.unfilled[node] = true
 	}
 	if relist {
 		return // every node is poked

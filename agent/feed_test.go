@@ -199,9 +199,19 @@ func TestFeedLearnsEveryPlacedInstancesService(t *testing.T) {
 	writeRaw(t, s, facts.Placement("a0001"), `"node-2"`)
 	wantOn("node-1", map[string]string{"c0003": "web:nginx:1.29"})
 	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "web:nginx:1.29", "d0004": "web:nginx:1.29"})
+	// Moved to a node this feed does not serve, or unplaced: forgotten.
+	writeRaw(t, s, facts.Placement("c0003"), `"node-3"`)
+	if _, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("d0004"))}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOn("node-1", map[string]string{})
+	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "web:nginx:1.29"})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.unfilled) > 2 || len(f.lookedUp) != 0 {
 		t.Errorf("after every service was found the feed still looks at nodes %v and instances %v", f.unfilled, f.lookedUp)
+	}
+	if want := map[string]string{"a0001": "web", "b0002": "web"}; !maps.Equal(f.instService, want) {
+		t.Errorf("the feed keeps the services of %v, want those of the instances on its nodes, %v", f.instService, want)
 	}
 }
