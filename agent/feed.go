@@ -45,8 +45,8 @@ type Feed struct {
 	wants map[string]nodeWants
 	pokes map[string]uint64    // subscribed node -> times poked
 	specs map[string]builtSpec // service -> its instances' Want as last built from its facts
-	// svcGen counts, by service, the batches that changed its facts: a
-	// spec built at the same count is built from the same facts.
+	// svcGen counts, by service, the changes to its facts the feed has
+	// applied: a spec built at the same count is built from the same facts.
 	svcGen map[string]uint64
 	// unfilled holds the subscribed nodes whose placements changed since
 	// fillServices last looked (allUnfilled: every node, after a relist or
