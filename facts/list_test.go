@@ -23,10 +23,11 @@ import (
 )
 
 // withoutRangeStream dials the secure member as root through a client whose
-// RangeStream calls fail as an etcd older than 3.7 answers them
-// (Unimplemented): a fake of such a server's answer, in front of the real
-// one. calls counts the RangeStream calls it refused.
-func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, calls *atomic.Int64) *facts.Store {
+// RangeStream calls fail with code: Unimplemented as an etcd older than 3.7
+// answers them, Unavailable as a member going down does. A fake of the
+// server's answer, in front of the real server; calls counts the
+// RangeStream calls it refused.
+func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, code codes.Code, calls *atomic.Int64) *facts.Store {
 	t.Helper()
 	p, err := e.CA.Ensure(access.Root, pki.Client)
 	if err != nil {
@@ -39,7 +40,7 @@ func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, calls *atomic.Int64) *fa
 	refuse := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if strings.HasSuffix(method, "/RangeStream") {
 			calls.Add(1)
-			return nil, status.Error(codes.Unimplemented, "unknown method RangeStream for service etcdserverpb.KV")
+			return nil, status.Error(code, "RangeStream refused by the test's client")
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -62,7 +63,8 @@ func TestListIsOneSnapshot(t *testing.T) {
 	e := etcdtest.StartSecure(t)
 	root := e.StoreAs(t, access.Root)
 	var refused atomic.Int64
-	old := withoutRangeStream(t, e, &refused)
+	old := withoutRangeStream(t, e, codes.Unimplemented, &refused)
+	down := withoutRangeStream(t, e, codes.Unavailable, &refused)
 	ctx := context.Background()
 
 	// 12,000 placements: more than two of the pages an older etcd is read
@@ -143,8 +145,9 @@ func TestListIsOneSnapshot(t *testing.T) {
 	check("pages at a past revision", old, at, want)
 	check("stream at the revision it pinned", root, rev, during)
 	check("pages at the stream's revision", old, rev, during)
-	if refused.Load() < 2 {
-		t.Errorf("the older etcd was asked for RangeStream %d times, want every list (2)", refused.Load())
+	check("pages when the stream's member is unavailable", down, at, want)
+	if refused.Load() != 3 {
+		t.Errorf("RangeStream was refused %d times, want once for each list in pages (3)", refused.Load())
 	}
 	latest, lrev, err := root.List(ctx, "placement/instance/", 0)
 	if err != nil || len(latest) != n+200 || lrev < rev {
@@ -157,7 +160,7 @@ func TestListIsOneSnapshot(t *testing.T) {
 	if err := root.Compact(ctx, lrev); err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]*facts.Store{"stream": root, "pages": old} {
+	for name, s := range map[string]*facts.Store{"stream": root, "pages": old, "pages after unavailable": down} {
 		if _, _, err := s.List(ctx, "placement/instance/", at); !errors.Is(err, facts.ErrCompacted) || !strings.Contains(err.Error(), "placement/instance/") {
 			t.Errorf("%s: List at compacted revision %d: %v; want ErrCompacted naming the prefix", name, at, err)
 		}

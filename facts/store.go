@@ -183,7 +183,8 @@ const listPage = 5000
 // with a limit still counts every key after it: Count), so a list of the
 // million keys under observed/ at 100,000 instances took tens of seconds
 // (BENCHMARKS.md, "Listing a large prefix"). Against an etcd that lacks
-// RangeStream it reads in pages.
+// RangeStream, or when the stream met a member that is unavailable, it
+// reads in pages.
 func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int64, error) {
 	abs := s.Abs(prefix)
 	end := clientv3.GetPrefixRangeEnd(abs)
@@ -193,7 +194,7 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 	}
 	stream, err := s.Client.GetStream(ctx, abs, opts...)
 	if err != nil {
-		return s.listPagedIfUnimplemented(ctx, abs, end, rev, err)
+		return s.listPagedIfRefused(ctx, abs, end, rev, err)
 	}
 	var out []Fact
 	read := int64(0)
@@ -217,7 +218,7 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 		}
 	}
 	if err != nil {
-		return s.listPagedIfUnimplemented(ctx, abs, end, rev, err)
+		return s.listPagedIfRefused(ctx, abs, end, rev, err)
 	}
 	if rev == 0 {
 		rev = read
@@ -228,10 +229,12 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 	return out, rev, nil
 }
 
-// listPagedIfUnimplemented falls back to listPaged when err says the server
-// has no RangeStream (an etcd older than 3.7), and otherwise returns err.
-func (s *Store) listPagedIfUnimplemented(ctx context.Context, abs, end string, rev int64, err error) ([]Fact, int64, error) {
-	if status.Code(err) == codes.Unimplemented {
+// listPagedIfRefused falls back to listPaged when err says the server
+// has no RangeStream (an etcd older than 3.7) or the member it reached is
+// unavailable: the client retries the pages' Gets on another member, as it
+// does not retry a stream. Any other err is returned.
+func (s *Store) listPagedIfRefused(ctx context.Context, abs, end string, rev int64, err error) ([]Fact, int64, error) {
+	if c := status.Code(err); (c == codes.Unimplemented || c == codes.Unavailable) && ctx.Err() == nil {
 		return s.listPaged(ctx, abs, end, rev)
 	}
 	return nil, 0, fmt.Errorf("list %s: %w", abs, err)
