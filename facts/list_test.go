@@ -23,11 +23,12 @@ import (
 )
 
 // withoutRangeStream dials the secure member as root through a client whose
-// RangeStream calls fail with code: Unimplemented as an etcd older than 3.7
-// answers them, Unavailable as a member going down does. A fake of the
-// server's answer, in front of the real server; calls counts the
-// RangeStream calls it refused.
-func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, code codes.Code, calls *atomic.Int64) *facts.Store {
+// first times RangeStream calls (all of them: -1) fail with refusal: as an
+// etcd older than 3.7 answers them (Unimplemented), as a member that lost
+// its leader does, as etcd fails a read during which its users and roles
+// changed. A fake of the server's answer, in front of the real server;
+// calls counts the RangeStream calls it refused.
+func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, refusal error, times int64, calls *atomic.Int64) *facts.Store {
 	t.Helper()
 	p, err := e.CA.Ensure(access.Root, pki.Client)
 	if err != nil {
@@ -37,10 +38,12 @@ func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, code codes.Code, calls *
 	if err != nil {
 		t.Fatal(err)
 	}
+	var refused atomic.Int64 // by this client
 	refuse := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if strings.HasSuffix(method, "/RangeStream") {
+		if strings.HasSuffix(method, "/RangeStream") && (times < 0 || refused.Load() < times) {
+			refused.Add(1)
 			calls.Add(1)
-			return nil, status.Error(code, "RangeStream refused by the test's client")
+			return nil, refusal
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -63,8 +66,9 @@ func TestListIsOneSnapshot(t *testing.T) {
 	e := etcdtest.StartSecure(t)
 	root := e.StoreAs(t, access.Root)
 	var refused atomic.Int64
-	old := withoutRangeStream(t, e, codes.Unimplemented, &refused)
-	down := withoutRangeStream(t, e, codes.Unavailable, &refused)
+	old := withoutRangeStream(t, e, status.Error(codes.Unimplemented, "unknown method RangeStream for service etcdserverpb.KV"), -1, &refused)
+	down := withoutRangeStream(t, e, rpctypes.ErrGRPCLeaderChanged, -1, &refused)
+	authChanged := withoutRangeStream(t, e, rpctypes.ErrGRPCAuthOldRevision, 2, &refused)
 	ctx := context.Background()
 
 	// 12,000 placements: more than two of the pages an older etcd is read
@@ -145,9 +149,16 @@ func TestListIsOneSnapshot(t *testing.T) {
 	check("pages at a past revision", old, at, want)
 	check("stream at the revision it pinned", root, rev, during)
 	check("pages at the stream's revision", old, rev, during)
+	if refused.Load() != 2 {
+		t.Errorf("an older etcd was asked for RangeStream %d times in two lists, want once each", refused.Load())
+	}
 	check("pages when the stream's member is unavailable", down, at, want)
-	if refused.Load() != 3 {
-		t.Errorf("RangeStream was refused %d times, want once for each list in pages (3)", refused.Load())
+	if refused.Load() != 5 {
+		t.Errorf("a member without a leader was asked for RangeStream %d times in a list, want three", refused.Load()-2)
+	}
+	check("streamed again after two reads spanned a change of roles", authChanged, at, want)
+	if refused.Load() != 7 {
+		t.Errorf("RangeStream was refused %d times for a change of roles, want the two the fake refuses", refused.Load()-5)
 	}
 	latest, lrev, err := root.List(ctx, "placement/instance/", 0)
 	if err != nil || len(latest) != n+200 || lrev < rev {
@@ -160,7 +171,7 @@ func TestListIsOneSnapshot(t *testing.T) {
 	if err := root.Compact(ctx, lrev); err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]*facts.Store{"stream": root, "pages": old, "pages after unavailable": down} {
+	for name, s := range map[string]*facts.Store{"stream": root, "pages": old, "pages after unavailable": down, "stream after a change of roles": authChanged} {
 		if _, _, err := s.List(ctx, "placement/instance/", at); !errors.Is(err, facts.ErrCompacted) || !strings.Contains(err.Error(), "placement/instance/") {
 			t.Errorf("%s: List at compacted revision %d: %v; want ErrCompacted naming the prefix", name, at, err)
 		}

@@ -173,6 +173,10 @@ func (s *Store) Rel(key string) string { return strings.TrimPrefix(key, s.Root) 
 // from an etcd without RangeStream (listPaged).
 const listPage = 5000
 
+// listStreamAttempts is how many times List streams a range that failed for
+// a passing reason (retryable) before it reads it in pages.
+const listStreamAttempts = 3
+
 // List returns every fact whose key starts with prefix (relative to the root),
 // in key order, as of revision rev (0: the latest), and the revision it read:
 // one consistent snapshot however large the prefix.
@@ -180,21 +184,45 @@ const listPage = 5000
 // It reads through etcd's RangeStream (etcd 3.7), which sends the range in
 // chunks at one revision and counts nothing. A range read in pages of Get
 // costs etcd a walk of the whole rest of the range for every page (a Get
-// with a limit still counts every key after it: Count), so a list of the
-// million keys under observed/ at 100,000 instances took tens of seconds
-// (BENCHMARKS.md, "Listing a large prefix"). Against an etcd that lacks
-// RangeStream, or when the stream met a member that is unavailable, it
-// reads in pages.
+// with a limit still counts every key after it), so a list of the million
+// keys under observed/ at 100,000 instances took tens of seconds
+// (BENCHMARKS.md, "Lists of a large prefix streamed"). The client retries
+// a Get that failed for a passing reason, not a stream: List streams again
+// (listStreamAttempts), then reads in pages; from an etcd without
+// RangeStream it reads in pages at once.
 func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int64, error) {
 	abs := s.Abs(prefix)
 	end := clientv3.GetPrefixRangeEnd(abs)
+	var err error
+	for attempt := range listStreamAttempts {
+		var out []Fact
+		var read int64
+		if out, read, err = s.listStream(ctx, abs, end, rev); err == nil {
+			return out, read, nil
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+	if ctx.Err() == nil && (codeOf(err) == codes.Unimplemented || retryable(err)) {
+		return s.listPaged(ctx, abs, end, rev)
+	}
+	return nil, 0, fmt.Errorf("list %s: %w", abs, err)
+}
+
+// listStream is one RangeStream of [abs, end) at rev (0: the latest).
+func (s *Store) listStream(ctx context.Context, abs, end string, rev int64) ([]Fact, int64, error) {
 	opts := []clientv3.OpOption{clientv3.WithRange(end)}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
 	stream, err := s.Client.GetStream(ctx, abs, opts...)
 	if err != nil {
-		return s.listPagedIfRefused(ctx, abs, end, rev, err)
+		return nil, 0, err
 	}
 	var out []Fact
 	read := int64(0)
@@ -217,27 +245,34 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 			read = resp.Header.Revision // the last chunk's: the revision the stream was pinned to
 		}
 	}
-	if err != nil {
-		return s.listPagedIfRefused(ctx, abs, end, rev, err)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case rev > 0:
+		return out, rev, nil
+	case read == 0:
+		return nil, 0, errors.New("the stream ended without its last chunk")
 	}
-	if rev == 0 {
-		rev = read
-	}
-	if rev == 0 {
-		return nil, 0, fmt.Errorf("list %s: the stream ended without its last chunk", abs)
-	}
-	return out, rev, nil
+	return out, read, nil
 }
 
-// listPagedIfRefused falls back to listPaged when err says the server
-// has no RangeStream (an etcd older than 3.7) or the member it reached is
-// unavailable: the client retries the pages' Gets on another member, as it
-// does not retry a stream. Any other err is returned.
-func (s *Store) listPagedIfRefused(ctx context.Context, abs, end string, rev int64, err error) ([]Fact, int64, error) {
-	if c := status.Code(err); (c == codes.Unimplemented || c == codes.Unavailable) && ctx.Err() == nil {
-		return s.listPaged(ctx, abs, end, rev)
+// retryable reports whether a read failed for a reason that passes: the
+// member is unavailable or has no leader (Unavailable), or etcd's users
+// and roles changed while it was read (ErrAuthOldRevision: etcd fails a
+// read that spanned such a change). The client retries a Get for these.
+func retryable(err error) bool {
+	return codeOf(err) == codes.Unavailable || errors.Is(err, rpctypes.ErrAuthOldRevision)
+}
+
+// codeOf is the gRPC code of an error from the etcd client, which turns
+// the statuses of etcd's own errors into rpctypes.EtcdError ("leader
+// changed", "no leader": Unavailable) and leaves the others statuses.
+func codeOf(err error) codes.Code {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code()
 	}
-	return nil, 0, fmt.Errorf("list %s: %w", abs, err)
+	return status.Code(err)
 }
 
 // listPaged is List in pages of listPage keys, each a Get at the first

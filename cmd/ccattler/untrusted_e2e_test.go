@@ -239,7 +239,7 @@ func TestUntrustedInputEndToEnd(t *testing.T) {
 			t.Errorf("the hidden placement was started and reported: %v", got)
 		}
 		if r := c.srv.ccattler(t, "get", "services"); !strings.Contains(r.stdout, `invalid("12345")`) {
-			t.Errorf("get services does not show the image as invalid:\n%s", r.stdout)
+			t.Errorf("get services (exit %d) does not show the image as invalid:\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
 
