@@ -290,11 +290,12 @@ func runServer(ctx context.Context, cfg serverConfig) error {
 	}
 
 	mirror := facts.NewMirror(store, log)
+	synced := time.Now()
 	if err := mirror.Sync(ctx); err != nil {
 		return fmt.Errorf("mirror: first list: %w", err)
 	}
 	st, nfacts := mirror.Stats()
-	log.Info("mirror synced", "rev", mirror.Rev(), "facts", nfacts, "untyped", st.Untyped)
+	log.Info("mirror synced", "rev", mirror.Rev(), "facts", nfacts, "untyped", st.Untyped, "took", time.Since(synced).Round(time.Millisecond))
 	mctx, cancelMirror := context.WithCancel(ctx)
 	mirrorDone := make(chan error, 1)
 	go func() { mirrorDone <- mirror.Run(mctx) }()
