@@ -403,7 +403,11 @@ func TestCostlyRuleDoesNotStarveOthersEndToEnd(t *testing.T) {
 	if strings.Contains(c.srv.logText(), "over its CEL cost budget") {
 		t.Fatalf("the costly rule is over the per-evaluation budget, not under it:\n%s", c.srv.logText())
 	}
-	if busy > alone+3*time.Second {
+	// Without the round budget (--round-time 0 --round-cost 0) it took
+	// 8.9 s on a quiet machine; with it 0.84 s, and 2.3-3.5 s under -race
+	// beside another package's tests (as CI runs them): the bound lies
+	// between.
+	if busy > alone+5*time.Second {
 		t.Errorf("an unrelated service took %s beside the costly rule, %s alone", busy, alone)
 	}
 }
