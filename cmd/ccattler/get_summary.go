@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/ccattler/ccattler/facts"
 )
@@ -32,14 +33,42 @@ type instanceCounts struct {
 // when every service has one; for volumes and endpoints, the trees their
 // tables read (getView.trees).
 func (v *getView) load(ctx context.Context, s *facts.Store) (*world, error) {
-	if v.kind != "services" {
-		return loadTrees(ctx, s, v.trees())
+	switch v.kind {
+	case "services":
+		w, err := loadServices(ctx, s)
+		if err != nil || w != nil {
+			return w, err
+		}
+		return loadWorld(ctx, s)
+	case "nodes":
+		return loadNodes(ctx, s)
 	}
-	w, err := loadServices(ctx, s)
-	if err != nil || w != nil {
-		return w, err
+	return loadTrees(ctx, s, v.trees())
+}
+
+// loadNodes reads what the nodes table shows, at one revision: the nodes'
+// facts, the placements, and of the instance facts (about ten an
+// instance) the two a node's count reads, the instance's node and state.
+// The others are listed too, and dropped before they are parsed: at
+// 100,000 instances that is most of what the table cost.
+func loadNodes(ctx context.Context, s *facts.Store) (*world, error) {
+	w := newWorld()
+	for _, tree := range []string{"observed/node/", "placement/instance/"} {
+		if err := w.read(ctx, s, tree, nil); err != nil {
+			return nil, err
+		}
 	}
-	return loadWorld(ctx, s)
+	if err := w.read(ctx, s, "observed/instance/", countedOnNode); err != nil {
+		return nil, err
+	}
+	w.index()
+	return w, nil
+}
+
+// countedOnNode reports whether key is an instance's node or state:
+// observed/instance/{id}/node or observed/instance/{id}/state.
+func countedOnNode(key string) bool {
+	return strings.Count(key, "/") == 3 && (strings.HasSuffix(key, "/node") || strings.HasSuffix(key, "/state"))
 }
 
 // trees are the key trees v's table reads. The instance facts are most of

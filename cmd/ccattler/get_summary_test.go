@@ -165,7 +165,7 @@ func TestGetReadsItsKindsTrees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(w.attrs["observed.instance.service"]) > 0; got != tc.instances {
+		if got := len(w.attrs["observed.instance.state"]) > 0; got != tc.instances {
 			t.Errorf("%s: read instance facts %v, want %v", name, got, tc.instances)
 		}
 		// What is printed of each: its name, its row, wide row and typed form.

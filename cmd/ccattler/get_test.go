@@ -200,16 +200,34 @@ func TestGetNodesCountsInstancesNow(t *testing.T) {
 		facts.InstanceState("a0003"): "running", facts.InstanceNode("a0003"): "node-1", // placement gone, still stopping
 		facts.InstanceState("a0004"): "stopped", facts.InstanceNode("a0004"): "node-1",
 		facts.InstanceState("a0005"): "failed", facts.InstanceNode("a0005"): "node-1",
+		facts.InstanceIP("a0001"): "10.1.0.5", facts.InstanceHealth("a0001"): "healthy",
+		facts.NodeCapacityCPU("node-1"): 4, facts.NodeAvailableCPU("node-1"): 2,
 	} {
 		if _, err := s.PutValue(ctx, k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, err := loadWorld(ctx, s)
+	// Everything read, and what the nodes table reads (loadNodes): the
+	// same rows; the latter parsed no instance fact but nodes and states.
+	all, err := loadWorld(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns := w.nodes(); len(ns) != 1 || ns[0].Instances != 3 {
-		t.Errorf("get nodes: %+v, want node-1 with 3 instances (a0001, a0002, a0003)", ns)
+	w, err := (&getView{kind: "nodes"}).load(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*world{"every fact": all, "the nodes table's": w} {
+		if ns := w.nodes(); len(ns) != 1 || ns[0].Instances != 3 || ns[0].State != "alive" || ns[0].CPU != "4/2" {
+			t.Errorf("get nodes from %s: %+v, want node-1, alive, cpu 4/2, with 3 instances (a0001, a0002, a0003)", name, ns)
+		}
+	}
+	for typ := range w.attrs {
+		if strings.HasPrefix(typ, "observed.instance.") && typ != "observed.instance.node" && typ != "observed.instance.state" {
+			t.Errorf("the nodes table parsed the instance facts of type %s", typ)
+		}
+	}
+	if all.attrs["observed.instance.ip"]["a0001"] == "" {
+		t.Errorf("the instance's address was not written: the check above checks nothing")
 	}
 }
