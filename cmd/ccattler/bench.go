@@ -278,12 +278,11 @@ func runBench(ctx context.Context, f *benchFlags, dir string, log *slog.Logger, 
 	cfg.Embed.DataDir = dir
 	cfg.Embed.Solo = true
 	cfg.CADir = filepath.Join(dir, "pki")
-	if cfg.Embed.ClientURL, err = freeLoopbackURL(); err != nil {
+	urls, err := freeLoopbackURLs(2)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Embed.PeerURL, err = freeLoopbackURL(); err != nil {
-		return nil, err
-	}
+	cfg.Embed.ClientURL, cfg.Embed.PeerURL = urls[0], urls[1]
 	if f.secure {
 		cfg.Embed.ClientURL = strings.Replace(cfg.Embed.ClientURL, "http://", "https://", 1)
 		cfg.Embed.PeerURL = strings.Replace(cfg.Embed.PeerURL, "http://", "https://", 1)

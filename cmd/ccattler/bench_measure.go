@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,14 +24,19 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-// freeLoopbackURL returns http://127.0.0.1:PORT for a port free right now.
-func freeLoopbackURL() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free loopback port: %w", err)
+// freeLoopbackURLs returns n URLs http://127.0.0.1:PORT, each a different
+// port free right now.
+func freeLoopbackURLs(n int) ([]string, error) {
+	var urls []string
+	for range n {
+		ln, port, err := reservePort("127.0.0.1")
+		if err != nil {
+			return nil, fmt.Errorf("find a free loopback port: %w", err)
+		}
+		defer ln.Close()
+		urls = append(urls, "http://127.0.0.1:"+port)
 	}
-	defer ln.Close()
-	return "http://" + ln.Addr().String(), nil
+	return urls, nil
 }
 
 func cpuCount() int { return goruntime.NumCPU() }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,26 @@ func TestSpread(t *testing.T) {
 	}
 	if s := (&tracker{inst: map[string]*benchInst{}, nodes: map[string]*benchNode{}}).spread(); s != (spread{}) {
 		t.Errorf("no nodes: %+v, want zero", s)
+	}
+}
+
+// The bench's etcd gets two ports, client and peer: they must differ
+// (asked for one after another, each closed before the next, they once
+// came back the same and the bench failed to start). Each call's ports
+// are held until all are found, so no call returns one twice.
+func TestFreeLoopbackURLsDiffer(t *testing.T) {
+	for range 300 {
+		urls, err := freeLoopbackURLs(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(urls) != 3 || urls[0] == urls[1] || urls[1] == urls[2] || urls[0] == urls[2] {
+			t.Fatalf("freeLoopbackURLs(3) = %v, want three different URLs", urls)
+		}
+		for _, u := range urls {
+			if !strings.HasPrefix(u, "http://127.0.0.1:") {
+				t.Fatalf("%s: want a loopback URL", u)
+			}
+		}
 	}
 }

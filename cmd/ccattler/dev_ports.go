@@ -30,6 +30,12 @@ func addDevOpsFlags(fl *pflag.FlagSet, o *devOps) {
 // a free port when its default is taken (another dev, a server), and says
 // so on out: the context dev writes tells the other commands where it went.
 func devPorts(fl *pflag.FlagSet, cfg *serverConfig, o *devOps, out io.Writer) error {
+	var held []net.Listener // the ports found free, held until all are found
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
 	for _, u := range []struct {
 		flag string
 		url  *string
@@ -44,10 +50,11 @@ func devPorts(fl *pflag.FlagSet, cfg *serverConfig, o *devOps, out io.Writer) er
 		if free(p.Host) {
 			continue
 		}
-		port, err := freePort(p.Hostname())
+		ln, port, err := reservePort(p.Hostname())
 		if err != nil {
 			return fmt.Errorf("--%s: %s is taken and no free port was found: %w", u.flag, p.Host, err)
 		}
+		held = append(held, ln)
 		was := p.Host
 		p.Host = net.JoinHostPort(p.Hostname(), port)
 		*u.url = p.String()
@@ -59,10 +66,11 @@ func devPorts(fl *pflag.FlagSet, cfg *serverConfig, o *devOps, out io.Writer) er
 		if err != nil {
 			return err
 		}
-		port, err := freePort(host)
+		ln, port, err := reservePort(host)
 		if err != nil {
 			return fmt.Errorf("--admin-addr: %s is taken and no free port was found: %w", o.admin, err)
 		}
+		held = append(held, ln)
 		cfg.Ops.AdminAddr = net.JoinHostPort(host, port)
 		fmt.Fprintf(out, "ccattler dev: %s is taken; --admin-addr %s instead\n", o.admin, cfg.Ops.AdminAddr)
 	}
@@ -88,15 +96,21 @@ func free(hostport string) bool {
 	return true
 }
 
-// freePort asks the kernel for a free port on host.
-func freePort(host string) (string, error) {
+// reservePort asks the kernel for a free port on host and holds it until
+// the listener returned is closed: ports asked for one after another, each
+// closed before the next, may come back the same (a bench once got one
+// port for etcd's client and peer URLs).
+func reservePort(host string) (net.Listener, string, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	defer ln.Close()
 	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
+	if err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, port, nil
 }
 
 // devContextName is the context dev writes: "dev" on etcd's default port,
