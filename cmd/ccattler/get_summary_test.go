@@ -158,6 +158,12 @@ func TestGetReadsItsKindsTrees(t *testing.T) {
 		{getView{kind: "volumes", names: []string{"data", "nope"}}, false},
 		{getView{kind: "endpoints", node: "node-1"}, true},
 		{getView{kind: "instances"}, true},
+		{getView{kind: "instances", service: "web"}, true},
+		{getView{kind: "instances", service: "api"}, true},
+		{getView{kind: "instances", node: "node-1"}, true}, // a8f31 reported there, c0001 only placed
+		{getView{kind: "instances", node: "node-2"}, true}, // b72c9 placed, not yet reported
+		{getView{kind: "instances", service: "web", node: "node-1"}, true},
+		{getView{kind: "instances", service: "web", names: []string{"a8f31", "c0001", "fffff"}}, true}, // c0001 is api's: found, not shown
 		{getView{kind: "nodes"}, true},
 	} {
 		name := fmt.Sprintf("%s node=%q service=%q", tc.view.kind, tc.view.node, tc.view.service)
@@ -167,6 +173,14 @@ func TestGetReadsItsKindsTrees(t *testing.T) {
 		}
 		if got := len(w.attrs["observed.instance.state"]) > 0; got != tc.instances {
 			t.Errorf("%s: read instance facts %v, want %v", name, got, tc.instances)
+		}
+		// Narrowed to a service, the read parsed no other's instances.
+		if tc.view.kind == "instances" && tc.view.service != "" && len(tc.view.names) == 0 {
+			for id, svc := range w.attrs["observed.instance.service"] {
+				if svc != tc.view.service {
+					t.Errorf("%s: parsed instance %s of %s", name, id, svc)
+				}
+			}
 		}
 		// What is printed of each: its name, its row, wide row and typed form.
 		printed := func(w *world) ([]any, []string) {
