@@ -185,6 +185,12 @@ func TestListIsOneSnapshot(t *testing.T) {
 		t.Errorf("a node's List of auth/ = %v; want ErrPermissionDenied", err)
 	}
 
+	// etcd ends a stream at the deadline, and may do so a moment before
+	// the client's context says it passed: still a deadline to callers.
+	late := withoutRangeStream(t, e, status.Error(codes.DeadlineExceeded, "context deadline exceeded"), -1, &refused)
+	if _, _, err := late.List(ctx, "placement/instance/", 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("List ended by etcd at the deadline = %v; want context.DeadlineExceeded", err)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, _, err := root.List(cctx, "placement/instance/", 0); !errors.Is(err, context.Canceled) {

@@ -211,7 +211,22 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 	if ctx.Err() == nil && (codeOf(err) == codes.Unimplemented || retryable(err)) {
 		return s.listPaged(ctx, abs, end, rev)
 	}
-	return nil, 0, fmt.Errorf("list %s: %w", abs, err)
+	return nil, 0, fmt.Errorf("list %s: %w", abs, contextErr(err))
+}
+
+// contextErr makes a stream's DeadlineExceeded or Canceled status an error
+// that is the context's too, as the client makes a Get's: etcd may end the
+// stream at the deadline a moment before the client's context says so,
+// and callers tell a deadline by errors.Is (a command's --timeout says
+// then that etcd did not answer, and why it may not have).
+func contextErr(err error) error {
+	switch {
+	case codeOf(err) == codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	case codeOf(err) == codes.Canceled && !errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w (%w)", context.Canceled, err)
+	}
+	return err
 }
 
 // listStream is one RangeStream of [abs, end) at rev (0: the latest).
