@@ -205,6 +205,7 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]Fact, int
 		}
 		select {
 		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("list %s: %w", abs, ctx.Err())
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}
 	}

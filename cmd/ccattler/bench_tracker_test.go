@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"net"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,22 @@ func TestSpread(t *testing.T) {
 // came back the same and the bench failed to start). Each call's ports
 // are held until all are found, so no call returns one twice.
 func TestFreeLoopbackURLsDiffer(t *testing.T) {
+	// What keeps them apart: a reserved port cannot be listened on, so
+	// the kernel cannot hand it out again, until it is let go.
+	ln, port, err := reservePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+		again.Close()
+		t.Errorf("port %s is free while reserved", port)
+	}
+	ln.Close()
+	if again, err := net.Listen("tcp", "127.0.0.1:"+port); err != nil {
+		t.Errorf("port %s still taken once let go: %v", port, err)
+	} else {
+		again.Close()
+	}
 	for range 300 {
 		urls, err := freeLoopbackURLs(3)
 		if err != nil {

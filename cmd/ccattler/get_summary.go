@@ -75,27 +75,29 @@ func loadInstancesOf(ctx context.Context, s *facts.Store, v *getView) (*world, e
 	}
 	// The filters compare what the table shows (display): the same
 	// comparison here keeps every instance they may pass.
-	for _, f := range inst {
-		id, attr, _ := strings.Cut(strings.TrimPrefix(f.Key, "observed/instance/"), "/")
+	ids := make([]string, len(inst))
+	for i, f := range inst {
+		id, attr := instanceKey(f.Key)
+		ids[i] = id
 		if v.service != "" && attr == "service" && display(f.Value) == v.service ||
 			v.service == "" && attr == "node" && display(f.Value) == v.node {
 			shown[id] = true
 		}
 	}
-	if v.service == "" {
-		for _, f := range placed {
-			if display(f.Value) == v.node {
-				shown[strings.TrimPrefix(f.Key, "placement/instance/")] = true
-			}
+	placedIDs := make([]string, len(placed))
+	for i, f := range placed {
+		placedIDs[i] = strings.TrimPrefix(f.Key, "placement/instance/")
+		if v.service == "" && display(f.Value) == v.node {
+			shown[placedIDs[i]] = true
 		}
 	}
-	for _, f := range placed {
-		if shown[strings.TrimPrefix(f.Key, "placement/instance/")] {
+	for i, f := range placed {
+		if shown[placedIDs[i]] {
 			w.add(s.Schema, f)
 		}
 	}
-	for _, f := range inst {
-		if id, _, _ := strings.Cut(strings.TrimPrefix(f.Key, "observed/instance/"), "/"); shown[id] {
+	for i, f := range inst {
+		if shown[ids[i]] {
 			w.add(s.Schema, f)
 		}
 	}
@@ -125,7 +127,15 @@ func loadNodes(ctx context.Context, s *facts.Store) (*world, error) {
 // countedOnNode reports whether key is an instance's node or state:
 // observed/instance/{id}/node or observed/instance/{id}/state.
 func countedOnNode(key string) bool {
-	return strings.Count(key, "/") == 3 && (strings.HasSuffix(key, "/node") || strings.HasSuffix(key, "/state"))
+	_, attr := instanceKey(key)
+	return attr == "node" || attr == "state"
+}
+
+// instanceKey splits observed/instance/{id}/{attr} into the id and the
+// rest ("" for the instance's own key), without the schema's parse.
+func instanceKey(key string) (id, attr string) {
+	id, attr, _ = strings.Cut(strings.TrimPrefix(key, "observed/instance/"), "/")
+	return id, attr
 }
 
 // trees are the key trees v's table reads. The instance facts are most of
