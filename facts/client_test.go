@@ -48,14 +48,19 @@ func TestStoreReads(t *testing.T) {
 		t.Errorf("Last = %+v, %v at %d, %v; want a5 at %d", last, ok, rev, err, both)
 	}
 
-	// Pages of two; a key written during the visit is not in it.
+	// Pages of two; keys written during the visit, after the first page's
+	// keys and between the later pages', are not in it, and a key deleted
+	// during it is.
 	var seen []string
 	values := map[string]string{}
 	rev, err = s.Backward(ctx, "placement/instance/", 0, 2, func(f facts.Fact) bool {
 		seen = append(seen, f.Key)
 		values[f.Key] = fmt.Sprintf("%s at %d", f.Value, f.ModRevision)
 		if len(seen) == 1 {
-			put(t, s, facts.Placement("a0000"), `"node-3"`)
+			put(t, s, facts.Placement("a6000"), `"node-3"`, facts.Placement("a2500"), `"node-3"`)
+			if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("a1000"))}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return true
 	})
@@ -69,6 +74,7 @@ func TestStoreReads(t *testing.T) {
 	if got, want := values[facts.Placement("a3000")], fmt.Sprintf(`"node-1" at %d`, revs[2]); got != want {
 		t.Errorf("Backward gave a3000 as %s, want %s", got, want)
 	}
+	put(t, s, facts.Placement("a1000"), `"node-1"`) // back as it was, for what follows
 	seen = nil
 	if _, err := s.Backward(ctx, "placement/instance/", 0, 2, func(f facts.Fact) bool {
 		seen = append(seen, f.Key)

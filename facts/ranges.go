@@ -37,13 +37,17 @@ func (s *Store) edge(ctx context.Context, prefix string, order clientv3.SortOrde
 // returns the revision it read at.
 //
 // etcd applies a limit to a range sorted other than ascending only after
-// reading the whole range, values included: a page read in descending
-// order with its values read every older fact too, and paging through
-// 100,000 firing records read 50 times that many values. So each page is
-// two ranges: its keys, descending and keys only (etcd answers those from
-// its in-memory index, reading no value), then the page's values, in the
-// ascending order etcd limits cheaply, between the oldest of those keys
-// and where the page ends.
+// reading the whole range: a page read in descending order reads every
+// older key too (and with its values, every older value: paging through
+// 100,000 firing records read 50 times that many values). So the newest
+// page is two ranges: its keys, descending and keys only (etcd answers
+// those from its in-memory index, reading no value), then the page's
+// values, in ascending order between the oldest of those keys and the
+// end. A reader that goes past it gets the keys left in one keys-only
+// range, ascending and without a limit, and then each page's values as
+// the span between two of those keys: asking for the keys page by page,
+// descending, read and sorted every key left for each page, n²/(2·page)
+// keys for n.
 func (s *Store) Backward(ctx context.Context, prefix string, rev int64, page int, fn func(Fact) bool) (int64, error) {
 	abs := s.Abs(prefix)
 	end := clientv3.GetPrefixRangeEnd(abs)
@@ -53,33 +57,47 @@ func (s *Store) Backward(ctx context.Context, prefix string, rev int64, page int
 		}
 		return opts
 	}
-	for {
-		keys, err := s.Client.Get(ctx, abs, at(clientv3.WithRange(end), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(page)))...)
+	keys, err := s.Client.Get(ctx, abs, at(clientv3.WithRange(end), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(page)))...)
+	if err != nil {
+		return rev, fmt.Errorf("list %s: %w", abs, err)
+	}
+	if rev == 0 {
+		rev = keys.Header.Revision
+	}
+	if len(keys.Kvs) == 0 {
+		return rev, nil
+	}
+	// visit gives fn the facts of [from, to) at rev, the last first; false
+	// when fn said stop.
+	visit := func(from, to string) (bool, error) {
+		resp, err := s.Client.Get(ctx, from, clientv3.WithRange(to), clientv3.WithRev(rev))
 		if err != nil {
-			return rev, fmt.Errorf("list %s: %w", abs, err)
-		}
-		if rev == 0 {
-			rev = keys.Header.Revision
-		}
-		if len(keys.Kvs) == 0 {
-			return rev, nil
-		}
-		oldest := string(keys.Kvs[len(keys.Kvs)-1].Key)
-		resp, err := s.Client.Get(ctx, oldest, at(clientv3.WithRange(end))...)
-		if err != nil {
-			return rev, fmt.Errorf("list %s: %w", abs, err)
+			return false, fmt.Errorf("list %s: %w", abs, err)
 		}
 		for i := len(resp.Kvs) - 1; i >= 0; i-- {
 			if !fn(s.factOf(resp.Kvs[i])) {
-				return rev, nil
+				return false, nil
 			}
 		}
-		if !keys.More {
-			return rev, nil
-		}
-		end = oldest // the next page ends before the oldest read
+		return true, nil
 	}
+	oldest := string(keys.Kvs[len(keys.Kvs)-1].Key)
+	if more, err := visit(oldest, end); err != nil || !more || !keys.More {
+		return rev, err
+	}
+	rest, err := s.Client.Get(ctx, abs, clientv3.WithRange(oldest), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	if err != nil {
+		return rev, fmt.Errorf("list %s: %w", abs, err)
+	}
+	for j := len(rest.Kvs); j > 0; j -= page {
+		from := string(rest.Kvs[max(j-page, 0)].Key)
+		if more, err := visit(from, oldest); err != nil || !more {
+			return rev, err
+		}
+		oldest = from // the next page ends before the oldest read
+	}
+	return rev, nil
 }
 
 // ModifiedAt returns the facts under prefix whose latest change was made
