@@ -221,3 +221,118 @@ func TestDescribeLargeService(t *testing.T) {
 		t.Errorf("describe instance %s: matched %d, pending %+v; want 2 records and the cpu rejection", id(running), one.Matched, one.Pending)
 	}
 }
+
+// A service's or node's description reads only its object's facts of the
+// instance trees (loadDescribed), and says exactly what one built from
+// every tree says: the row, the counts, the instances, the endpoints, the
+// facts, the records; for names that only start alike, for an instance
+// placed on one node and reported on another, and for values written past
+// the schema.
+func TestDescribeReadsItsObjectsFacts(t *testing.T) {
+	ctx := context.Background()
+	s := etcdtest.Start(t).Store(t)
+	now := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	put := getFixture(now)
+	// webapp and node-10: names that start as web's and node-1's do.
+	put[facts.DesiredService("webapp")] = map[string]any{}
+	put[facts.ServiceImage("webapp")] = "app:1"
+	put[facts.Node("node-10")] = map[string]any{}
+	put[facts.NodeState("node-10")] = "alive"
+	put[facts.InstanceService("d0001")] = "webapp"
+	put[facts.InstanceState("d0001")] = "running"
+	put[facts.InstanceNode("d0001")] = "node-10"
+	put[facts.InstanceHealth("d0001")] = "healthy"
+	put[facts.Placement("d0001")] = "node-10"
+	put[facts.Endpoint("webapp", "d0001")] = map[string]any{"ip": "10.1.0.9", "port": 80}
+	// Placed on node-2, still reported running on node-1 (moving): counted
+	// on node-2, listed on node-1.
+	put[facts.InstanceService("e0001")] = "web"
+	put[facts.InstanceState("e0001")] = "running"
+	put[facts.InstanceNode("e0001")] = "node-1"
+	put[facts.Placement("e0001")] = "node-2"
+	put[facts.InstanceStartedAt("e0001")] = now
+	for k, v := range put {
+		if _, err := s.PutValue(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range map[string]string{ // as a rogue writer would, unchecked
+		facts.InstanceService("f0001"): `["web"]`,
+		facts.InstanceState("f0001"):   `"running"`,
+		facts.Placement("f0001"):       `{"node":"node-1"}`,
+		facts.InstanceNode("f0002"):    `"node-1"`,
+		facts.InstanceState("f0002"):   `"exploded"`,
+		facts.InstanceHealth("a8f31"):  `42`,
+		facts.Endpoint("web", "b72c9"): `{"ip":"not an ip"}`,
+	} {
+		if _, err := etcdtest.PutRaw(ctx, s, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Records of an instance of web, of webapp's, and of node-1.
+	for n, rec := range []facts.EventRecord{
+		{Rule: "schedule", Writes: []facts.EventWrite{{Key: facts.Placement("e0001"), Value: facts.RawJSON(`"node-2"`)}}},
+		{Rule: "schedule", Writes: []facts.EventWrite{{Key: facts.Placement("d0001"), Value: facts.RawJSON(`"node-10"`)}}},
+		{Rule: "agent", Writes: []facts.EventWrite{{Key: facts.NodeState("node-1"), Value: facts.RawJSON(`"alive"`)}}},
+	} {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Put(facts.Event(fmt.Sprintf("20261129T180000.%09dZ-%06d", n, n)), b)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := loadWorld(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ kind, name string }{
+		{"service", "web"}, {"service", "webapp"}, {"service", "api"},
+		{"node", "node-1"}, {"node", "node-2"}, {"node", "node-10"},
+	} {
+		w, err := loadDescribed(ctx, s, c.kind, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, svc := range w.attrs["observed.instance.service"] {
+			node, placed := w.get("observed.instance.node", id), w.get("placement.instance", id)
+			if c.kind == "service" && svc != c.name || c.kind == "node" && node != c.name && placed != c.name {
+				t.Errorf("describe %s %s parsed instance %s (service %s, node %s, placed on %s)", c.kind, c.name, id, svc, node, placed)
+			}
+		}
+		text := func(w *world) string {
+			d, err := describeIn(ctx, s, w, c.kind, c.name, 10, now.Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := d.print(&b); err != nil {
+				t.Fatal(err)
+			}
+			return string(j) + "\n" + b.String()
+		}
+		got, want := text(w), text(full)
+		if got != want {
+			t.Errorf("describe %s %s read narrowly:\n%s\nfrom every tree:\n%s", c.kind, c.name, got, want)
+		}
+		if !strings.Contains(want, `"instances":[{`) && c.name != "api" || !strings.Contains(want, `"events":[{`) && c.name == "web" {
+			t.Errorf("describe %s %s: the fixture shows too little:\n%s", c.kind, c.name, want)
+		}
+	}
+	// Only what one node holds: node-2 counts e0001 (placed there) and
+	// b72c9, node-1 lists e0001 (reported there) but does not count it.
+	for node, want := range map[string]int{"node-1": 2, "node-2": 2, "node-10": 1} {
+		d, err := describe(ctx, s, "node", node, 0, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Node.Instances != want {
+			t.Errorf("describe node %s: %d instances counted, want %d", node, d.Node.Instances, want)
+		}
+	}
+}

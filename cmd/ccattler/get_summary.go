@@ -52,42 +52,52 @@ func (v *getView) load(ctx context.Context, s *facts.Store) (*world, error) {
 
 // loadInstancesOf reads what the instances table shows when --service or
 // --node narrows it, at one revision: desired/ (the services' labels, for
-// -l), and of the placements and instance facts those of the instances
-// the filter may show (of the service; reported on or placed on the node)
-// and of those named. Every instance fact is listed, but only theirs are
-// parsed: at 100,000 instances, a hundred of a million.
+// -l), and the instances the filter may show (readInstancesOf).
 func loadInstancesOf(ctx context.Context, s *facts.Store, v *getView) (*world, error) {
 	w := newWorld()
 	if err := w.read(ctx, s, "desired/", nil); err != nil {
 		return nil, err
 	}
-	placed, _, err := s.List(ctx, "placement/instance/", w.rev)
-	if err != nil {
+	if err := w.readInstancesOf(ctx, s, v.service, v.node, v.names); err != nil {
 		return nil, err
 	}
+	w.index()
+	return w, nil
+}
+
+// readInstancesOf adds, at the world's revision, the placements and
+// instance facts of the instances of service, or, when service is "", of
+// those reported on or placed on node, and of those named. Every instance
+// fact is listed, but only theirs are parsed: at 100,000 instances, a
+// hundred of a million. The filters compare what the tables show
+// (display): the same comparison here keeps every instance they may pass.
+func (w *world) readInstancesOf(ctx context.Context, s *facts.Store, service, node string, names []string) error {
+	placed, rev, err := s.List(ctx, "placement/instance/", w.rev)
+	if err != nil {
+		return err
+	}
+	w.rev = rev
 	inst, _, err := s.List(ctx, "observed/instance/", w.rev)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	shown := map[string]bool{}
-	for _, n := range v.names {
+	for _, n := range names {
 		shown[n] = true
 	}
-	// The filters compare what the table shows (display): the same
-	// comparison here keeps every instance they may pass.
 	ids := make([]string, len(inst))
 	for i, f := range inst {
 		id, attr := instanceKey(f.Key)
 		ids[i] = id
-		if v.service != "" && attr == "service" && display(f.Value) == v.service ||
-			v.service == "" && attr == "node" && display(f.Value) == v.node {
+		if service != "" && attr == "service" && display(f.Value) == service ||
+			service == "" && attr == "node" && display(f.Value) == node {
 			shown[id] = true
 		}
 	}
 	placedIDs := make([]string, len(placed))
 	for i, f := range placed {
 		placedIDs[i] = strings.TrimPrefix(f.Key, "placement/instance/")
-		if v.service == "" && display(f.Value) == v.node {
+		if service == "" && display(f.Value) == node {
 			shown[placedIDs[i]] = true
 		}
 	}
@@ -101,8 +111,7 @@ func loadInstancesOf(ctx context.Context, s *facts.Store, v *getView) (*world, e
 			w.add(s.Schema, f)
 		}
 	}
-	w.index()
-	return w, nil
+	return nil
 }
 
 // loadNodes reads what the nodes table shows, at one revision: the nodes'
