@@ -13,10 +13,8 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/etcdtest"
-	"github.com/ccattler/ccattler/facts/pki"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,14 +28,6 @@ import (
 // calls counts the RangeStream calls it refused.
 func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, refusal error, times int64, calls *atomic.Int64) *facts.Store {
 	t.Helper()
-	p, err := e.CA.Ensure(access.Root, pki.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := pki.ClientTLS(p.CA, p.Cert, p.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var refused atomic.Int64 // by this client
 	refuse := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if strings.HasSuffix(method, "/RangeStream") && (times < 0 || refused.Load() < times) {
@@ -47,13 +37,7 @@ func withoutRangeStream(t *testing.T, e *etcdtest.Etcd, refusal error, times int
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), TLS: tlsCfg, DialTimeout: 5 * time.Second,
-		Logger: zap.NewNop(), DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(refuse)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return facts.NewStore(cli, facts.DefaultRoot, facts.NewSchema())
+	return e.StoreAsWith(t, access.Root, grpc.WithChainStreamInterceptor(refuse))
 }
 
 // List returns every fact under a prefix, in key order, with its value and

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -61,6 +62,10 @@ type StoreConfig struct {
 	// https); its client certificate's Common Name is the principal etcd
 	// authorizes. Nil: plain connections.
 	TLS *tls.Config
+	// DialOptions are added to the gRPC connection's: interceptors, such
+	// as the fakes tests put in front of a real etcd to make a kind of
+	// request fail (etcdtest.Etcd.StoreWith).
+	DialOptions []grpc.DialOption
 }
 
 // Dial connects to etcd and checks that it answers within DialTimeout, so that
@@ -83,6 +88,7 @@ func Dial(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		// move to another endpoint rather than wait on it.
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions:          cfg.DialOptions,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)

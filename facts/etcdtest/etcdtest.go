@@ -22,6 +22,7 @@ import (
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
+	"google.golang.org/grpc"
 )
 
 // Etcd is a running embedded member owned by a test.
@@ -93,7 +94,14 @@ func (e *Etcd) Restart(t testing.TB) {
 // Store dials the member; the store is closed when the test ends.
 func (e *Etcd) Store(t testing.TB) *facts.Store {
 	t.Helper()
-	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: e.Endpoints(), Schema: facts.NewSchema()})
+	return e.StoreWith(t)
+}
+
+// StoreWith is Store with extra gRPC dial options: a test's interceptor in
+// front of the real member, a fake of an etcd that fails some requests.
+func (e *Etcd) StoreWith(t testing.TB, opts ...grpc.DialOption) *facts.Store {
+	t.Helper()
+	s, err := facts.Dial(context.Background(), facts.StoreConfig{Endpoints: e.Endpoints(), Schema: facts.NewSchema(), DialOptions: opts})
 	if err != nil {
 		t.Fatalf("dial embedded etcd: %v", err)
 	}

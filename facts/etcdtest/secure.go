@@ -10,6 +10,7 @@ import (
 	"github.com/ccattler/ccattler/facts/access"
 	"github.com/ccattler/ccattler/facts/embedded"
 	"github.com/ccattler/ccattler/facts/pki"
+	"google.golang.org/grpc"
 )
 
 // StartSecure starts an embedded etcd as `ccattler server` runs it by
@@ -48,7 +49,13 @@ func StartSecure(t testing.TB) *Etcd {
 // it on first use); the store is closed when the test ends.
 func (e *Etcd) StoreAs(t testing.TB, principal string) *facts.Store {
 	t.Helper()
-	s, err := e.DialAs(principal)
+	return e.StoreAsWith(t, principal)
+}
+
+// StoreAsWith is StoreAs with extra gRPC dial options (StoreWith).
+func (e *Etcd) StoreAsWith(t testing.TB, principal string, opts ...grpc.DialOption) *facts.Store {
+	t.Helper()
+	s, err := e.dialAs(principal, opts)
 	if err != nil {
 		t.Fatalf("dial embedded etcd as %s: %v", principal, err)
 	}
@@ -57,7 +64,9 @@ func (e *Etcd) StoreAs(t testing.TB, principal string) *facts.Store {
 }
 
 // DialAs is StoreAs returning the error (a principal etcd refuses fails here).
-func (e *Etcd) DialAs(principal string) (*facts.Store, error) {
+func (e *Etcd) DialAs(principal string) (*facts.Store, error) { return e.dialAs(principal, nil) }
+
+func (e *Etcd) dialAs(principal string, opts []grpc.DialOption) (*facts.Store, error) {
 	if e.CA == nil {
 		return nil, fmt.Errorf("etcdtest: DialAs needs StartSecure")
 	}
@@ -69,5 +78,5 @@ func (e *Etcd) DialAs(principal string) (*facts.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return facts.Dial(context.Background(), facts.StoreConfig{Endpoints: e.Endpoints(), Schema: facts.NewSchema(), TLS: tlsCfg})
+	return facts.Dial(context.Background(), facts.StoreConfig{Endpoints: e.Endpoints(), Schema: facts.NewSchema(), TLS: tlsCfg, DialOptions: opts})
 }
