@@ -352,8 +352,9 @@ type instanceRow struct {
 }
 
 func (w *world) instances(now time.Time) []instanceRow {
-	rows := []instanceRow{}
-	for _, id := range w.union("observed.instance", "observed.instance.service", "placement.instance") {
+	ids := w.union("observed.instance", "observed.instance.service", "placement.instance")
+	rows := make([]instanceRow, 0, len(ids))
+	for _, id := range ids {
 		node := w.get("observed.instance.node", id)
 		if node == "" {
 			node = w.get("placement.instance", id) // placed, not yet reported by its agent

@@ -221,8 +221,13 @@ type instanceJSON struct {
 }
 
 func (w *world) instancesJSON(now time.Time) []instanceJSON {
-	rows := []instanceJSON{}
-	for _, r := range w.instances(now) {
+	return w.instancesJSONOf(w.instances(now), now)
+}
+
+// instancesJSONOf is instancesJSON of the table's rows, insts.
+func (w *world) instancesJSONOf(insts []instanceRow, now time.Time) []instanceJSON {
+	rows := make([]instanceJSON, 0, len(insts))
+	for _, r := range insts {
 		j := instanceJSON{ID: r.ID, Service: r.Service, Node: r.Node, State: r.State, Health: r.Health, IP: r.IP,
 			Image: r.Image, StartedAt: w.instant("observed.instance.started_at", r.ID),
 			CPU: w.cores("observed.instance.resources.cpu", r.ID), Memory: w.byteSize("observed.instance.resources.memory", r.ID),

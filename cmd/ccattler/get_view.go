@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -167,8 +168,10 @@ func (w *world) items(kind string, now time.Time) []item {
 				wide: serviceWide{r, w.get("desired.service.resources.cpu", r.Name), w.get("desired.service.resources.memory", r.Name), w.labelsOf(r.Name)}})
 		}
 	case "instances":
-		typed := w.instancesJSON(now)
-		for i, r := range w.instances(now) {
+		rows := w.instances(now)
+		typed := w.instancesJSONOf(rows, now)
+		out = make([]item, 0, len(rows))
+		for i, r := range rows {
 			out = append(out, item{id: r.ID, name: "instance/" + r.ID, service: r.Service, node: r.Node, state: r.State, row: r, typed: typed[i],
 				wide: instanceWide{r, w.get("observed.instance.resources.cpu", r.ID), w.get("observed.instance.resources.memory", r.ID),
 					w.get("observed.instance.started_at", r.ID), w.get("observed.instance.reason", r.ID)}})
@@ -228,8 +231,18 @@ func (v *getView) selected(w *world, now time.Time) (shown []item, missing []str
 	return shown, slices.Compact(missing)
 }
 
-// render prints the items in the --output format.
+// render prints the items in the --output format, through a buffer: a
+// table or list of 100,000 instances written a cell or a line at a time
+// made as many writes to the terminal or pipe (1.4 s of 10).
 func (v *getView) render(out io.Writer, items []item, watching bool) error {
+	bw := bufio.NewWriterSize(out, 64<<10)
+	if err := v.write(bw, items, watching); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func (v *getView) write(out io.Writer, items []item, watching bool) error {
 	switch g.output {
 	case "name":
 		for _, it := range items {
