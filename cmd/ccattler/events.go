@@ -101,7 +101,7 @@ func records(ctx context.Context, s *facts.Store, flt audit.Filter, limit int) (
 		return audit.List(ctx, s, flt)
 	}
 	var evs []audit.Event
-	rev, _, bad, err := audit.Newest(ctx, s, audit.Query{Since: flt.Since}, func(e audit.Event) bool {
+	rev, _, bad, err := audit.Newest(ctx, s, audit.Query{Since: flt.Since, Raw: flt.Raw()}, func(e audit.Event) bool {
 		if flt.Match(e) {
 			evs = append(evs, e)
 		}

@@ -1,9 +1,12 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +52,31 @@ func (f Filter) Match(e Event) bool {
 	return true
 }
 
+// Raw returns a test of a record's stored bytes that every record the
+// filter matches passes, nil when the filter names no text: the rule's
+// name and the key prefix as written, or an escape that may spell them
+// otherwise (escaped). Readers pass over the records it rejects without
+// decoding them: --rule schedule decoded every one of 100,000 records.
+func (f Filter) Raw() func([]byte) bool {
+	var texts [][]byte
+	for _, t := range []string{f.Rule, f.KeyPrefix} {
+		if t != "" {
+			texts = append(texts, []byte(t))
+		}
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	return func(b []byte) bool {
+		for _, t := range texts {
+			if !bytes.Contains(b, t) {
+				return escaped(b)
+			}
+		}
+		return true
+	}
+}
+
 // Decode parses an event/ fact.
 func Decode(f facts.Fact) (Event, error) {
 	e := Event{ID: strings.TrimPrefix(f.Key, "event/"), Rev: f.ModRevision}
@@ -67,11 +95,15 @@ func List(ctx context.Context, s *facts.Store, flt Filter) (evs []Event, rev int
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	raw := flt.Raw()
 	for _, f := range all {
 		if !flt.Since.IsZero() {
 			if t, ok := facts.EventTime(strings.TrimPrefix(f.Key, prefix)); ok && t.Before(flt.Since) {
 				continue
 			}
+		}
+		if raw != nil && !raw(f.Value) {
+			continue
 		}
 		e, err := Decode(f)
 		if err != nil {
@@ -83,6 +115,26 @@ func List(ctx context.Context, s *facts.Store, flt Filter) (evs []Event, rev int
 		}
 	}
 	return evs, rev, bad, nil
+}
+
+// RuleNames returns the names of the rules, and the other writers (apply,
+// an agent's report), the records carry, each once, sorted. Records are
+// read newest first a page at a time, and of each only its rule decoded.
+func RuleNames(ctx context.Context, s *facts.Store) ([]string, error) {
+	seen := map[string]bool{}
+	_, err := s.Backward(ctx, "event/", 0, newestPage, func(f facts.Fact) bool {
+		var r struct {
+			Rule string `json:"rule"`
+		}
+		if json.Unmarshal(f.Value, &r) == nil && r.Rule != "" {
+			seen[r.Rule] = true
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // Follow calls fn for every new record passing the filter, committed after

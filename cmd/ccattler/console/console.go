@@ -761,13 +761,9 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := q.Get("event")
-	var raw func([]byte) bool
-	switch { // an event id is in the key, not the bytes: read them all
-	case id != "":
-	case flt.KeyPrefix != "":
-		raw = audit.Mentions(flt.KeyPrefix)
-	case flt.Rule != "":
-		raw = audit.Mentions(`"rule":` + strconv.Quote(flt.Rule))
+	raw := flt.Raw()
+	if id != "" {
+		raw = nil // an event id is in the key, not the bytes: read them all
 	}
 	evs, rev, bad, err := c.newest(r.Context(), eventsShown, scanLimit, flt.Since, raw, func(e audit.Event) bool {
 		return (id == "" || e.ID == id) && flt.Match(e)
