@@ -50,6 +50,7 @@ func TestTextTestsSeeEscapedRecords(t *testing.T) {
 	other := write(root, `{"rule":"publish_endpoint","writes":[{"key":"endpoint/service/api/c0001","value":{}}]}`)
 	hiddenRule := write(mallory, `{"rule":"\u0073chedule","bindings":{"svc":"\u0077eb"}}`)
 	hiddenKey := write(mallory, `{"rule":"apply","writes":[{"key":"observed\/instance\/b72c9\/state","value":"running"}]}`)
+	spaced := write(mallory, `{ "rule" : "schedule" }`)
 
 	newest := func(q audit.Query, match func(audit.Event) bool) []string {
 		t.Helper()
@@ -74,7 +75,7 @@ func TestTextTestsSeeEscapedRecords(t *testing.T) {
 		{"key", audit.Filter{KeyPrefix: "observed/instance/b72c9/"}, hiddenKey},
 	} {
 		all := newest(audit.Query{}, c.flt.Match)
-		if !slices.Contains(all, c.want) {
+		if !slices.Contains(all, c.want) || c.name == "rule" && !slices.Contains(all, spaced) {
 			t.Fatalf("%s: %+v matches %v decoded, want %s among them", c.name, c.flt, all, c.want)
 		}
 		if got := newest(audit.Query{Raw: c.flt.Raw()}, c.flt.Match); !slices.Equal(got, all) {
@@ -97,6 +98,10 @@ func TestTextTestsSeeEscapedRecords(t *testing.T) {
 			t.Errorf("%s: the filter's Raw passes a record of neither its rule nor its key", c.name)
 		}
 	}
+	// A name that another only starts like passes over the other's records.
+	if (audit.Filter{Rule: "schedul"}).Raw()(plain) {
+		t.Errorf("--rule schedul's text test passes a record of schedule")
+	}
 	for name, raw := range map[string]func([]byte) bool{
 		"Mentions":     audit.Mentions("web"),
 		"MentionsName": audit.MentionsName("web", "node-9"),
@@ -111,5 +116,24 @@ func TestTextTestsSeeEscapedRecords(t *testing.T) {
 	}
 	if want := []string{"apply", "publish_endpoint", "schedule"}; !slices.Equal(names, want) {
 		t.Errorf("RuleNames = %v, want %v", names, want)
+	}
+}
+
+// A record's rule is read from its first field when it begins with it, as
+// the project writes records, and decoded otherwise: escaped, after other
+// fields, or not a record at all.
+func TestRuleOf(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"rule":"schedule","bindings":{"id":"a8f31"}}`: "schedule",
+		`{"rule":"\u0073chedule"}`:                      "schedule",
+		`{"bindings":{"rule":"x"},"rule":"apply"}`:      "apply",
+		` {"rule":"agent"}`:                             "agent",
+		`{"rule":"unterminated`:                         "",
+		`not json`:                                      "",
+		`{"rule":42}`:                                   "",
+	} {
+		if got := audit.RuleOf([]byte(raw)); got != want {
+			t.Errorf("RuleOf(%s) = %q, want %q", raw, got, want)
+		}
 	}
 }

@@ -54,15 +54,18 @@ func (f Filter) Match(e Event) bool {
 
 // Raw returns a test of a record's stored bytes that every record the
 // filter matches passes, nil when the filter names no text: the rule's
-// name and the key prefix as written, or an escape that may spell them
-// otherwise (escaped). Readers pass over the records it rejects without
-// decoding them: --rule schedule decoded every one of 100,000 records.
+// name as a JSON string ("schedule", quotes included, so that schedul
+// passes over schedule's records) and the key prefix, as written, or an
+// escape that may spell them otherwise (escaped). Readers pass over the
+// records it rejects without decoding them: --rule note_failed decoded
+// every one of 100,000 records.
 func (f Filter) Raw() func([]byte) bool {
 	var texts [][]byte
-	for _, t := range []string{f.Rule, f.KeyPrefix} {
-		if t != "" {
-			texts = append(texts, []byte(t))
-		}
+	if f.Rule != "" {
+		texts = append(texts, []byte(`"`+f.Rule+`"`))
+	}
+	if f.KeyPrefix != "" {
+		texts = append(texts, []byte(f.KeyPrefix))
 	}
 	if len(texts) == 0 {
 		return nil
@@ -123,11 +126,8 @@ func List(ctx context.Context, s *facts.Store, flt Filter) (evs []Event, rev int
 func RuleNames(ctx context.Context, s *facts.Store) ([]string, error) {
 	seen := map[string]bool{}
 	_, err := s.Backward(ctx, "event/", 0, newestPage, func(f facts.Fact) bool {
-		var r struct {
-			Rule string `json:"rule"`
-		}
-		if json.Unmarshal(f.Value, &r) == nil && r.Rule != "" {
-			seen[r.Rule] = true
+		if rule := ruleOf(f.Value); rule != "" {
+			seen[rule] = true
 		}
 		return true
 	})
@@ -135,6 +135,26 @@ func RuleNames(ctx context.Context, s *facts.Store) ([]string, error) {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// ruleOf is a record's rule name. The records CCattler writes begin with
+// it ({"rule":"schedule",...: EventRecord's first field), read from there;
+// any other record is decoded, as a skipping decode of 100,000 records of
+// about a kilobyte took 6 s.
+func ruleOf(b []byte) string {
+	const head = `{"rule":"`
+	if rest, ok := bytes.CutPrefix(b, []byte(head)); ok {
+		if i := bytes.IndexAny(rest, `"\`); i >= 0 && rest[i] == '"' {
+			return string(rest[:i])
+		}
+	}
+	var r struct {
+		Rule string `json:"rule"`
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return ""
+	}
+	return r.Rule
 }
 
 // Follow calls fn for every new record passing the filter, committed after

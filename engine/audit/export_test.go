@@ -1,0 +1,4 @@
+package audit
+
+// RuleOf is ruleOf, for the external tests.
+var RuleOf = ruleOf
