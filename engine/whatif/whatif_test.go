@@ -194,3 +194,26 @@ func TestWithChange(t *testing.T) {
 		t.Errorf("no change, yet %+v", d.Changes)
 	}
 }
+
+// Each run is determined by its rules, facts, seed and clock (Compare
+// runs the same set on the same facts once, on that ground): the same set
+// on equal facts (copies, so both run) ends the same, firing for firing,
+// on 30 instances drawn fresh and placed by score among ties.
+func TestRunsAreDetermined(t *testing.T) {
+	schema := facts.NewSchema()
+	rs := load(t, schema, create, strings.Replace(schedule, "SCORE", "-double(placed)", 1))
+	before := []facts.Fact{{Key: "desired/service/web/instances", Value: []byte("30"), ModRevision: 1}}
+	for i := range 7 {
+		before = append(before, facts.Fact{Key: fmt.Sprintf("observed/node/node-%d/state", i), Value: []byte(`"alive"`), ModRevision: int64(2 + i)})
+	}
+	for range 20 {
+		same := append([]facts.Fact(nil), before...)
+		d := whatif.WithChange(before, same, 9, rs, whatif.Options{})
+		if len(d.Changes) != 0 {
+			t.Fatalf("the same set on equal facts differs: %+v", d.Changes)
+		}
+		if d.Running.Firings["schedule"] != 30 || fmt.Sprint(d.Running) != fmt.Sprint(d.Next) {
+			t.Fatalf("outcomes %+v and %+v: want the same, 30 placed", d.Running, d.Next)
+		}
+	}
+}
