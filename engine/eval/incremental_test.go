@@ -51,9 +51,20 @@ rule "resolve_intent" {
 
 // TestIncrementalEqualsFull: after any sequence of changes, evaluating
 // incrementally to a fixpoint leaves exactly the views a full evaluation
-// of the final facts derives.
+// of the final facts derives; also when the evaluator keeps nothing from
+// a round at rest (WithoutKeepingAtRest) and is called again anyway.
 func TestIncrementalEqualsFull(t *testing.T) {
+	for _, atRest := range []bool{false, true} {
+		t.Run(fmt.Sprintf("without-keeping-at-rest=%v", atRest), func(t *testing.T) { incrementalEqualsFull(t, atRest) })
+	}
+}
+
+func incrementalEqualsFull(t *testing.T, atRest bool) {
 	rs := loadSrc(t, views)
+	var opts []eval.Option
+	if atRest {
+		opts = append(opts, eval.WithoutKeepingAtRest())
+	}
 	derived := func(k string) bool {
 		return strings.HasPrefix(k, "endpoint/") || strings.HasPrefix(k, "effective/") || strings.HasPrefix(k, "intent/policy/")
 	}
@@ -74,7 +85,7 @@ func TestIncrementalEqualsFull(t *testing.T) {
 				kv{facts.InstanceIP(id), fmt.Sprintf(`"10.0.0.%d"`, i)})
 		}
 		inc := newTable()
-		ev := eval.New(rs)
+		ev := eval.New(rs, opts...)
 		settle := func(p eval.Plan, tb *table, ev *eval.Evaluator) {
 			for round := 0; round < 20; round++ {
 				if len(p.Problems) > 0 {

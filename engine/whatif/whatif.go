@@ -166,7 +166,7 @@ func run(snapshot []facts.Fact, rev int64, rs *rules.RuleSet, opt Options) *resu
 		tb.Put(f)
 	}
 	tb.SetRev(rev)
-	ev := eval.New(rs, eval.WithSeed(opt.Seed), eval.WithClock(opt.Now))
+	ev := eval.New(rs, eval.WithSeed(opt.Seed), eval.WithClock(opt.Now), eval.WithoutKeepingAtRest())
 	problems := map[string]bool{}
 	plan := ev.Full(tb)
 	for res.Rounds = 1; ; res.Rounds++ {
