@@ -61,7 +61,10 @@ since a rule of a server's --policies DIR is known only once it fired.`,
 				return err
 			}
 			if len(evs) == 0 && flt.Rule != "" {
-				if err := checkRuleName(ctx, s, flt.Rule, follow, cmd.ErrOrStderr()); err != nil {
+				// Filtered by the rule alone, records looked at every record
+				// for it: checkRuleName need not look again.
+				searched := flt.Since.IsZero() && flt.KeyPrefix == ""
+				if err := checkRuleName(ctx, s, flt.Rule, searched, follow, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}

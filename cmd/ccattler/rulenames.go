@@ -17,13 +17,19 @@ import (
 // of a server started with --policies DIR once they fired, apply, delete,
 // reload, the agents' reports). Sorted.
 func knownRuleNames(ctx context.Context, s *facts.Store) ([]string, error) {
-	names, err := audit.RuleNames(ctx, s)
+	return withRecordedNames(ctx, s, defaultRuleNames(s.Schema))
+}
+
+// withRecordedNames is names and every writer the records name, sorted,
+// each once.
+func withRecordedNames(ctx context.Context, s *facts.Store, names []string) ([]string, error) {
+	recorded, err := audit.RuleNames(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	names = append(names, defaultRuleNames(s.Schema)...)
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	all := slices.Concat(names, recorded)
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 // defaultRuleNames are the rules of the default policies.
@@ -41,21 +47,26 @@ func defaultRuleNames(schema *facts.Schema) []string {
 // names: a typo would otherwise print nothing and exit 0. With --follow
 // the rule may be one of a server's own policies that has not fired yet:
 // a warning then. A default policy's rule is known without a read; any
-// other is looked for newest first until a record names it, and only a
-// name no record has reads every record (to list the known ones): at
-// 100,000 records, reading and decoding every one took seconds.
-func checkRuleName(ctx context.Context, s *facts.Store, rule string, follow bool, stderr io.Writer) error {
-	if slices.Contains(defaultRuleNames(s.Schema), rule) {
+// other is looked for newest first until a record names it — unless the
+// caller has looked at every record for it already and found none
+// (searched) — and only a name no record has reads every record (to list
+// the known ones): at 100,000 records, reading and decoding every one
+// took seconds.
+func checkRuleName(ctx context.Context, s *facts.Store, rule string, searched, follow bool, stderr io.Writer) error {
+	defaults := defaultRuleNames(s.Schema)
+	if slices.Contains(defaults, rule) {
 		return nil
 	}
-	found := false
-	if _, _, _, err := audit.Newest(ctx, s, audit.Query{Raw: audit.Filter{Rule: rule}.Raw()}, func(e audit.Event) bool {
-		found = e.Rule == rule
-		return !found
-	}); err != nil || found {
-		return err
+	if !searched {
+		found := false
+		if _, _, _, err := audit.Newest(ctx, s, audit.Query{Raw: audit.Filter{Rule: rule}.Raw()}, func(e audit.Event) bool {
+			found = e.Rule == rule
+			return !found
+		}); err != nil || found {
+			return err
+		}
 	}
-	known, err := knownRuleNames(ctx, s)
+	known, err := withRecordedNames(ctx, s, defaults)
 	if err != nil {
 		return err
 	}

@@ -24,17 +24,7 @@ func TestTextTestsSeeEscapedRecords(t *testing.T) {
 	ctx := context.Background()
 	e := etcdtest.StartSecure(t)
 	root := e.StoreAs(t, access.Root)
-	const ctl, leader = "/ccattler-ctl/", "/ccattler-leader/"
-	ps := access.Builtins(ctl, leader, nil)
-	r, err := access.Default("user:mallory", ctl, leader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps["user:mallory"] = r
-	if _, err := access.Sync(ctx, root, access.Want(root.Root, ps, nil)); err != nil {
-		t.Fatal(err)
-	}
-	mallory := e.StoreAs(t, "user:mallory")
+	mallory := e.Admit(t, nil, "user:mallory")
 	ids := facts.NewEventIDs()
 	write := func(s *facts.Store, raw string) string {
 		t.Helper()
@@ -131,6 +121,8 @@ func TestRuleOf(t *testing.T) {
 		`{"rule":"unterminated`:                         "",
 		`not json`:                                      "",
 		`{"rule":42}`:                                   "",
+		`{"rule":"x","rule":"y"}`:                       "y",
+		`{"rule":"x","bindings":{"rule":"z"}}`:          "x",
 	} {
 		if got := audit.RuleOf([]byte(raw)); got != want {
 			t.Errorf("RuleOf(%s) = %q, want %q", raw, got, want)

@@ -137,13 +137,15 @@ func RuleNames(ctx context.Context, s *facts.Store) ([]string, error) {
 	return slices.Sorted(maps.Keys(seen)), nil
 }
 
-// ruleOf is a record's rule name. The records CCattler writes begin with
-// it ({"rule":"schedule",...: EventRecord's first field), read from there;
-// any other record is decoded, as a skipping decode of 100,000 records of
-// about a kilobyte took 6 s.
+// ruleOf is a record's rule name, as Decode reads it. The records
+// CCattler writes begin with it ({"rule":"schedule",...: EventRecord's
+// first field) and name no other "rule": read from there; any other record
+// is decoded (a hand-written one may give the field twice, and decoding
+// takes the last), as a skipping decode of 100,000 records of about a
+// kilobyte took 6 s.
 func ruleOf(b []byte) string {
 	const head = `{"rule":"`
-	if rest, ok := bytes.CutPrefix(b, []byte(head)); ok {
+	if rest, ok := bytes.CutPrefix(b, []byte(head)); ok && bytes.Count(b, []byte(`"rule"`)) == 1 {
 		if i := bytes.IndexAny(rest, `"\`); i >= 0 && rest[i] == '"' {
 			return string(rest[:i])
 		}
