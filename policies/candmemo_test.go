@@ -43,6 +43,22 @@ func TestSharedJoinsChangeNothing(t *testing.T) {
 	}
 }
 
+// TestProbesChangeNothing: tasks a fact their binding names tells
+// needless, not queued nor run (engine/eval/probe.go), change no plan,
+// rejection or problem, on the same clusters and changes (instances
+// failing, stopping, reported elsewhere, services deleted); and fewer tasks
+// run.
+func TestProbesChangeNothing(t *testing.T) {
+	with, without := plansAgainst(t, eval.WithoutProbes())
+	t.Logf("tasks %d with probes (%d needless), %d without", with.Tasks, with.Needless, without.Tasks)
+	if without.Needless != 0 {
+		t.Fatalf("%d tasks found needless with probes off", without.Needless)
+	}
+	if with.Needless == 0 || with.Tasks >= without.Tasks {
+		t.Errorf("tasks %d with probes (%d needless), %d without: want fewer", with.Tasks, with.Needless, without.Tasks)
+	}
+}
+
 // plansAgainst evaluates the default policies round after round on tight
 // worlds with and without off, holds every plan, rejection and problem
 // equal, and returns both evaluators' counters, summed.
@@ -75,10 +91,12 @@ func plansAgainst(t *testing.T, off eval.Option) (with, without eval.Stats) {
 		with.FactsVisited += sw.FactsVisited
 		with.Tasks += sw.Tasks
 		with.Evals += sw.Evals
+		with.Needless += sw.Needless
 		without.CandidatesReused += so.CandidatesReused
 		without.FactsVisited += so.FactsVisited
 		without.Tasks += so.Tasks
 		without.Evals += so.Evals
+		without.Needless += so.Needless
 	}
 	t.Logf("%d placements, %d rejections; candidates served again %d and %d, facts visited %d and %d",
 		placed, rejected, with.CandidatesReused, without.CandidatesReused, with.FactsVisited, without.FactsVisited)

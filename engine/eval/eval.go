@@ -48,6 +48,10 @@ func WithoutKeepingAtRest() Option { return func(e *Evaluator) { e.noKeepAtRest 
 // that its outcomes change nothing.
 func WithoutCandidateMemo() Option { return func(e *Evaluator) { e.noCandMemo = true } }
 
+// WithoutProbes queues and runs every task a change dispatches, also those
+// a fact their binding names tells needless (probe.go); tests compare.
+func WithoutProbes() Option { return func(e *Evaluator) { e.noProbes = true } }
+
 // WithoutSharedJoins has every site a change reaches join it with its
 // scope itself, none handed what an alike site's join found (sites.go):
 // for tests that sharing changes nothing.
@@ -164,6 +168,7 @@ type Stats struct {
 	WholeKept        int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
 	Adjustments      int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
 	Due              int64 // bindings a clock move made due (deadline.go)
+	Needless         int64 // tasks not queued, or not run, because a fact their binding names told they would find nothing (probe.go)
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -198,7 +203,9 @@ type Evaluator struct {
 	noCandMemo    bool              // WithoutCandidateMemo
 	noSharedJoins bool              // WithoutSharedJoins
 	noKeepAtRest  bool              // WithoutKeepingAtRest
+	noProbes      bool              // WithoutProbes
 	waits         []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
+	probes        [][]probe         // by rule index: the facts a binding names that tell a task needless (probe.go)
 	deadlines     []*deadlines      // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
 	lazy          []bool            // by rule index: its condition is evaluated computing what it reads as it reads it (whenLazily)
 	keyVars       []map[string]bool // by rule index: its body's path variables, what a carried binding keeps (body)
@@ -244,6 +251,7 @@ func New(rs *rules.RuleSet, opts ...Option) *Evaluator {
 		}
 	}
 	e.sites = buildSites(e, rs) // after the hints: alike joins have the same (sites.go)
+	e.probes = e.buildProbes()  // after the hints and deadlines
 	e.aggs.build(rs)            // after the hints: twins have the same (aggregates.go)
 	return e
 }
@@ -491,6 +499,7 @@ type round struct {
 	found     foundArena   // the bindings in joined
 	parts     []string     // the changed key dispatch matches, split (scratch)
 	keyBuf    []byte       // the task key enqueueKept looks up
+	probeBuf  []byte       // the key needless looks up
 	spares    []*binding   // working bindings handed back (borrow)
 	readBufs  [][]Read     // join reads handed back (borrowReads)
 }
@@ -539,8 +548,8 @@ func (rd *round) push(t task, fresh bool) {
 	if rd.queued[i][""] {
 		return
 	}
-	if ws := rd.e.waits[i]; ws != nil && b.len() > 0 && rd.filled(ws, b) {
-		return // waiting.go: nothing to do under b
+	if rd.needless(r, b) {
+		return // probe.go: nothing to do under b
 	}
 	k := t.key // a task queued before (carried, requeued) has its key
 	if k == "" {
@@ -587,7 +596,7 @@ func (rd *round) enqueueKept(r *rules.Rule, b *binding, keep func(string) bool) 
 		return
 	}
 	rd.keyBuf = b.appendKey(rd.keyBuf[:0], keep)
-	if len(rd.keyBuf) > 0 && (rd.queued[r.Index][string(rd.keyBuf)] || rd.carriedHas(r.Index, string(rd.keyBuf))) {
+	if len(rd.keyBuf) > 0 && (rd.queued[r.Index][string(rd.keyBuf)] || rd.carriedHas(r.Index, string(rd.keyBuf)) || rd.needlessKept(r, b, keep)) {
 		return
 	}
 	rd.enqueue(r, b.restrict(keep))
@@ -617,7 +626,6 @@ func (rd *round) loop() {
 				continue
 			}
 			ts := rd.take(r.Index)
-			ws := rd.e.waits[r.Index]
 			for i, t := range ts {
 				if rd.stopped[r.Name] {
 					if rd.oscillated[r.Name] {
@@ -625,8 +633,8 @@ func (rd *round) loop() {
 					}
 					break
 				}
-				if ws != nil && t.b.len() > 0 && rd.filled(ws, t.b) {
-					continue // waiting.go: its hole was filled since it was queued (or carried)
+				if rd.needless(r, t.b) {
+					continue // probe.go: its hole was filled since it was queued (or carried), say
 				}
 				ran = true
 				rd.taskStart, rd.taskCost, rd.running = time.Now(), rd.cost, true

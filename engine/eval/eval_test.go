@@ -458,15 +458,19 @@ func TestTick(t *testing.T) {
 		t.Fatalf("fired too early: %+v", p.Firings)
 	}
 	now = now.Add(time.Hour)
-	before := ev.Stats().Tasks
+	before, needless := ev.Stats().Tasks, ev.Stats().Needless
 	p := ev.Tick(tb)
 	if len(p.Firings) != 1 || p.Firings[0].Writes[0].Key != facts.InstanceStartedAt("a0001") {
 		t.Fatalf("tick an hour later: %+v %v", p.Firings, p.Problems)
 	}
-	// The timed rule, then its own delete re-checks that binding; the
-	// endpoint rule is not evaluated.
-	if d := ev.Stats().Tasks - before; d != 2 {
-		t.Errorf("tick ran %d tasks; want 2, of the timed rule only", d)
+	// The timed rule; its own delete dispatches that binding again, a
+	// task known needless (started_at is gone) and not run; the endpoint
+	// rule is not evaluated.
+	if d := ev.Stats().Tasks - before; d != 1 {
+		t.Errorf("tick ran %d tasks; want 1, of the timed rule only", d)
+	}
+	if d := ev.Stats().Needless - needless; d != 1 {
+		t.Errorf("tick found %d tasks needless; want 1, the timed rule's under the binding it deleted from", d)
 	}
 }
 

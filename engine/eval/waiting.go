@@ -33,34 +33,6 @@ type waitSet struct {
 	ok   bool
 	b    map[string]*binding // by the binding's path variables (key)
 	path map[string]bool     // the body's path variables
-	// hole is the body's absent pattern of the rule's first head: a task
-	// whose binding names a key of it that exists finds nothing to do.
-	hole    *rules.Pattern
-	holeBuf []byte
-}
-
-// filled reports whether b binds a key of the rule's hole that exists, in
-// the round's view: a task under b would find nothing to do (its body
-// requires the key absent), so it is not queued. Should the key go, its
-// deletion queues the task again. At 100,000 instances most of a round's
-// changes are reports of placed instances, each of which queued a
-// scheduler task that found its instance placed.
-func (rd *round) filled(ws *waitSet, b *binding) bool {
-	complete := true
-	buf := ws.hole.AppendFormat(ws.holeBuf[:0], func(v string) string {
-		x, ok := b.get(v)
-		complete = complete && ok
-		return x.str
-	})
-	ws.holeBuf = buf
-	if !complete {
-		return false
-	}
-	rec := rd.ov.rec
-	rd.ov.rec = nil // a check of the queue, no aggregate's dependency
-	_, ok, _ := rd.ov.get(string(buf))
-	rd.ov.rec = rec
-	return ok
 }
 
 // coalesceAt is how many tasks of a hole-filling rule a round queues
@@ -135,7 +107,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 		if !fillsHole(r) {
 			continue
 		}
-		out[r.Index] = &waitSet{b: map[string]*binding{}, path: bodyKeyVars(r), hole: holeOf(r, r.Heads[0])}
+		out[r.Index] = &waitSet{b: map[string]*binding{}, path: bodyKeyVars(r)}
 	}
 	return out
 }
