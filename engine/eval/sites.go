@@ -265,21 +265,22 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 		}
 		return
 	}
-	var found []*binding         // kept for the alike sites (id > 0) only
+	start := len(rd.found.ptrs)  // what it finds, for the alike sites (id > 0) only
 	met, complete := false, true // met: the join found a binding
 	reads := rd.borrowReads(nil)
 	defer func() { rd.giveReads(reads) }()
 	rd.join(rest, kb, &reads, func() bool {
 		met = true
 		if id > 0 {
-			found = append(found, rd.found.copyOf(kb))
+			rd.found.ptrs = append(rd.found.ptrs, rd.found.copyOf(kb))
 		}
 		more := rd.enqueueLifted(s, kb, keep)
 		complete = complete && more
 		return more
 	})
 	if complete && id > 0 {
-		rd.joined = append(rd.joined, liftJoined{id: id, found: found})
+		n := len(rd.found.ptrs)
+		rd.joined = append(rd.joined, liftJoined{id: id, found: rd.found.ptrs[start:n:n]})
 	}
 	if !met {
 		rd.enqueueLifted(s, kb, keep)
@@ -308,10 +309,11 @@ type foundArena struct {
 	names []string
 	vals  []val
 	bs    []binding
+	ptrs  []*binding // each join's list of what it found, one after the other
 }
 
 func (a *foundArena) reset() {
-	a.names, a.vals, a.bs = a.names[:0], a.vals[:0], a.bs[:0]
+	a.names, a.vals, a.bs, a.ptrs = a.names[:0], a.vals[:0], a.bs[:0], a.ptrs[:0]
 }
 
 // copyOf copies b into the arena. The copy's slices are full (an append to
