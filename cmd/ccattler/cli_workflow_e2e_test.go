@@ -121,6 +121,26 @@ func TestServiceWorkflow(t *testing.T) {
 		mustExit(t, srv.ccattler(t, "diff"), 2, "diff with no -f")
 	})
 
+	t.Run("diff lists ten keys of a rule and counts the rest unless --all", func(t *testing.T) {
+		many := writeFile(t, dir, "many.hcl", "service \"many\" {\n  image     = \"nginx:1.28\"\n  instances = 25\n}\n")
+		r := srv.ok(t, "diff", "-f", many)
+		sched := r[strings.Index(r, "\nschedule\n"):]
+		sched = sched[:strings.Index(sched[1:], "\n\n")+1]
+		if n := strings.Count(sched, "  + placement/instance/"); n != 10 {
+			t.Errorf("schedule lists %d placements, want the first 10:\n%s", n, sched)
+		}
+		if !strings.Contains(sched, "… and 15 more (--all lists them): 15 × + placement/instance/{instance-id}") {
+			t.Errorf("schedule does not count the other 15 placements:\n%s", sched)
+		}
+		if !strings.Contains(r, "Plan: 25 instances created, 0 stopped, 25 placements") {
+			t.Errorf("diff's summary:\n%s", r)
+		}
+		r = srv.ok(t, "diff", "-f", many, "--all")
+		if n := strings.Count(r, "  + placement/instance/"); n != 25 || strings.Contains(r, "more (--all lists them)") {
+			t.Errorf("diff --all lists %d placements, want 25:\n%s", n, r)
+		}
+	})
+
 	t.Run("apply --wait returns once every endpoint exists", func(t *testing.T) {
 		r := srv.ccattler(t, "apply", "-f", web, "--wait", "--timeout", "60s")
 		mustExit(t, r, 0, "apply --wait")

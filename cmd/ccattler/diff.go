@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ccattler/ccattler/engine/whatif"
@@ -20,6 +23,7 @@ func newDiffCmd() *cobra.Command {
 	var files []string
 	var policiesDir string
 	var seed uint64
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR [-f ...]",
 		Short: "Show what an apply would write and what the rules would then do; write nothing",
@@ -36,6 +40,10 @@ plan stops where an agent would start a container.
   + key = value              the rules would write it because of the apply
   ~ key = value (now: value) they would write another value than without it
   - key (now: value)         they would delete it because of the apply
+
+A rule that would change more than 10 keys shows its first 10 and counts the
+rest by kind of key, "… and 99,990 more (--all lists them): 99,990 × -
+placement/instance/{instance-id}"; --all lists every key, as -o json does.
 
 The rule set is the running one (as rules plan finds it), or --policies DIR.
 A file with a mistake is rejected as apply rejects it (file:line:col, exit 1).
@@ -69,12 +77,13 @@ The exit status is 0 with or without differences.`,
 				return err
 			}
 			d := whatif.WithChange(w.before, w.after, w.res.Rev, rs, whatif.Options{Seed: seed})
-			return printApplyPlan(cmd.OutOrStdout(), strings.Join(files, ", "), policiesName(policiesDir), w.res, d)
+			return printApplyPlan(cmd.OutOrStdout(), strings.Join(files, ", "), policiesName(policiesDir), w.res, d, all)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
 	cmd.Flags().StringVar(&policiesDir, "policies", "", "rule directory to plan with (default: the running set, as rules plan finds it)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids the rules draw")
+	cmd.Flags().BoolVar(&all, "all", false, "list every key the rules would change (default: the first 10 of each rule, the rest counted by kind of key)")
 	return cmd
 }
 
@@ -213,7 +222,7 @@ func (n planSummary) String() string {
 }
 
 // printApplyPlan prints what an apply would write and what rs would then do.
-func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d whatif.Diff) error {
+func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d whatif.Diff, all bool) error {
 	sum := summarize(d)
 	if g.output == "json" {
 		changes := []changeJSON{}
@@ -238,7 +247,7 @@ func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d w
 	if len(d.Changes) == 0 {
 		fmt.Fprintln(out, "  do nothing more")
 	}
-	printKeyDiffs(out, d, "now")
+	printKeyDiffs(out, d, "now", all)
 	fmt.Fprintf(out, "\nPlan: %s; %s. Nothing was written.\n", sum, d)
 	return nil
 }
@@ -260,21 +269,83 @@ func printPlanProblems(out io.Writer, os []namedOutcome) {
 	}
 }
 
-// printKeyDiffs lists a plan's changes by rule; was names the value compared with.
-func printKeyDiffs(out io.Writer, d whatif.Diff, was string) {
-	rule := ""
-	for _, c := range d.Changes {
-		if c.Rule != rule {
-			rule = c.Rule
-			fmt.Fprintf(out, "\n%s\n", rule)
+// shownPerRule is how many of a rule's changes a plan lists before it
+// counts the rest: scaling a service from 100,000 instances to 3 deletes
+// 99,997 placements, a listing no one reads on a terminal.
+const shownPerRule = 10
+
+// printKeyDiffs lists a plan's changes by rule, each rule's first
+// shownPerRule and the rest counted by kind (all: every one); was names
+// the value compared with.
+func printKeyDiffs(out io.Writer, d whatif.Diff, was string, all bool) {
+	bw := bufio.NewWriter(out)
+	defer bw.Flush()
+	for i := 0; i < len(d.Changes); {
+		rule := d.Changes[i].Rule
+		j := i
+		for j < len(d.Changes) && d.Changes[j].Rule == rule {
+			j++
 		}
-		switch c.Op {
-		case whatif.Put:
-			fmt.Fprintf(out, "  + %s = %s\n", c.Key, c.Value)
-		case whatif.Change:
-			fmt.Fprintf(out, "  ~ %s = %s  (%s: %s)\n", c.Key, c.Value, was, c.Was)
-		default:
-			fmt.Fprintf(out, "  - %s  (%s: %s)\n", c.Key, was, c.Was)
+		cs := d.Changes[i:j]
+		i = j
+		fmt.Fprintf(bw, "\n%s\n", rule)
+		shown := cs
+		if !all && len(cs) > shownPerRule {
+			shown = cs[:shownPerRule]
+		}
+		for _, c := range shown {
+			switch c.Op {
+			case whatif.Put:
+				fmt.Fprintf(bw, "  + %s = %s\n", c.Key, c.Value)
+			case whatif.Change:
+				fmt.Fprintf(bw, "  ~ %s = %s  (%s: %s)\n", c.Key, c.Value, was, c.Was)
+			default:
+				fmt.Fprintf(bw, "  - %s  (%s: %s)\n", c.Key, was, c.Was)
+			}
+		}
+		if rest := cs[len(shown):]; len(rest) > 0 {
+			fmt.Fprintf(bw, "  … and %s more (--all lists them): %s\n", count(len(rest)), kindsOf(rest))
 		}
 	}
+}
+
+var opMarks = map[string]string{whatif.Put: "+", whatif.Change: "~", whatif.Delete: "-"}
+
+// kindsOf counts changes by operation and kind of key, the most first:
+// "99,990 × - placement/instance/{instance-id}, 3 × ~ observed/service/{name}/...".
+func kindsOf(cs []whatif.KeyDiff) string {
+	type kind struct{ op, shape string }
+	n := map[kind]int{}
+	var order []kind
+	for _, c := range cs {
+		k := kind{c.Op, keyShape(c.Key)}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	slices.SortStableFunc(order, func(a, b kind) int { return n[b] - n[a] })
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%s × %s %s", count(n[k]), opMarks[k.op], k.shape)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keyShape is the template of key's fact type, or the key itself when it
+// is of no built-in type.
+func keyShape(key string) string {
+	if t, err := facts.Default.KeyType(key); err == nil {
+		return t.Template
+	}
+	return key
+}
+
+// count renders n with thousands separated: 99,990.
+func count(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

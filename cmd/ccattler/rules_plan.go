@@ -20,6 +20,7 @@ func newRulesPlanCmd() *cobra.Command {
 	var against string
 	var with []string
 	var seed uint64
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "plan [DIR] [--with FILE]",
 		Short: "Show what the rule set in DIR would do differently from the running one, on the live facts; write nothing",
@@ -36,6 +37,9 @@ running set has converged, DIR = the running set's files plans nothing.
   + key = value                    DIR would write it; the running set would not
   ~ key = value (running: value)   both would; with different values
   - key (running: value)           the running set would have it; DIR would not
+
+A rule that would change more than 10 keys shows its first 10 and counts the
+rest by kind of key; --all lists every key, as -o json does.
 
 What "the running set" is: --against DIR2; without it, the directory the
 leading server runs (ccattler rules status) when it is readable here and
@@ -101,7 +105,7 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 			}
 			if len(args) == 0 { // --with alone: what the running rules do because of the change
 				d := whatif.WithChange(w.before, w.after, rev, running, whatif.Options{Seed: seed})
-				return printApplyPlan(cmd.OutOrStdout(), strings.Join(with, ", "), runningName, w.res, d)
+				return printApplyPlan(cmd.OutOrStdout(), strings.Join(with, ", "), runningName, w.res, d, all)
 			}
 			dir := args[0]
 			next, err := loadPlanSet(cmd, dir, schema)
@@ -127,13 +131,14 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 				}
 				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "against": runningName, "plan": d, "written": false})
 			}
-			printPlan(cmd.OutOrStdout(), dir, runningName, d)
+			printPlan(cmd.OutOrStdout(), dir, runningName, d, all)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&against, "against", "", "rule directory standing for the running set (default: the leading server's directory if readable here, else the built-in policies)")
 	cmd.Flags().StringArrayVar(&with, "with", nil, "a service or volume file (or directory) to plan as applied: alone, what the running rules would do because of it (as ccattler diff); with DIR, both sets run on the facts with it applied (repeatable)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fresh ids both sets draw, so that the rules they share create the same ids")
+	cmd.Flags().BoolVar(&all, "all", false, "list every key the rules would change (default: the first 10 of each rule, the rest counted by kind of key)")
 	return cmd
 }
 
@@ -155,7 +160,7 @@ func loadPlanSet(cmd *cobra.Command, dir string, schema *facts.Schema) (*rules.R
 	return rs, nil
 }
 
-func printPlan(out io.Writer, dir, against string, d whatif.Diff) {
+func printPlan(out io.Writer, dir, against string, d whatif.Diff, all bool) {
 	fmt.Fprintf(out, "Plan of %s (version %s) against %s (version %s), on %d facts at revision %d.\n",
 		dir, d.Next.Version, against, d.Running.Version, d.Facts, d.Rev)
 	printPlanProblems(out, []namedOutcome{{dir, d.Next}, {against, d.Running}})
@@ -163,7 +168,7 @@ func printPlan(out io.Writer, dir, against string, d whatif.Diff) {
 		fmt.Fprintf(out, "\nNo changes: %s would do the same as %s on these facts. Nothing was written.\n", dir, against)
 		return
 	}
-	printKeyDiffs(out, d, "running")
+	printKeyDiffs(out, d, "running", all)
 	fmt.Fprintf(out, "\nPlan: %s. Nothing was written.\n", d)
 }
 
