@@ -196,6 +196,7 @@ type Evaluator struct {
 	pats          map[*rules.Pattern]*patInfo
 	aggs          *aggregates   // aggregates and the results kept of them (aggregates.go)
 	values        valueCache    // decoded fact values (value.go)
+	numbers       numberTexts   // the texts of the numbers aggregates came to (value.go)
 	timed         []*rules.Rule // rules whose expressions read now, in order
 	heads         map[*rules.Head]*rules.Pattern
 	sites         map[*facts.FactType][]site

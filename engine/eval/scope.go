@@ -395,7 +395,7 @@ func (l *lazyAggregates) compute(i int) (val, error) {
 		rs = []Read{} // computed: not nil
 	}
 	l.reads[i] = rs
-	cv := celVal(v)
+	cv := l.rd.e.numbers.number(v)
 	if l.tracing {
 		l.trace = append(l.trace, memoRead{agg: i, v: cv})
 	}
