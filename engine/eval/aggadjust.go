@@ -162,10 +162,12 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 			}
 		}
 		if complete {
-			gk := groupKey(info, kb)
+			// The key is looked up from a buffer, and made a string only
+			// for a member: most joins find a group no one holds.
+			ra.adjB = appendGroupKey(ra.adjB[:0], info, kb)
 			for _, t := range ts {
-				if _, held := t.entries[gk]; held || t.whole {
-					addMember(gk, rd.borrow(kb)) // bind adds the optionals to it
+				if _, held := t.entries[string(ra.adjB)]; held || t.whole {
+					addMember(string(ra.adjB), rd.borrow(kb)) // bind adds the optionals to it
 					return true
 				}
 			}

@@ -85,6 +85,7 @@ type roundAggs struct {
 	seen  map[string]struct{}
 	seenB []byte   // the key seen is looked up by (scratch)
 	gkBuf []byte   // the group key lookup looks up
+	adjB  []byte   // the group key maintainSites looks up (scratch)
 	factB *binding // the binding changed matches a written fact into (scratch)
 	parts []string // the written key changed matches, split (scratch)
 	keys  []string // the listed keys a member leaving a group takes out (scratch)
