@@ -499,10 +499,12 @@ type round struct {
 	joined    []liftJoined // what the change being dispatched found by each join (sites.go)
 	found     foundArena   // the bindings in joined
 	parts     []string     // the changed key dispatch matches, split (scratch)
-	keyBuf    []byte       // the task key enqueueKept looks up
-	probeBuf  []byte       // the key needless looks up
-	spares    []*binding   // working bindings handed back (borrow)
-	readBufs  [][]Read     // join reads handed back (borrowReads)
+	decoded   int          // the changed value dispatch decoded: 0 not yet, 1 into decodedV, -1 it does not decode
+	decodedV  val
+	keyBuf    []byte     // the task key enqueueKept looks up
+	probeBuf  []byte     // the key needless looks up
+	spares    []*binding // working bindings handed back (borrow)
+	readBufs  [][]Read   // join reads handed back (borrowReads)
 }
 
 func (e *Evaluator) newRound(r facts.Reader, stopped map[string]bool) *round {

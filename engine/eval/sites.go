@@ -179,6 +179,7 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	}
 	rd.parts = facts.SplitKey(rd.parts[:0], c.Key)
 	parts := rd.parts
+	rd.decoded = 0
 	kb := scratch(&rd.dispatchB) // each site's match; enqueued as a copy
 	clear(rd.joined)
 	rd.joined = rd.joined[:0]
@@ -218,6 +219,19 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	}
 }
 
+// changedValue is the decoded value of the change being dispatched, of
+// p's fact type (every site dispatch visits has its type), decoded once
+// for all its sites: a report of an instance's state reaches dozens.
+func (rd *round) changedValue(p *rules.Pattern, c facts.Change) (val, bool) {
+	if rd.decoded == 0 {
+		rd.decoded = -1
+		if v, err := rd.e.values.decode(p.Type, c.Value); err == nil {
+			rd.decodedV, rd.decoded = v, 1
+		}
+	}
+	return rd.decodedV, rd.decoded > 0
+}
+
 // lift finds the body bindings a change to an aggregate or choice pattern
 // affects: it joins the changed fact with the rest of its scope and keeps
 // the rule body's variables. When the join finds nothing (the fact's
@@ -234,7 +248,7 @@ func (rd *round) lift(s site, kb *binding, c facts.Change, withValue bool) {
 	// meets (every node's state, for a placement), and keeps the same
 	// body bindings.
 	if withValue && s.p.Alias != "" && c.Value != nil {
-		if v, err := rd.e.values.decode(s.p.Type, c.Value); err == nil {
+		if v, ok := rd.changedValue(s.p, c); ok {
 			kb.push(s.p.Alias, v)
 		}
 	}
