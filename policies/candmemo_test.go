@@ -46,8 +46,8 @@ func TestSharedJoinsChangeNothing(t *testing.T) {
 // TestProbesChangeNothing: tasks a fact their binding names tells
 // needless, not queued nor run (engine/eval/probe.go), change no plan,
 // rejection or problem, on the same clusters and changes (instances
-// failing, stopping, reported elsewhere, services deleted); and fewer tasks
-// run.
+// failing, stopping, reported elsewhere, services deleted), and facts
+// written with values that break their schema; and fewer tasks run.
 func TestProbesChangeNothing(t *testing.T) {
 	with, without := plansAgainst(t, eval.WithoutProbes())
 	t.Logf("tasks %d with probes (%d needless), %d without", with.Tasks, with.Needless, without.Tasks)

@@ -84,8 +84,6 @@ func fixedNow() time.Time { return time.Date(2026, 11, 29, 21, 0, 30, 0, time.UT
 
 type mutation struct{ key, value string } // value "": delete
 
-// mutations draws one to three outside changes of the kinds agents, users
-// and the server's clock make.
 // twinRounds evaluates with on tw and without on a copy of it, round
 // after round: a full evaluation, then steps rounds of Continue, each
 // after check has seen the last pair of plans, the plans have been
@@ -116,6 +114,9 @@ func twinRounds(r *rand.Rand, tw *facts.Table, with, without *eval.Evaluator, st
 	}
 }
 
+// mutations draws one to three outside changes of the kinds agents, users
+// and the server's clock make, and now and then one whose value breaks its
+// fact's schema, which no rule may see (an agent's bug, a hand-written put).
 func mutations(r *rand.Rand, t *facts.Table) []mutation {
 	var insts, nodes []string
 	t.Prefix("observed/instance/", func(f facts.Fact) bool {
@@ -140,6 +141,11 @@ func mutations(r *rand.Rand, t *facts.Table) []mutation {
 	var out []mutation
 	for range 1 + r.IntN(3) {
 		switch k := r.IntN(10); {
+		case r.IntN(8) == 0 && len(insts) > 0: // a value that breaks its fact's schema
+			id := insts[r.IntN(len(insts))]
+			bad := []mutation{{facts.InstanceState(id), `42`}, {facts.InstanceAttr(id, "failed_at"), `"yesterday"`},
+				{facts.Placement(id), `7`}, {facts.InstanceHealth(id), `{"not":"a health"}`}, {facts.InstanceAttr(id, "stopped_at"), `true`}}
+			out = append(out, bad[r.IntN(len(bad))])
 		case k < 5 && len(insts) > 0: // an agent's report
 			id := insts[r.IntN(len(insts))]
 			pf, placed := t.Get(facts.Placement(id))

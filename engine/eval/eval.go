@@ -868,7 +868,9 @@ func (rd *round) commit(f Firing) error {
 		_, existed[i], _ = rd.ov.get(w.Key)
 	}
 	for _, w := range f.Writes {
-		if old, ok, _ := rd.ov.get(w.Key); ok {
+		// A fact that breaks the schema was absent for every rule and
+		// aggregate: writing over it creates the key, as they saw it.
+		if old, ok, _ := rd.ov.get(w.Key); ok && old.Invalid == "" {
 			rd.aggs.changed(w.Key, old.Value, -1)
 		} else {
 			rd.aggs.changed(w.Key, nil, -1)
