@@ -144,7 +144,17 @@ func mutations(r *rand.Rand, t *facts.Table) []mutation {
 		case r.IntN(8) == 0 && len(insts) > 0: // a value that breaks its fact's schema
 			id := insts[r.IntN(len(insts))]
 			bad := []mutation{{facts.InstanceState(id), `42`}, {facts.InstanceAttr(id, "failed_at"), `"yesterday"`},
-				{facts.Placement(id), `7`}, {facts.InstanceHealth(id), `{"not":"a health"}`}, {facts.InstanceAttr(id, "stopped_at"), `true`}}
+				{facts.Placement(id), `7`}, {facts.InstanceHealth(id), `{"not":"a health"}`}, {facts.InstanceAttr(id, "stopped_at"), `true`},
+				{facts.InstanceService(id), `9`}, {facts.InstanceNode(id), `false`}}
+			if len(nodes) > 0 {
+				n := nodes[r.IntN(len(nodes))]
+				bad = append(bad, mutation{facts.NodeState(n), `3`}, mutation{facts.NodeCapacityCPU(n), `"lots"`}, mutation{facts.NodeZone(n), `[]`})
+			}
+			if len(svcs) > 0 {
+				sv := svcs[r.IntN(len(svcs))]
+				bad = append(bad, mutation{facts.ServiceMemory(sv), `"big"`}, mutation{facts.ServiceImage(sv), `5`},
+					mutation{facts.EffectiveInstances(sv), `"x"`}, mutation{facts.Intent("user", sv), `"two"`})
+			}
 			out = append(out, bad[r.IntN(len(bad))])
 		case k < 5 && len(insts) > 0: // an agent's report
 			id := insts[r.IntN(len(insts))]
