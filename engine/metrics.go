@@ -109,21 +109,25 @@ type Work struct {
 	// CandidatesReused counts choice candidates whose outcome a round
 	// served again, their aggregates unchanged, instead of evaluating them.
 	CandidatesReused int64
+	// Needless counts tasks not run because a fact their binding names
+	// showed they could not fire (a match fact missing, an absent one
+	// there): the changes that reach rules they cannot concern.
+	Needless int64
 }
 
 // workOf is the part of an evaluator's counters Work holds.
 func workOf(s eval.Stats) Work {
 	return Work{Tasks: s.Tasks, Evals: s.Evals, FactsVisited: s.FactsVisited,
-		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments, CandidatesReused: s.CandidatesReused}
+		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments, CandidatesReused: s.CandidatesReused, Needless: s.Needless}
 }
 
 // counts are w's fields, in the order of WorkKinds.
-func (w *Work) counts() [7]*int64 {
-	return [7]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments, &w.CandidatesReused}
+func (w *Work) counts() [8]*int64 {
+	return [8]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments, &w.CandidatesReused, &w.Needless}
 }
 
 // WorkKinds name Work's counts as the metrics and the bench report them.
-var WorkKinds = [7]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused"}
+var WorkKinds = [8]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused", "tasks_needless"}
 
 // ByKind returns w's counts by their WorkKinds.
 func (w Work) ByKind() map[string]int64 {
