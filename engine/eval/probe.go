@@ -72,11 +72,8 @@ func (rd *round) needless(r *rules.Rule, b *binding) bool { return rd.needlessKe
 // needlessKept is needless(r, b.restrict(keep)) without the restricted
 // binding (keep nil: all of b), for a task that may not be queued.
 func (rd *round) needlessKept(r *rules.Rule, b *binding, keep func(string) bool) bool {
-	if b.len() == 0 || r.Index >= len(rd.e.probes) {
-		return false
-	}
 	ps := rd.e.probes[r.Index]
-	if len(ps) == 0 {
+	if len(ps) == 0 || b.len() == 0 {
 		return false
 	}
 	ov := rd.ov

@@ -130,7 +130,7 @@ func TestParkedTasksAreCarriedAsQueues(t *testing.T) {
 // queueRound is a round of a rule set of rules, with nothing queued.
 func queueRound(rs ...*rules.Rule) *round {
 	n := len(rs)
-	rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: rs}, waits: make([]*waitSet, n)},
+	rd := &round{e: &Evaluator{rs: &rules.RuleSet{Rules: rs}, waits: make([]*waitSet, n), probes: make([][]probe, n)},
 		queue: make([][]task, n), sorted: make([]int, n), queued: make([]map[string]bool, n),
 		stopped: map[string]bool{}, oscillated: map[string]bool{}, plan: &Plan{}}
 	for i := range rd.queued {
