@@ -77,7 +77,7 @@ The exit status is 0 with or without differences.`,
 				return err
 			}
 			d := whatif.WithChange(w.before, w.after, w.res.Rev, rs, whatif.Options{Seed: seed})
-			return printApplyPlan(cmd.OutOrStdout(), strings.Join(files, ", "), policiesName(policiesDir), w.res, d, all)
+			return printApplyPlan(cmd.OutOrStdout(), strings.Join(files, ", "), policiesName(policiesDir), w.res, d, keyListing{all: all, schema: w.schema})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "a file, or a directory of *.hcl files (repeatable)")
@@ -222,7 +222,7 @@ func (n planSummary) String() string {
 }
 
 // printApplyPlan prints what an apply would write and what rs would then do.
-func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d whatif.Diff, all bool) error {
+func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d whatif.Diff, l keyListing) error {
 	sum := summarize(d)
 	if g.output == "json" {
 		changes := []changeJSON{}
@@ -247,7 +247,7 @@ func printApplyPlan(out io.Writer, files, rulesName string, res spec.Result, d w
 	if len(d.Changes) == 0 {
 		fmt.Fprintln(out, "  do nothing more")
 	}
-	printKeyDiffs(out, d, "now", all)
+	printKeyDiffs(out, d, "now", l)
 	fmt.Fprintf(out, "\nPlan: %s; %s. Nothing was written.\n", sum, d)
 	return nil
 }
@@ -274,10 +274,17 @@ func printPlanProblems(out io.Writer, os []namedOutcome) {
 // 99,997 placements, a listing no one reads on a terminal.
 const shownPerRule = 10
 
-// printKeyDiffs lists a plan's changes by rule, each rule's first
-// shownPerRule and the rest counted by kind (all: every one); was names
-// the value compared with.
-func printKeyDiffs(out io.Writer, d whatif.Diff, was string, all bool) {
+// keyListing is how a plan's changes are listed: every one (--all), or
+// each rule's first shownPerRule and the rest counted by the key templates
+// of schema, the one the plan's facts are typed by (plugin types too).
+type keyListing struct {
+	all    bool
+	schema *facts.Schema
+}
+
+// printKeyDiffs lists a plan's changes by rule, as l says; was names the
+// value compared with.
+func printKeyDiffs(out io.Writer, d whatif.Diff, was string, l keyListing) {
 	bw := bufio.NewWriter(out)
 	defer bw.Flush()
 	for i := 0; i < len(d.Changes); {
@@ -290,7 +297,7 @@ func printKeyDiffs(out io.Writer, d whatif.Diff, was string, all bool) {
 		i = j
 		fmt.Fprintf(bw, "\n%s\n", rule)
 		shown := cs
-		if !all && len(cs) > shownPerRule {
+		if !l.all && len(cs) > shownPerRule {
 			shown = cs[:shownPerRule]
 		}
 		for _, c := range shown {
@@ -304,39 +311,54 @@ func printKeyDiffs(out io.Writer, d whatif.Diff, was string, all bool) {
 			}
 		}
 		if rest := cs[len(shown):]; len(rest) > 0 {
-			fmt.Fprintf(bw, "  … and %s more (--all lists them): %s\n", count(len(rest)), kindsOf(rest))
+			fmt.Fprintf(bw, "  … and %s more (--all lists them): %s\n", count(len(rest)), kindsOf(rest, l.schema))
 		}
 	}
 }
 
 var opMarks = map[string]string{whatif.Put: "+", whatif.Change: "~", whatif.Delete: "-"}
 
+// maxKinds is how many kinds of key a rule's count names; the rest are
+// summed: a rule writing keys of many kinds is still one line.
+const maxKinds = 8
+
 // kindsOf counts changes by operation and kind of key, the most first:
 // "99,990 × - placement/instance/{instance-id}, 3 × ~ observed/service/{name}/...".
-func kindsOf(cs []whatif.KeyDiff) string {
+func kindsOf(cs []whatif.KeyDiff, schema *facts.Schema) string {
 	type kind struct{ op, shape string }
 	n := map[kind]int{}
 	var order []kind
 	for _, c := range cs {
-		k := kind{c.Op, keyShape(c.Key)}
+		k := kind{c.Op, keyShape(schema, c.Key)}
 		if n[k] == 0 {
 			order = append(order, k)
 		}
 		n[k]++
 	}
 	slices.SortStableFunc(order, func(a, b kind) int { return n[b] - n[a] })
-	parts := make([]string, len(order))
+	var parts []string
 	for i, k := range order {
-		parts[i] = fmt.Sprintf("%s × %s %s", count(n[k]), opMarks[k.op], k.shape)
+		if i == maxKinds {
+			others := 0
+			for _, k := range order[i:] {
+				others += n[k]
+			}
+			parts = append(parts, fmt.Sprintf("%s of %d other kinds", count(others), len(order)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s × %s %s", count(n[k]), opMarks[k.op], k.shape))
 	}
 	return strings.Join(parts, ", ")
 }
 
-// keyShape is the template of key's fact type, or the key itself when it
-// is of no built-in type.
-func keyShape(key string) string {
-	if t, err := facts.Default.KeyType(key); err == nil {
+// keyShape is the template of key's fact type in schema, or for a key of
+// no type, its parent's path: one kind for its siblings, not one each.
+func keyShape(schema *facts.Schema, key string) string {
+	if t, err := schema.KeyType(key); err == nil {
 		return t.Template
+	}
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i] + "/*"
 	}
 	return key
 }

@@ -105,7 +105,7 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 			}
 			if len(args) == 0 { // --with alone: what the running rules do because of the change
 				d := whatif.WithChange(w.before, w.after, rev, running, whatif.Options{Seed: seed})
-				return printApplyPlan(cmd.OutOrStdout(), strings.Join(with, ", "), runningName, w.res, d, all)
+				return printApplyPlan(cmd.OutOrStdout(), strings.Join(with, ", "), runningName, w.res, d, keyListing{all: all, schema: schema})
 			}
 			dir := args[0]
 			next, err := loadPlanSet(cmd, dir, schema)
@@ -131,7 +131,7 @@ exits 1; otherwise the exit status is 0, with or without differences.`,
 				}
 				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "against": runningName, "plan": d, "written": false})
 			}
-			printPlan(cmd.OutOrStdout(), dir, runningName, d, all)
+			printPlan(cmd.OutOrStdout(), dir, runningName, d, keyListing{all: all, schema: schema})
 			return nil
 		},
 	}
@@ -160,7 +160,7 @@ func loadPlanSet(cmd *cobra.Command, dir string, schema *facts.Schema) (*rules.R
 	return rs, nil
 }
 
-func printPlan(out io.Writer, dir, against string, d whatif.Diff, all bool) {
+func printPlan(out io.Writer, dir, against string, d whatif.Diff, l keyListing) {
 	fmt.Fprintf(out, "Plan of %s (version %s) against %s (version %s), on %d facts at revision %d.\n",
 		dir, d.Next.Version, against, d.Running.Version, d.Facts, d.Rev)
 	printPlanProblems(out, []namedOutcome{{dir, d.Next}, {against, d.Running}})
@@ -168,7 +168,7 @@ func printPlan(out io.Writer, dir, against string, d whatif.Diff, all bool) {
 		fmt.Fprintf(out, "\nNo changes: %s would do the same as %s on these facts. Nothing was written.\n", dir, against)
 		return
 	}
-	printKeyDiffs(out, d, "running", all)
+	printKeyDiffs(out, d, "running", l)
 	fmt.Fprintf(out, "\nPlan: %s. Nothing was written.\n", d)
 }
 
