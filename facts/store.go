@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -38,6 +39,9 @@ type Fact struct {
 	// Invalid says why the fact breaks the schema ("": it does not), as a
 	// Table finds it on Put: rules treat such a fact as absent.
 	Invalid string
+	// decoded is the slot of the Table entry the fact was read from
+	// (Decoded), nil for a fact not read from a Table.
+	decoded *atomic.Pointer[Decoded]
 }
 
 // Store is a thin layer over an etcd client that keeps every key under Root

@@ -89,9 +89,70 @@ func TestValueCacheIsBounded(t *testing.T) {
 		t.Error("a value that breaks the schema was kept")
 	}
 	// A kept value and its optional form are the same value each time.
-	a, _ := c.optional(state, []byte(`"running"`))
-	b, _ := c.optional(state, []byte(`"running"`))
+	f := facts.Fact{Key: "observed/instance/i1/state", Value: []byte(`"running"`)}
+	a, _ := c.optionalFact(state, f)
+	b, _ := c.optionalFact(state, f)
 	if a.str != "running" || a.cel != b.cel {
 		t.Errorf("optional running: %q, %v then %v", a.str, a.cel, b.cel)
+	}
+}
+
+// A held fact keeps the value it was decoded to, for the type it was
+// decoded as, until its key is put again; a value too large to intern is
+// decoded each time, and one of a type with too many values too.
+func TestHeldFactsKeepTheirDecodedValue(t *testing.T) {
+	state, _ := facts.Default.Type("observed.instance.state")
+	tb := facts.NewTable(nil)
+	key := "observed/instance/i1/state"
+	tb.Put(facts.Fact{Key: key, Value: []byte(`"running"`), ModRevision: 2})
+	c := valueCache{}
+	f, _ := tb.Get(key)
+	if f.Decoded() != nil {
+		t.Fatal("a fact never decoded has a decoded form")
+	}
+	v, err := c.decodeFact(state, f)
+	if err != nil || v.str != "running" {
+		t.Fatalf("decode running = %q, %v", v.str, err)
+	}
+	again, _ := tb.Get(key)
+	d := again.Decoded()
+	if d == nil || d.Type != state || d.Value.(cachedVal).v.str != "running" {
+		t.Fatalf("the held fact kept %+v; want running as %s", d, state.Name)
+	}
+	// What is kept is served, not looked up again: a cache that no longer
+	// holds the text still gives it.
+	delete(c[state], `"running"`)
+	if v, _ := c.decodeFact(state, again); v.str != "running" {
+		t.Errorf("kept form gave %q", v.str)
+	}
+	// Another type (another schema's) decodes afresh.
+	other := *state
+	if v, err := c.decodeFact(&other, again); err != nil || v.str != "running" {
+		t.Errorf("decode as another type = %q, %v", v.str, err)
+	}
+	if len(c[&other]) != 1 {
+		t.Error("a fact decoded as another type was served the first type's form")
+	}
+	// A new value of the key begins afresh: the old form is not served.
+	tb.Put(facts.Fact{Key: key, Value: []byte(`"failed"`), ModRevision: 3})
+	f, _ = tb.Get(key)
+	if f.Decoded() != nil {
+		t.Fatal("a put kept the old value's decoded form")
+	}
+	if v, _ := c.decodeFact(state, f); v.str != "failed" {
+		t.Errorf("after a put: %q; want failed", v.str)
+	}
+	// A fact not read from a table keeps nothing, and is decoded right.
+	loose := facts.Fact{Key: key, Value: []byte(`"stopped"`)}
+	if v, _ := c.decodeFact(state, loose); v.str != "stopped" || loose.Decoded() != nil {
+		t.Errorf("a loose fact: %q, kept %v", v.str, loose.Decoded())
+	}
+	// A value too large to intern is not kept with its fact either.
+	img, _ := facts.Default.Type("observed.instance.image")
+	big := `"` + strings.Repeat("x", 1000) + `"`
+	tb.Put(facts.Fact{Key: "observed/instance/i1/image", Value: []byte(big), ModRevision: 4})
+	f, _ = tb.Get("observed/instance/i1/image")
+	if v, _ := c.decodeFact(img, f); len(v.str) != 1000 || f.Decoded() != nil {
+		t.Errorf("a 1,000-byte value: %d bytes, kept %v", len(v.str), f.Decoded() != nil)
 	}
 }

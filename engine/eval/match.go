@@ -175,7 +175,7 @@ func (rd *round) bindFact(p *rules.Pattern, f facts.Fact, b *binding) bool {
 	if p.Alias == "" {
 		return true
 	}
-	v, err := rd.e.values.decode(p.Type, f.Value)
+	v, err := rd.e.values.decodeFact(p.Type, f)
 	if err != nil {
 		rd.e.stats.BadValues++
 		return false

@@ -68,7 +68,7 @@ func (rd *round) optionalAndAbsent(sc *rules.Scope, b *binding, reads *[]Read) b
 	for _, p := range sc.Optional {
 		key, f, ok, own := rd.ov.getPattern(p, b)
 		if ok && f.Invalid == "" {
-			if v, err := rd.e.values.optional(p.Type, f.Value); err == nil {
+			if v, err := rd.e.values.optionalFact(p.Type, f); err == nil {
 				b.push(p.Alias, v)
 				*reads = append(*reads, readOf(f, own))
 				continue

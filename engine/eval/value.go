@@ -56,8 +56,10 @@ func goVal(v any) val {
 // decoding one (JSON to Go to CEL) each time was a tenth of what the
 // engine allocated. A fact type's value schema never changes (a plugin
 // type registered again is a new FactType). CEL values are immutable, so
-// bindings share them.
-type valueCache map[*facts.FactType]map[string]cachedVal
+// bindings share them. An interned value is kept with the held facts it
+// was found for too (facts.Decoded, whose Value is a cachedVal), so that
+// reading one of them again does not look its text up.
+type valueCache map[*facts.FactType]map[string]*facts.Decoded
 
 // cachedVal is a decoded value, and the same as an optional's present value.
 type cachedVal struct{ v, opt val }
@@ -75,35 +77,57 @@ const maxCachedValueBytes = 256
 
 // decode is decode(t.Value, raw) as a bound value.
 func (c valueCache) decode(t *facts.FactType, raw []byte) (val, error) {
-	cv, err := c.lookup(t, raw)
+	cv, _, err := c.lookup(t, raw)
 	return cv.v, err
 }
 
-// optional is decode as an optional's present value.
-func (c valueCache) optional(t *facts.FactType, raw []byte) (val, error) {
-	cv, err := c.lookup(t, raw)
+// decodeFact is decode for the value of f, a fact of type t.
+func (c valueCache) decodeFact(t *facts.FactType, f facts.Fact) (val, error) {
+	cv, err := c.ofFact(t, f)
+	return cv.v, err
+}
+
+// optionalFact is decodeFact as an optional's present value.
+func (c valueCache) optionalFact(t *facts.FactType, f facts.Fact) (val, error) {
+	cv, err := c.ofFact(t, f)
 	return cv.opt, err
 }
 
-func (c valueCache) lookup(t *facts.FactType, raw []byte) (cachedVal, error) {
+// ofFact is lookup for f's value: the decoded form kept with f when it
+// was decoded as t, else the interned one, then kept with f.
+func (c valueCache) ofFact(t *facts.FactType, f facts.Fact) (cachedVal, error) {
+	if d := f.Decoded(); d != nil && d.Type == t {
+		return d.Value.(cachedVal), nil
+	}
+	cv, d, err := c.lookup(t, f.Value)
+	if d != nil {
+		f.KeepDecoded(d)
+	}
+	return cv, err
+}
+
+// lookup decodes raw as a value of t, interned when it is short and t has
+// not too many: d is the interned one (nil: not kept).
+func (c valueCache) lookup(t *facts.FactType, raw []byte) (cv cachedVal, d *facts.Decoded, err error) {
 	m := c[t]
-	if cv, ok := m[string(raw)]; ok {
-		return cv, nil
+	if d, ok := m[string(raw)]; ok {
+		return d.Value.(cachedVal), d, nil
 	}
 	dv, err := decode(t.Value, raw)
 	if err != nil {
-		return cachedVal{}, err
+		return cachedVal{}, nil, err
 	}
 	v := goVal(dv)
-	cv := cachedVal{v: v, opt: val{cel: types.OptionalOf(v.celOf()), str: v.str}}
+	cv = cachedVal{v: v, opt: val{cel: types.OptionalOf(v.celOf()), str: v.str}}
 	if m == nil {
-		m = map[string]cachedVal{}
+		m = map[string]*facts.Decoded{}
 		c[t] = m
 	}
 	if len(m) < maxCachedValues && len(raw) <= maxCachedValueBytes {
-		m[string(raw)] = cv
+		d = &facts.Decoded{Type: t, Value: cv}
+		m[string(raw)] = d
 	}
-	return cv, nil
+	return cv, d, nil
 }
 
 // maxNumberTexts bounds the texts numberTexts keeps.
