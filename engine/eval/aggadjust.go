@@ -113,6 +113,14 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 			// every changed fact: sd.)
 			continue
 		}
+		if t.adjust && sd == nil && t.s.hint != nil && !admitted(value, t.s.hint) {
+			// The twin's where admits no member whose fact has this value
+			// (`state == 'failed'` on "running"): it is in none of its
+			// groups, before or after. (A twin that cannot adjust drops
+			// what the fact could alter; one with aggregates of its own
+			// records the fact: sd.)
+			continue
+		}
 		ts[n] = t
 		n++
 	}

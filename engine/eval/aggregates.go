@@ -258,6 +258,9 @@ func withOuter(info *aggInfo, b *binding, outer []outerVal) (*binding, bool) {
 type aggSite struct {
 	ag *rules.Aggregate
 	p  *rules.Pattern
+	// hint is the values of p's fact its where admits, for a matched
+	// pattern the where hints (rules.Scope.Hints); nil: any.
+	hint []string
 }
 
 // build records each aggregate's group variables: the outer variables
@@ -351,6 +354,9 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 		bind := bindKey(ag)
 		for k, p := range append(append(append([]*rules.Pattern{}, ag.Body.Match...), ag.Body.Optional...), ag.Body.Absent...) {
 			site := aggSite{ag: ag, p: p}
+			if !p.Optional && !p.Negated {
+				site.hint = a.e.info(p).hint
+			}
 			var at string
 			if twins {
 				at = fmt.Sprintf("%s\x00%q %q %v %v", tk, p.Template, p.Alias, p.Optional, p.Negated)

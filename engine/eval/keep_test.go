@@ -224,3 +224,76 @@ func restoredCountIsDropped(t *testing.T, opts ...eval.Option) {
 		t.Fatalf("placed counted %v, want s0 1 (the placement written) and s1 0", placed)
 	}
 }
+
+// failedCount counts each service's failed instances: its where admits
+// one value of the state it matches.
+const failedCount = `
+rule "failures" {
+  doc       = "The effective count follows the desired one once the failed instances are counted."
+  principal = "intent-resolver"
+  match {
+    n = "desired/service/{svc}/instances"
+  }
+  aggregate "failed" {
+    match {
+      svc = "observed/instance/{i}/service"
+      st  = "observed/instance/{i}/state"
+    }
+    where = "st == 'failed'"
+    count = true
+  }
+  when = "failed >= 0"
+  emit "effective/service/{svc}/instances" {
+    value = "n + failed - failed"
+  }
+}
+`
+
+// TestAdjustSkipsValuesTheWhereRefuses: a kept count whose where admits
+// only "failed" is not adjusted for a state that changes between other
+// values (no member leaves or joins its group), and is for one that
+// becomes or stops being "failed"; the counts stay those a fresh
+// evaluation finds.
+func TestAdjustSkipsValuesTheWhereRefuses(t *testing.T) {
+	rs := loadSrc(t, failedCount)
+	tb := newTable()
+	putKnown(tb, "desired/service/s0/instances", `3`)
+	for i := range 3 {
+		id := fmt.Sprintf("1%04x", i)
+		putKnown(tb, "observed/instance/"+id+"/service", `"s0"`)
+		putKnown(tb, "observed/instance/"+id+"/state", `"pending"`)
+	}
+	ev := eval.New(rs, eval.WithWholeAggregates(-1))
+	ev.Full(tb)
+	desired := 3
+	step := func(n int, state, wantFailed string, wantAdjusted bool) {
+		t.Helper()
+		from := tb.Rev()
+		key := fmt.Sprintf("observed/instance/1%04x/state", n)
+		// The desired count changes too, so that the rule fires and shows
+		// the count it read.
+		desired++
+		changes := []facts.Change{putKnown(tb, key, `"`+state+`"`), putKnown(tb, "desired/service/s0/instances", fmt.Sprint(desired))}
+		was := ev.Stats()
+		p := ev.Continue(from, tb, changes, false)
+		st := ev.Stats()
+		if n := st.Aggregates - was.Aggregates; n != 0 {
+			t.Errorf("%s → %s: counted %d groups again, want the kept count adjusted", key, state, n)
+		}
+		if adjusted := st.Adjustments > was.Adjustments; adjusted != wantAdjusted {
+			t.Errorf("%s → %s: adjusted %v, want %v", key, state, adjusted, wantAdjusted)
+		}
+		if len(p.Firings) != 1 || p.Firings[0].Bindings["failed"] != wantFailed {
+			t.Fatalf("%s → %s: firings %v, want failed = %s", key, state, p.Firings, wantFailed)
+		}
+		fresh := eval.New(rs).Full(tb)
+		if len(fresh.Firings) != 1 || fresh.Firings[0].Bindings["failed"] != wantFailed {
+			t.Fatalf("a fresh evaluation counts %v", fresh.Firings)
+		}
+	}
+	step(0, "running", "0", false) // pending → running: neither is failed
+	step(1, "failed", "1", true)   // pending → failed: a member joins
+	step(1, "stopped", "0", true)  // failed → stopped: it leaves
+	step(2, "stopped", "0", false)
+	step(0, "f\\u0061iled", "1", true) // an escape is not read: adjusted, and counted
+}
