@@ -228,7 +228,7 @@ func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func(
 				} else {
 					n, kind = rd.ov.countType(p.Type), 2
 				}
-				n *= rd.fanOut(pats, used, i, b, n)
+				n *= rd.fanOut(pats, used, i, b)
 				acc = accByVar
 			}
 			if best < 0 || acc < bestAcc || (acc == bestAcc && (n < bestN || n == bestN && kind < bestKind)) {
@@ -258,13 +258,15 @@ func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func(
 // fact of pats[i], a scan by type or by the values a condition allows,
 // under b: one when a pattern left becomes a lookup of one key once
 // pats[i]'s variables are bound, else the average a pattern left looked
-// up by an index visits for each of pats[i]'s n facts, at least one.
+// up by an index visits for each fact of pats[i]'s type (its facts over
+// those: the few unreachable nodes lead to their own placements, not to
+// all of them), at least one.
 // Every instance of a thousand services is 100 times as many facts to
 // visit as the services, and a scheduler evaluated whole started from
 // the services because there were fewer of them than of pending
 // instances: at 100,000 instances it visited every instance in every
 // round that placed some (a fan-out the greedy order did not see).
-func (rd *round) fanOut(pats []*rules.Pattern, used []bool, i int, b *binding, n int) int {
+func (rd *round) fanOut(pats []*rules.Pattern, used []bool, i int, b *binding) int {
 	p := pats[i]
 	binds := func(v string) bool {
 		if b.has(v) || v == p.Alias {
@@ -299,7 +301,8 @@ func (rd *round) fanOut(pats []*rules.Pattern, used []bool, i int, b *binding, n
 		if !some && (q.Alias == "" || !binds(q.Alias)) {
 			continue // a scan of its own: not this step's fan-out
 		}
-		avg := (rd.ov.countType(q.Type) + n - 1) / max(n, 1)
+		per := max(rd.ov.countType(p.Type), 1)
+		avg := (rd.ov.countType(q.Type) + per - 1) / per
 		if best == 0 || avg < best {
 			best = avg
 		}
