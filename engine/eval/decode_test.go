@@ -2,10 +2,13 @@ package eval
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"github.com/ccattler/ccattler/facts"
 )
 
@@ -120,10 +123,16 @@ func TestHeldFactsKeepTheirDecodedValue(t *testing.T) {
 		t.Fatalf("the held fact kept %+v; want running as %s", d, state.Name)
 	}
 	// What is kept is served, not looked up again: a cache that no longer
-	// holds the text still gives it.
+	// holds the text gives it without interning it anew.
 	delete(c[state], `"running"`)
-	if v, _ := c.decodeFact(state, again); v.str != "running" {
-		t.Errorf("kept form gave %q", v.str)
+	if v, _ := c.decodeFact(state, again); v.str != "running" || len(c[state]) != 0 {
+		t.Errorf("kept form gave %q; the cache holds %d values of the type, want 0 (served from the fact)", v.str, len(c[state]))
+	}
+	// Another reader's form kept under the same type is not taken for
+	// the evaluator's: the value is decoded again.
+	again.KeepDecoded(&facts.Decoded{Type: state, Value: "not a cachedVal"})
+	if v, err := c.decodeFact(state, again); err != nil || v.str != "running" {
+		t.Errorf("with another reader's form kept: %q, %v", v.str, err)
 	}
 	// Another type (another schema's) decodes afresh.
 	other := *state
@@ -154,5 +163,62 @@ func TestHeldFactsKeepTheirDecodedValue(t *testing.T) {
 	f, _ = tb.Get("observed/instance/i1/image")
 	if v, _ := c.decodeFact(img, f); len(v.str) != 1000 || f.Decoded() != nil {
 		t.Errorf("a 1,000-byte value: %d bytes, kept %v", len(v.str), f.Decoded() != nil)
+	}
+}
+
+// Evaluators with caches of their own read one table at once, as the
+// engine and a plan do under the mirror's read lock: the kept forms are
+// stored and loaded atomically (go test -race), and each reads its value.
+func TestHeldFactsDecodedByConcurrentReaders(t *testing.T) {
+	state, _ := facts.Default.Type("observed.instance.state")
+	tb := facts.NewTable(nil)
+	states := []string{"pending", "running", "stopped", "failed"}
+	for i := range 200 {
+		tb.Put(facts.Fact{Key: fmt.Sprintf("observed/instance/%05x/state", i), Value: []byte(`"` + states[i%len(states)] + `"`), ModRevision: int64(i + 2)})
+	}
+	done := make(chan error)
+	for range 4 {
+		go func() {
+			c := valueCache{}
+			for range 20 {
+				for i := range 200 {
+					f, _ := tb.Get(fmt.Sprintf("observed/instance/%05x/state", i))
+					if v, err := c.decodeFact(state, f); err != nil || v.str != states[i%len(states)] {
+						done <- fmt.Errorf("instance %d: %q, %v", i, v.str, err)
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// The texts numberTexts keeps are celVal's, the first time and every time
+// after, past its bound too; -0 and 0 keep their own.
+func TestNumberTextsAreCelVals(t *testing.T) {
+	var nt numberTexts
+	vals := []ref.Val{types.Int(0), types.Int(7), types.Int(100), types.Int(-3), types.Int(1 << 40),
+		types.Double(0), types.Double(math.Copysign(0, -1)), types.Double(0.5), types.Double(1e21), types.Double(-2.25), types.String("x")}
+	for range 2 {
+		for _, v := range vals {
+			if got, want := nt.number(v), celVal(v); got.str != want.str || got.cel != want.cel {
+				t.Errorf("number(%v) = %q, want %q", v, got.str, want.str)
+			}
+		}
+	}
+	for i := range maxNumberTexts + 10 {
+		v := types.Int(1000 + i)
+		if got, want := nt.number(v), celVal(v); got.str != want.str {
+			t.Fatalf("number(%v) = %q, want %q", v, got.str, want.str)
+		}
+	}
+	if len(nt.ints) != maxNumberTexts {
+		t.Errorf("kept %d texts, want the bound %d", len(nt.ints), maxNumberTexts)
 	}
 }

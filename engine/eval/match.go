@@ -261,6 +261,7 @@ func (rd *round) join(pats []*rules.Pattern, b *binding, reads *[]Read, fn func(
 // up by an index visits for each fact of pats[i]'s type (its facts over
 // those: the few unreachable nodes lead to their own placements, not to
 // all of them), at least one.
+//
 // Every instance of a thousand services is 100 times as many facts to
 // visit as the services, and a scheduler evaluated whole started from
 // the services because there were fewer of them than of pending

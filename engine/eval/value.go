@@ -94,10 +94,13 @@ func (c valueCache) optionalFact(t *facts.FactType, f facts.Fact) (val, error) {
 }
 
 // ofFact is lookup for f's value: the decoded form kept with f when it
-// was decoded as t, else the interned one, then kept with f.
+// was decoded as t (by an evaluator: another reader's form is not used),
+// else the interned one, then kept with f.
 func (c valueCache) ofFact(t *facts.FactType, f facts.Fact) (cachedVal, error) {
 	if d := f.Decoded(); d != nil && d.Type == t {
-		return d.Value.(cachedVal), nil
+		if cv, ok := d.Value.(cachedVal); ok {
+			return cv, nil
+		}
 	}
 	cv, d, err := c.lookup(t, f.Value)
 	if d != nil {
@@ -149,29 +152,25 @@ func (nt *numberTexts) number(v ref.Val) val {
 	}
 	switch x := v.(type) {
 	case types.Int:
-		if x >= 0 && x < 100 { // strconv's own: no allocation
-			break
+		if x < 0 || x >= 100 { // below, strconv's own: no allocation
+			return keptText(nt.ints, int64(x), v)
 		}
-		if s, ok := nt.ints[int64(x)]; ok {
-			return val{cel: v, str: s}
-		}
-		cv := celVal(v)
-		if len(nt.ints) < maxNumberTexts {
-			nt.ints[int64(x)] = cv.str
-		}
-		return cv
 	case types.Double:
-		bits := math.Float64bits(float64(x))
-		if s, ok := nt.doubles[bits]; ok {
-			return val{cel: v, str: s}
-		}
-		cv := celVal(v)
-		if len(nt.doubles) < maxNumberTexts {
-			nt.doubles[bits] = cv.str
-		}
-		return cv
+		return keptText(nt.doubles, math.Float64bits(float64(x)), v)
 	}
 	return celVal(v)
+}
+
+// keptText is celVal(v) with its text kept in texts under k.
+func keptText[K comparable](texts map[K]string, k K, v ref.Val) val {
+	if s, ok := texts[k]; ok {
+		return val{cel: v, str: s}
+	}
+	cv := celVal(v)
+	if len(texts) < maxNumberTexts {
+		texts[k] = cv.str
+	}
+	return cv
 }
 
 // celVal wraps a value computed by CEL. The scalars every let, aggregate
