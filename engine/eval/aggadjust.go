@@ -62,7 +62,7 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 	var buf [8]twin
 	ts := buf[:0]
 	for i, s := range g.sites {
-		if ra.only != nil && !ra.only[s.ag] {
+		if ra.only != nil && !ra.only[s.ag] || ra.except[s.ag] {
 			continue
 		}
 		entries := ra.cache[s.ag]

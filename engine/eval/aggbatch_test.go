@@ -33,13 +33,19 @@ func changeKnown(tb *table, key, value string) facts.Change {
 // several facts of one instance at once (its first report: state, node,
 // health, image), a key changed twice in one batch, a fact deleted — and
 // every round's plan is the one an evaluator without kept results makes,
-// which computes twenty times the groups.
+// which computes twenty times the groups. The plans commit as a leader's
+// do, mostly whole, and the results the round adjusted for its own writes
+// are kept when they come back (aggown.go); but a plan is also lost, or
+// commits all but one firing (another writer having placed its instance
+// elsewhere, or deleted a fact it wrote), or a written key is deleted
+// again in the batch its write came back in: results advanced for every
+// change then, or for the others.
 func TestKeptAggregatesFollowReportBatches(t *testing.T) {
 	rs, diags := rules.LoadFiles(policies.Sources())
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	var keptGroups, allGroups int64
+	var keptGroups, allGroups, ownKept, ownLost int64
 	for seed := uint64(0); seed < 12; seed++ {
 		r := rand.New(rand.NewPCG(seed, 19))
 		now := time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
@@ -82,10 +88,44 @@ func TestKeptAggregatesFollowReportBatches(t *testing.T) {
 				w, o := both(key, value)
 				cw, co = append(cw, w), append(co, o)
 			}
-			for _, f := range pw.Firings { // the plan commits
+			commit := pw.Firings // the plan commits
+			switch r.IntN(8) {
+			case 0:
+				commit = nil // lost
+			case 1, 2:
+				// All but one firing; another writer got to a key it
+				// writes first: a placement elsewhere, or a fact deleted.
+				if len(commit) == 0 {
+					break
+				}
+				i := r.IntN(len(commit))
+				for j, f := range commit {
+					if len(f.Writes) > 0 && strings.HasPrefix(f.Writes[0].Key, "placement/instance/") {
+						i = j
+						break
+					}
+				}
+				lost := commit[i]
+				commit = append(commit[:i:i], commit[i+1:]...)
+				for _, w := range lost.Writes[:min(len(lost.Writes), 1)] {
+					if strings.HasPrefix(w.Key, "placement/instance/") {
+						add(w.Key, map[bool]string{true: `"node-0"`, false: `"node-1"`}[string(w.Value) != `"node-0"`])
+					} else if _, ok := tw.Get(w.Key); ok {
+						add(w.Key, "")
+					}
+				}
+			}
+			var written []string
+			for _, f := range commit {
 				for _, w := range f.Writes {
 					add(w.Key, string(w.Value))
+					if w.Value != nil {
+						written = append(written, w.Key)
+					}
 				}
+			}
+			if len(written) > 0 && r.IntN(6) == 0 {
+				add(written[r.IntN(len(written))], "") // another writer deletes one again
 			}
 			// The agents report in one batch: a placed instance's facts at
 			// once, some twice, an instance's health gone.
@@ -119,8 +159,13 @@ func TestKeptAggregatesFollowReportBatches(t *testing.T) {
 		}
 		keptGroups += with.Stats().Aggregates - w0
 		allGroups += without.Stats().Aggregates - o0
+		ownKept += with.Stats().OwnKept
+		ownLost += with.Stats().OwnLost
 	}
-	t.Logf("groups computed after the first round: %d keeping results, %d without", keptGroups, allGroups)
+	t.Logf("groups computed after the first round: %d keeping results, %d without; a round's writes kept adjusted %d times, lost %d", keptGroups, allGroups, ownKept, ownLost)
+	if ownKept == 0 || ownLost == 0 {
+		t.Errorf("own writes kept %d times, lost %d: want both", ownKept, ownLost)
+	}
 	// Adjusted, the kept counts leave a twentieth to compute again; dropped
 	// at every batch (WithMaxAdjust(0)), the round's cache alone leaves
 	// two fifths.

@@ -53,6 +53,7 @@ type aggregates struct {
 	sites map[*facts.FactType][]*siteGroup // by fact type: the aggregate patterns a written fact may match
 	heads map[*rules.Choice][]bool         // by a choice's aggregate: read by its rule's heads
 	store *aggStore                        // results kept across rounds
+	own   *ownWrites                       // the last round's writes, and the results they adjusted (aggown.go)
 	off   bool                             // WithoutAggregateCache: every result computed when asked for
 	// wholeAfter is WithWholeAggregates: wholeAuto by default.
 	wholeAfter int64
@@ -78,6 +79,7 @@ type roundAggs struct {
 	// adjusts (nil: all).
 	touched *[]aggRef
 	only    map[*rules.Aggregate]bool
+	except  map[*rules.Aggregate]bool
 	// seen holds, within one of advance's passes, the members already
 	// adjusted (aggregate, group, member) and the bindings of optional and
 	// absent facts already joined with an aggregate's members: a member
@@ -111,7 +113,7 @@ func (a *aggregates) begin(rd *round) *roundAggs {
 
 // reset empties the store: the next round's reader is not one it was told
 // the changes to.
-func (a *aggregates) reset(rev int64) { a.store.reset(rev) }
+func (a *aggregates) reset(rev int64) { a.store.reset(rev); a.own = nil }
 
 // follow brings the store from the reader of the previous round, at
 // revision from, to r, told every change between them: results are
@@ -119,12 +121,37 @@ func (a *aggregates) reset(rev int64) { a.store.reset(rev) }
 // a change could alter them otherwise.
 func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) {
 	e := a.e
+	own := a.own
+	a.own = nil
+	adjustable := func(cs []facts.Change) bool {
+		return len(cs) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes)
+	}
 	switch {
 	case a.off || from < 0 || from != a.store.rev:
 		a.store.reset(r.Rev())
-	case len(changes) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes):
+		return
+	case own != nil && own.rev == from:
+		// The last round's writes come back: its results for them are
+		// taken, and advanced for the other changes (aggown.go).
+		rest, revs, ok := own.split(changes)
+		if !ok {
+			e.stats.OwnLost++
+		}
+		if ok && adjustable(rest) {
+			e.stats.OwnKept++
+			e.labels.phase("advance")
+			if len(own.exempt) > 0 {
+				a.advance(r, changes, own.exempt, nil)
+			}
+			a.keepOwn(own, revs)
+			a.advance(r, rest, nil, own.exempt)
+			return
+		}
+	}
+	switch {
+	case adjustable(changes):
 		e.labels.phase("advance")
-		a.advance(r, changes, nil)
+		a.advance(r, changes, nil, nil)
 	default:
 		// Too large a batch to adjust every kept result for: they are
 		// dropped, but the whole aggregates are adjusted still. Dropped,
@@ -134,7 +161,7 @@ func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) 
 		e.labels.phase("advance")
 		if len(a.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
 			keep, theirs := a.wholeWorthAdjusting(changes)
-			a.advance(r, theirs, keep)
+			a.advance(r, theirs, keep, nil)
 		} else {
 			clear(a.store.whole)
 		}
@@ -165,8 +192,16 @@ func (a *aggregates) end(r facts.Reader, ra *roundAggs) {
 		}
 		ws = append(ws, written{k, vals})
 	}
+	own := a.ownOf(r, ra)
 	a.store.keep(a.e.rs.Schema, r.Rev(), ra.computed, ra.adjusted, ws, ra.pristine)
-	a.keepWhole(r, a.store.wholeEnd(ra.whole))
+	fresh := a.store.wholeEnd(ra.whole)
+	a.keepWhole(r, fresh)
+	if own != nil {
+		for _, ag := range fresh {
+			own.exempt[ag] = true // computed again for the reader alone
+		}
+	}
+	a.own = own
 }
 
 // wholeKept is how many aggregates the store keeps whole.

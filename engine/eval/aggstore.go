@@ -632,10 +632,10 @@ func allValid(schema *facts.Schema, r facts.Reader, changes []facts.Change) bool
 // batch, then every member a changed fact is part of joins under the
 // values after it, each member once a pass however many of its facts
 // changed (an instance's first report changes seven; roundAggs.seen).
-func (a *aggregates) advance(r facts.Reader, changes []facts.Change, only map[*rules.Aggregate]bool) {
+func (a *aggregates) advance(r facts.Reader, changes []facts.Change, only, except map[*rules.Aggregate]bool) {
 	rd := a.e.newRound(r, nil)
 	ra := rd.aggs
-	ra.only = only
+	ra.only, ra.except = only, except
 	rd.ov.committed = true
 	keys := make([]string, 0, len(changes)) // each changed key once, in the order first changed
 	for _, c := range changes {

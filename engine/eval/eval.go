@@ -169,6 +169,10 @@ type Stats struct {
 	Adjustments      int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
 	Due              int64 // bindings a clock move made due (deadline.go)
 	Needless         int64 // tasks not queued, or not run, because a fact their binding names told they would find nothing (probe.go)
+	// OwnKept counts calls whose changes held the last round's writes come
+	// back, and took the results the round adjusted for them (aggown.go);
+	// OwnLost those whose did not (a plan not committed, or not as planned).
+	OwnKept, OwnLost int64
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
