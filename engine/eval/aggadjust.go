@@ -206,6 +206,7 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 	if all {
 		delete(ra.cache, s.ag)
 		ra.notWhole(s.ag)
+		ra.bumpAll(s.ag)
 		return
 	}
 	// The join visits in index order; the cached reads end up in plans.
@@ -249,6 +250,7 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 			if !t.adjust {
 				delete(entries, m.gk)
 				ra.notWhole(ag)
+				ra.bumpGroup(t.info, m.gk)
 				continue
 			}
 			if ra.seen != nil && ra.sawMember(t.info, m.b, m.gk) {
@@ -258,10 +260,12 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 				continue
 			}
 			mreads := bind(m, t)
+			was := e.val
 			var member, ok bool
 			if e, member, ok = ra.contribute(ag, e, m.b, m.in, sign); !ok {
 				delete(entries, m.gk)
 				ra.notWhole(ag)
+				ra.bumpGroup(t.info, m.gk)
 				continue
 			}
 			if !held && (!member || sign < 0) {
@@ -300,6 +304,9 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 				*ra.touched = append(*ra.touched, aggRef{ag: ag, gk: m.gk, d: sd})
 			}
 			entries[m.gk] = e
+			if !held || !sameVal(was, e.val) {
+				ra.bumpGroup(t.info, m.gk) // the candidate memo reads values alone
+			}
 		}
 	}
 	for _, m := range members { // contribute evaluated on them and kept none

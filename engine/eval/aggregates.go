@@ -91,6 +91,11 @@ type roundAggs struct {
 	factB *binding // the binding changed matches a written fact into (scratch)
 	parts []string // the written key changed matches, split (scratch)
 	keys  []string // the listed keys a member leaving a group takes out (scratch)
+	// vers are the round's group versions, by aggregate (groupvers.go);
+	// stampNext asks the next lookup to note in stamp what it read.
+	vers      []*groupVers
+	stampNext bool
+	stamp     groupStamp
 }
 
 // begin is a round's view of the results the store holds. A round works
@@ -546,10 +551,15 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 	rd := ra.rd
 	var info *aggInfo
 	var gk string
+	stamp := ra.stampNext // for this lookup alone, not the nested ones
+	ra.stampNext, ra.stamp = false, groupStamp{seq: -1}
 	if !ra.a.off {
 		info = ra.a.info[ag]
 		ra.gkBuf = appendGroupKey(ra.gkBuf[:0], info, s.b)
 		if e, ok := ra.cache[ag][string(ra.gkBuf)]; ok {
+			if stamp {
+				ra.stamp = ra.stampGroup(info, groupBucketOf(ra.gkBuf))
+			}
 			rd.e.stats.AggregateHits++
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(e.deps)
@@ -559,6 +569,9 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 		if ra.isWhole(ag) {
 			// A group not held has no member. Its result is the round's
 			// alone, like the held ones computed at once.
+			if stamp {
+				ra.stamp = ra.stampGroup(info, groupBucketOf(ra.gkBuf))
+			}
 			rd.e.stats.AggregateHits++
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(nil)
@@ -603,6 +616,11 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 		}
 		outer := outerOf(info, s.b)
 		ra.cache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outer}
+		if stamp {
+			// Not a change: a group read before was held or whole, and
+			// whatever dropped it since bumped its version.
+			ra.stamp = ra.stampGroup(info, groupBucket(gk))
+		}
 		if len(info.named) < len(info.group) {
 			ra.a.store.listPartial(ag, info, gk, outer)
 		}

@@ -86,6 +86,9 @@ func (ra *roundAggs) keptWhole(ag *rules.Aggregate) bool {
 // notWhole records that ag lost a group: a group not held may have members.
 func (ra *roundAggs) notWhole(ag *rules.Aggregate) {
 	if w := ra.whole[ag]; w != nil {
+		if w.whole {
+			ra.bumpAll(ag) // a group not held is computed now, not taken as empty
+		}
 		w.whole = false
 	}
 }

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"math"
+	"math/bits"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -27,7 +28,10 @@ import (
 //     placed_siblings == 0` reads the count only for a colocated service,
 //     and a service's placed count changes with each of its placements);
 //   - the choice's aggregates, computed as CEL reads them: each is looked
-//     up again as the evaluation would, in the order it did.
+//     up again as the evaluation would, in the order it did; one whose
+//     group the candidate alone names and no change has touched since
+//     (groupvers.go) is not, and is looked up only for the candidate
+//     chosen.
 //
 // The outcome is a function of these values alone, and the same values
 // lead an evaluation to the same reads in the same order, so a served
@@ -64,6 +68,7 @@ type memoRead struct {
 	agg  int // -1: the outer variable name
 	name string
 	v    val
+	st   groupStamp // an aggregate's group as the read saw it (groupvers.go)
 }
 
 // outcomes returns the kept outcomes of ch's candidates cands, by the
@@ -126,15 +131,18 @@ func sameBound(a, b val) bool {
 }
 
 // serve looks for an outcome of candidate c it can serve: one whose outer
-// reads c's binding gives the same values, and whose aggregates, looked up
-// again in order as the evaluation would have, still have the values they
-// had. It traces what it reads (lz.tracing is set): when an aggregate
-// differs, the evaluation that follows reads those looked up from c, the
-// differing one with its new value, in the order a fresh one reads them
-// (the same values lead it to the same lookups, up to the one that
-// differs). When a lookup fails, c is left as it was begun.
-func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutcome {
-	var o *candOutcome
+// reads c's binding gives the same values, and whose aggregates still have
+// the values they had. An aggregate of a group no change has touched since
+// it was read (groupvers.go) is not looked up: it is noted in unread, by
+// its index, and looked up only if c is chosen (chosen). The others are
+// looked up again in order as the evaluation would have, and compared. It
+// traces what it reads (lz.tracing is set): when an aggregate differs, the
+// evaluation that follows reads those looked up from c, the differing one
+// with its new value, in the order a fresh one reads them (the same values
+// lead it to the same lookups, up to the one that differs; one not looked
+// up is looked up when the evaluation reads it, from the group it read,
+// unchanged). When a lookup fails, c is left as it was begun.
+func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) (o *candOutcome, unread uint64) {
 	for _, k := range os {
 		if sameOuter(k, c.b) {
 			o = k
@@ -142,12 +150,17 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutco
 		}
 	}
 	if o == nil {
-		return nil
+		return nil, 0
 	}
+	stamps := rd.ov.rec == nil // reads recorded for a result being computed are looked up
 	base := c.b.len()
 	for _, r := range o.reads {
 		if r.agg < 0 {
 			lz.trace = append(lz.trace, r)
+			continue
+		}
+		if stamps && r.agg < 64 && rd.aggs.unchanged(r.st) {
+			unread |= 1 << r.agg
 			continue
 		}
 		cv, err := lz.compute(r.agg)
@@ -155,14 +168,15 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) *candOutco
 			c.b.truncate(base)
 			lz.begin(c)
 			lz.trace = lz.trace[:0]
-			return nil // the evaluation reports it
+			return nil, 0 // the evaluation reports it
 		}
 		if !sameVal(cv.cel, r.v.cel) {
-			return nil
+			return nil, 0
 		}
 	}
 	rd.e.stats.CandidatesReused++
-	return o
+	rd.e.stats.UnreadAggregates += int64(bits.OnesCount64(unread))
+	return o, unread
 }
 
 // sameOuter reports whether b gives each outer variable o read the value

@@ -20,6 +20,10 @@ type ranked struct {
 	keys  []ref.Val // the order's keys, when the choice has an order
 	reads [][]Read  // by aggregate: the member reads of those its filters and order read
 	seq   int       // visiting order, the tie-break
+	// unread: the aggregates its served outcome read that serving did not
+	// look up (serve), by index; chosen looks them up.
+	unread uint64
+	served *candOutcome
 }
 
 // choose picks the best candidates of the rule's choice for s, as many as
@@ -71,9 +75,10 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		// the outer variables and aggregates it read still have the
 		// values it read (candmemo.go).
 		var served *candOutcome
+		var unread uint64
 		if outcomes != nil {
 			lz.tracing, lz.trace = true, lz.trace[:0]
-			served = rd.serve(lz, c, outcomes[at])
+			served, unread = rd.serve(lz, c, outcomes[at])
 			lz.tracing = served == nil
 		}
 		var failed []string
@@ -113,7 +118,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			spare = c
 			continue
 		}
-		cur.c, cur.seq, cur.score, cur.keys = c, i, 0, cur.keys[:0]
+		cur.c, cur.seq, cur.score, cur.keys, cur.unread, cur.served = c, i, 0, cur.keys[:0], unread, served
 		if served != nil {
 			cur.score, cur.keys = served.score, append(cur.keys, served.keys...)
 		} else {
@@ -136,7 +141,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		}
 		if best.c == nil || rk.before(&cur, &best) {
 			spare = best.c
-			best.c, best.seq, best.score = cur.c, cur.seq, cur.score
+			best.c, best.seq, best.score, best.unread, best.served = cur.c, cur.seq, cur.score, cur.unread, cur.served
 			best.keys, cur.keys = cur.keys, best.keys
 			lz.reads, best.reads = best.reads, lz.reads
 		} else {
@@ -184,6 +189,28 @@ func (rd *round) passes(act *activation, ch *rules.Choice, c *sol) bool {
 // no filter or key computed, and the member reads of those it read.
 func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
 	c := p.c
+	if p.unread != 0 {
+		// What serving it did not look up, in the order it was read.
+		for _, r := range p.served.reads {
+			if r.agg < 0 || r.agg >= 64 || p.unread&(1<<r.agg) == 0 {
+				continue
+			}
+			ag := ch.Body.Aggregates[r.agg]
+			v, rs, err := rd.aggs.lookup(ag, c)
+			if err != nil {
+				return err
+			}
+			cv := rd.e.numbers.number(v)
+			if !sameVal(cv.cel, r.v.cel) {
+				return fmt.Errorf("choice %q: aggregate %s is %v, its kept outcome read %v: a change its group's version missed", ch.Name, ag.Name, cv.cel, r.v.cel)
+			}
+			if rs == nil {
+				rs = []Read{}
+			}
+			p.reads[r.agg] = rs
+			c.b.push(ag.Name, cv)
+		}
+	}
 	heads := rd.e.aggs.heads[ch]
 	for i, ag := range ch.Body.Aggregates {
 		if p.reads[i] != nil || !heads[i] {

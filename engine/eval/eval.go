@@ -163,6 +163,9 @@ type Stats struct {
 	// served again, its aggregates unchanged, instead of evaluating the
 	// filters and score (candmemo.go).
 	CandidatesReused int64
+	// UnreadAggregates counts the aggregates served outcomes read that
+	// were not looked up again, their groups unchanged (groupvers.go).
+	UnreadAggregates int64
 	Aggregates       int64 // aggregate groups computed
 	WholeAggregates  int64 // aggregates computed for every group at once (WithWholeAggregates)
 	WholeKept        int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate

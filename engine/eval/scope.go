@@ -373,7 +373,7 @@ func (l *lazyAggregates) traceOuter(name string, v val) {
 			return
 		}
 	}
-	l.trace = append(l.trace, memoRead{agg: -1, name: name, v: v})
+	l.trace = append(l.trace, memoRead{agg: -1, name: name, v: v, st: groupStamp{seq: -1}})
 }
 
 // begin starts on candidate s.
@@ -387,6 +387,7 @@ func (l *lazyAggregates) begin(s *sol) {
 // the trace.
 func (l *lazyAggregates) compute(i int) (val, error) {
 	ag := l.sc.Aggregates[i]
+	l.rd.aggs.stampNext = l.tracing
 	v, rs, err := l.rd.aggs.lookup(ag, l.s)
 	if err != nil {
 		return val{}, err
@@ -397,7 +398,11 @@ func (l *lazyAggregates) compute(i int) (val, error) {
 	l.reads[i] = rs
 	cv := l.rd.e.numbers.number(v)
 	if l.tracing {
-		l.trace = append(l.trace, memoRead{agg: i, v: cv})
+		st := l.rd.aggs.stamp
+		if st.seq >= 0 && !candidateGroup(l.rd.aggs.a.info[ag], l.s.b, l.outer) {
+			st.seq = -1 // named by an outer value too: looked up when served
+		}
+		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: st})
 	}
 	l.s.b.push(ag.Name, cv)
 	return cv, nil
