@@ -45,12 +45,12 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 	cands := rd.candidates(ch.Body, ch.Vars, s.b, s.reads)
 	lz := &lazyAggregates{rd: rd, sc: ch.Body, reads: make([][]Read, len(ch.Body.Aggregates))}
 	act := &activation{lazy: lz}
-	outer := s.b.strings()
+	var outer map[string]string // the outer binding's values, made for the first rejection
 	start, feasible := 0, 0
 	n := cands.len()
 	sample := sampleSize(ch)
 	if sample > 0 && n > sample {
-		start = sampleStart(outer, n)
+		start = sampleStart(s.b, n)
 	}
 	// With one to pick, the best so far is kept and the others' storage
 	// reused; with more, the passing candidates are kept and cut back to
@@ -113,6 +113,9 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			cand := map[string]string{}
 			for _, v := range ch.Vars {
 				cand[v] = c.b.str(v)
+			}
+			if outer == nil {
+				outer = s.b.strings()
 			}
 			rd.reject(Rejection{Rule: r.Name, Bindings: outer, Candidate: cand, Filters: failed})
 			spare = c

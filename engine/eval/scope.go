@@ -3,7 +3,6 @@ package eval
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/big"
 	"slices"
 	"sort"
@@ -492,22 +491,33 @@ func (rd *round) whenLazily(r *rules.Rule, s *sol) (bool, error) {
 }
 
 // sampleStart is where a bounded choice starts visiting its n candidates: a
-// hash of the outer binding, so that the same binding always sees the same
-// sample and different bindings spread over the candidates.
-func sampleStart(outer map[string]string, n int) int {
-	keys := make([]string, 0, len(outer))
-	for k := range outer {
-		keys = append(keys, k)
+// hash of the outer binding b, so that the same binding always sees the same
+// sample and different bindings spread over the candidates. The hash is
+// FNV-1a of each name and its value (the last bound, as get reads it), by
+// name, each followed by a NUL; it allocates nothing (a map of the binding
+// was built for it for every instance placed).
+func sampleStart(b *binding, n int) int {
+	var buf [48]int
+	idx := buf[:0]
+	for i := len(b.names) - 1; i >= 0; i-- {
+		if !slices.ContainsFunc(idx, func(j int) bool { return b.names[j] == b.names[i] }) {
+			idx = append(idx, i)
+		}
 	}
-	sort.Strings(keys)
-	h := fnv.New64a()
-	for _, k := range keys {
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-		h.Write([]byte(outer[k]))
-		h.Write([]byte{0})
+	slices.SortFunc(idx, func(x, y int) int { return strings.Compare(b.names[x], b.names[y]) })
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	write := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+		h *= prime // the NUL after it: h ^ 0 is h
 	}
-	return int(h.Sum64() % uint64(n))
+	for _, i := range idx {
+		write(b.names[i])
+		write(b.vals[i].str)
+	}
+	return int(h % uint64(n))
 }
 
 // addExact adds sign times f to r exactly; false for NaN or an infinity.
