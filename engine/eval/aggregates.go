@@ -128,6 +128,10 @@ func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) 
 	e := a.e
 	own := a.own
 	a.own = nil
+	// Whether the results are adjusted for cs, changes or the part of them
+	// that is not the last round's writes come back: every change says
+	// what it replaced and holds to the schema, those writes included
+	// (the aggregates exempt from keeping them are adjusted for them).
 	adjustable := func(cs []facts.Change) bool {
 		return len(cs) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes)
 	}
