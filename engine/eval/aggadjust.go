@@ -121,14 +121,6 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 			// records the fact: sd.)
 			continue
 		}
-		if t.adjust && ra.seen != nil && sd == nil && !s.p.Optional && !s.p.Negated && ra.sawKeyed(t.info, t.s.p, kb) {
-			// Another changed fact of a match pattern of the twin, its
-			// key's variables the same with the same values, joined the
-			// same members this pass (an instance's report changes its
-			// state and node at once: each names the instance): they are
-			// adjusted already, and joining again finds them so.
-			continue
-		}
 		ts[n] = t
 		n++
 	}
@@ -327,23 +319,6 @@ func (ra *roundAggs) maintainSites(g *siteGroup, key string, parts []string, kb 
 func (ra *roundAggs) sawJoin(info *aggInfo, kb *binding) bool {
 	k := binary.AppendUvarint(append(ra.seenB[:0], 'j'), uint64(info.seq))
 	return ra.saw(kb.appendKey(k, nil))
-}
-
-// sawKeyed reports whether advance's pass joined the members of the
-// aggregate a match pattern's fact names under kb already, from a fact of
-// another match pattern with the same key variables bound to the same
-// values, and notes it. The join binds the same variables either way and
-// finds every binding of all the match patterns under them: the same
-// members, in the state the pass reads.
-func (ra *roundAggs) sawKeyed(info *aggInfo, p *rules.Pattern, kb *binding) bool {
-	k := binary.AppendUvarint(append(ra.seenB[:0], 'o'), uint64(info.seq))
-	for _, sg := range p.Segs {
-		if sg.Var != "" {
-			x, _ := kb.get(sg.Var)
-			k = append(append(append(append(k, sg.Var...), 0), x.str...), 0)
-		}
-	}
-	return ra.saw(k)
 }
 
 // sawMember reports whether advance's pass adjusted this member of the
