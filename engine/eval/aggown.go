@@ -77,10 +77,8 @@ func (a *aggregates) ownOf(r facts.Reader, ra *roundAggs) *ownWrites {
 		}
 		o.writes[k] = w
 	}
-	for ag := range a.info {
-		if len(ag.Body.Aggregates) > 0 {
-			o.exempt[ag] = true
-		}
+	for _, ag := range a.nested {
+		o.exempt[ag] = true
 	}
 	type gref struct {
 		ag *rules.Aggregate

@@ -54,7 +54,11 @@ type aggregates struct {
 	heads map[*rules.Choice][]bool         // by a choice's aggregate: read by its rule's heads
 	store *aggStore                        // results kept across rounds
 	own   *ownWrites                       // the last round's writes, and the results they adjusted (aggown.go)
-	off   bool                             // WithoutAggregateCache: every result computed when asked for
+	// nested is the aggregates that read aggregates of their own: adjusting
+	// them records what it reads (maintainSites), a round's own writes do
+	// not (aggown.go).
+	nested []*rules.Aggregate
+	off    bool // WithoutAggregateCache: every result computed when asked for
 	// wholeAfter is WithWholeAggregates: wholeAuto by default.
 	wholeAfter int64
 }
@@ -85,17 +89,13 @@ type roundAggs struct {
 	// absent facts already joined with an aggregate's members: a member
 	// several changed facts are part of is adjusted once a pass.
 	seen  map[string]struct{}
-	seenB []byte   // the key seen is looked up by (scratch)
-	gkBuf []byte   // the group key lookup looks up
-	adjB  []byte   // the group key maintainSites looks up (scratch)
-	factB *binding // the binding changed matches a written fact into (scratch)
-	parts []string // the written key changed matches, split (scratch)
-	keys  []string // the listed keys a member leaving a group takes out (scratch)
-	// vers are the round's group versions, by aggregate (groupvers.go);
-	// stampNext asks the next lookup to note in stamp what it read.
-	vers      []*groupVers
-	stampNext bool
-	stamp     groupStamp
+	seenB []byte       // the key seen is looked up by (scratch)
+	gkBuf []byte       // the group key lookup looks up
+	adjB  []byte       // the group key maintainSites looks up (scratch)
+	factB *binding     // the binding changed matches a written fact into (scratch)
+	parts []string     // the written key changed matches, split (scratch)
+	keys  []string     // the listed keys a member leaving a group takes out (scratch)
+	vers  []*groupVers // the round's group versions, by aggregate (groupvers.go)
 }
 
 // begin is a round's view of the results the store holds. A round works
@@ -310,7 +310,7 @@ type aggSite struct {
 // build records each aggregate's group variables: the outer variables
 // its patterns join on and those its where and of expressions read.
 func (a *aggregates) build(rs *rules.RuleSet) {
-	a.info = map[*rules.Aggregate]*aggInfo{}
+	a.info, a.nested = map[*rules.Aggregate]*aggInfo{}, nil
 	a.sites = map[*facts.FactType][]*siteGroup{}
 	groups := map[string]*siteGroup{}      // by twinKey and pattern
 	joins := map[string][]*rules.Pattern{} // by twinKey: the match patterns twins are joined by
@@ -385,6 +385,9 @@ func (a *aggregates) build(rs *rules.RuleSet) {
 		}
 		info.whole = wholeEligible(ag, info)
 		a.info[ag] = info
+		if len(ag.Body.Aggregates) > 0 {
+			a.nested = append(a.nested, ag)
+		}
 		tk, twins := a.twinKey(ag, info)
 		if twins && joins[tk] == nil {
 			// Copies, without the value hints a twin's where gives its
@@ -555,15 +558,10 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 	rd := ra.rd
 	var info *aggInfo
 	var gk string
-	stamp := ra.stampNext // for this lookup alone, not the nested ones
-	ra.stampNext, ra.stamp = false, groupStamp{seq: -1}
 	if !ra.a.off {
 		info = ra.a.info[ag]
 		ra.gkBuf = appendGroupKey(ra.gkBuf[:0], info, s.b)
 		if e, ok := ra.cache[ag][string(ra.gkBuf)]; ok {
-			if stamp {
-				ra.stamp = ra.stampGroup(info, groupBucketOf(ra.gkBuf))
-			}
 			rd.e.stats.AggregateHits++
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(e.deps)
@@ -573,9 +571,6 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 		if ra.isWhole(ag) {
 			// A group not held has no member. Its result is the round's
 			// alone, like the held ones computed at once.
-			if stamp {
-				ra.stamp = ra.stampGroup(info, groupBucketOf(ra.gkBuf))
-			}
 			rd.e.stats.AggregateHits++
 			if rd.ov.rec != nil {
 				rd.ov.rec.merge(nil)
@@ -620,11 +615,6 @@ func (ra *roundAggs) lookup(ag *rules.Aggregate, s *sol) (ref.Val, []Read, error
 		}
 		outer := outerOf(info, s.b)
 		ra.cache[ag][gk] = aggEntry{val: v, reads: rs, deps: d, exact: exact, outer: outer}
-		if stamp {
-			// Not a change: a group read before was held or whole, and
-			// whatever dropped it since bumped its version.
-			ra.stamp = ra.stampGroup(info, groupBucket(gk))
-		}
 		if len(info.named) < len(info.group) {
 			ra.a.store.listPartial(ag, info, gk, outer)
 		}

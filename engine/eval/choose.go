@@ -195,20 +195,16 @@ func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
 	if p.unread != 0 {
 		// What serving it did not look up, in the order it was read.
 		for _, r := range p.served.reads {
-			if r.agg < 0 || r.agg >= 64 || p.unread&(1<<r.agg) == 0 {
+			if r.agg < 0 || p.unread&(1<<r.agg) == 0 { // 1<<64 and past: 0
 				continue
 			}
 			ag := ch.Body.Aggregates[r.agg]
-			v, rs, err := rd.aggs.lookup(ag, c)
+			cv, rs, err := rd.aggregate(ag, c)
 			if err != nil {
 				return err
 			}
-			cv := rd.e.numbers.number(v)
 			if !sameVal(cv.cel, r.v.cel) {
 				return fmt.Errorf("choice %q: aggregate %s is %v, its kept outcome read %v: a change its group's version missed", ch.Name, ag.Name, cv.cel, r.v.cel)
-			}
-			if rs == nil {
-				rs = []Read{}
 			}
 			p.reads[r.agg] = rs
 			c.b.push(ag.Name, cv)
@@ -219,12 +215,12 @@ func (rd *round) chosen(ch *rules.Choice, p *ranked) error {
 		if p.reads[i] != nil || !heads[i] {
 			continue
 		}
-		v, rs, err := rd.aggs.lookup(ag, c)
+		cv, rs, err := rd.aggregate(ag, c)
 		if err != nil {
 			return err
 		}
 		p.reads[i] = rs
-		c.b.push(ag.Name, celVal(v))
+		c.b.push(ag.Name, cv)
 	}
 	for _, rs := range p.reads {
 		c.reads = append(c.reads, rs...)

@@ -55,11 +55,6 @@ func groupBucket(gk string) uint16 {
 	return uint16(maphash.String(groupSeed, gk) % groupBuckets)
 }
 
-// groupBucketOf is groupBucket of a key in a buffer (the same bucket).
-func groupBucketOf(gk []byte) uint16 {
-	return uint16(maphash.Bytes(groupSeed, gk) % groupBuckets)
-}
-
 // versOf returns info's versions, begun when create is set (nil else when
 // not begun: no read of it was noted this round, so a change has no one
 // to tell).
@@ -94,10 +89,25 @@ func (ra *roundAggs) bumpAll(ag *rules.Aggregate) {
 	}
 }
 
-// stampGroup is the stamp of a read of info's group in bucket b, as of now.
-func (ra *roundAggs) stampGroup(info *aggInfo, b uint16) groupStamp {
+// stampOf is the stamp of a read of ag's group under b just looked up:
+// the group is held then, or the aggregate whole and the group empty, and
+// whatever changes it bumps its version. A group b names by an outer value
+// (one of its first outer names) is not stamped (seq -1): an outcome is
+// served under other outer values, which name other groups.
+func (ra *roundAggs) stampOf(ag *rules.Aggregate, b *binding, outer int) groupStamp {
+	info := ra.a.info[ag]
+	if info == nil {
+		return groupStamp{seq: -1}
+	}
+	for _, name := range info.group {
+		if i := b.index(name); i >= 0 && i < outer {
+			return groupStamp{seq: -1}
+		}
+	}
+	ra.gkBuf = appendGroupKey(ra.gkBuf[:0], info, b)
+	bk := uint16(maphash.Bytes(groupSeed, ra.gkBuf) % groupBuckets) // groupBucket of the key, from the buffer
 	v := ra.versOf(info, true)
-	return groupStamp{seq: int32(info.seq), b: b, epoch: v.epoch, ver: v.b[b]}
+	return groupStamp{seq: int32(info.seq), b: bk, epoch: v.epoch, ver: v.b[bk]}
 }
 
 // unchanged reports whether no change has touched the group st was taken
@@ -108,15 +118,4 @@ func (ra *roundAggs) unchanged(st groupStamp) bool {
 	}
 	v := ra.vers[st.seq]
 	return v != nil && v.epoch == st.epoch && v.b[st.b] == st.ver
-}
-
-// candidateGroup reports whether b names info's group by the candidate's
-// variables alone: none of its outer names (the first outer of b).
-func candidateGroup(info *aggInfo, b *binding, outer int) bool {
-	for _, name := range info.group {
-		if i := b.index(name); i >= 0 && i < outer {
-			return false
-		}
-	}
-	return true
 }

@@ -280,7 +280,7 @@ func (rd *round) fanOut(pats []*rules.Pattern, used []bool, i int, b *binding) i
 		}
 		return false
 	}
-	best := 0
+	best, per := 0, max(rd.ov.countType(p.Type), 1)
 	for j, q := range pats {
 		if used[j] || j == i {
 			continue
@@ -302,7 +302,6 @@ func (rd *round) fanOut(pats []*rules.Pattern, used []bool, i int, b *binding) i
 		if !some && (q.Alias == "" || !binds(q.Alias)) {
 			continue // a scan of its own: not this step's fan-out
 		}
-		per := max(rd.ov.countType(p.Type), 1)
 		avg := (rd.ov.countType(q.Type) + per - 1) / per
 		if best == 0 || avg < best {
 			best = avg

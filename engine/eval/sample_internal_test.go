@@ -3,8 +3,9 @@ package eval
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"testing"
 )
 
@@ -13,13 +14,8 @@ import (
 // each name and value followed by a NUL.
 func sampleStartOfMap(b *binding, n int) int {
 	outer := b.strings()
-	keys := make([]string, 0, len(outer))
-	for k := range outer {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	h := fnv.New64a()
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(outer)) {
 		h.Write([]byte(k))
 		h.Write([]byte{0})
 		h.Write([]byte(outer[k]))

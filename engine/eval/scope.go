@@ -386,25 +386,29 @@ func (l *lazyAggregates) begin(s *sol) {
 // the trace.
 func (l *lazyAggregates) compute(i int) (val, error) {
 	ag := l.sc.Aggregates[i]
-	l.rd.aggs.stampNext = l.tracing
-	v, rs, err := l.rd.aggs.lookup(ag, l.s)
+	cv, rs, err := l.rd.aggregate(ag, l.s)
 	if err != nil {
 		return val{}, err
 	}
-	if rs == nil {
-		rs = []Read{} // computed: not nil
-	}
 	l.reads[i] = rs
-	cv := l.rd.e.numbers.number(v)
 	if l.tracing {
-		st := l.rd.aggs.stamp
-		if st.seq >= 0 && !candidateGroup(l.rd.aggs.a.info[ag], l.s.b, l.outer) {
-			st.seq = -1 // named by an outer value too: looked up when served
-		}
-		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: st})
+		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: l.rd.aggs.stampOf(ag, l.s.b, l.outer)})
 	}
 	l.s.b.push(ag.Name, cv)
 	return cv, nil
+}
+
+// aggregate is the value of ag under s, as a choice's filters and order
+// read it, and the member reads it lists (not nil: computed).
+func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (val, []Read, error) {
+	v, rs, err := rd.aggs.lookup(ag, s)
+	if err != nil {
+		return val{}, nil, err
+	}
+	if rs == nil {
+		rs = []Read{}
+	}
+	return rd.e.numbers.number(v), rs, nil
 }
 
 // resolve computes the aggregate called name, once per candidate, and
