@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 
@@ -57,9 +58,129 @@ const maxOutcomes = 4
 // candOutcome is what evaluating one candidate came to, and what it read.
 type candOutcome struct {
 	reads  []memoRead // in the order the evaluation read them
+	outer  *outerSig  // the outer variables among reads, shared (internOuter)
 	failed []string   // the filters it failed; nil: it passed every one
 	score  float64
 	keys   []ref.Val
+}
+
+// outerSig is the outer variables an outcome read, with their values, in
+// the order it read them. Outcomes that read the same ones share one
+// (internOuter): a choice serves 64 candidates under one outer binding,
+// and comparing each one's outer values again was a tenth of what placing
+// an instance cost; a choice compares each sig once (outerCheck).
+type outerSig struct{ reads []memoRead }
+
+// internOuter returns the round's sig of the outer reads among reads,
+// the same one for every outcome that read the same variables with the
+// same values in the same order. A value the key cannot spell (a list, a
+// map: never the same to sameVal) gets a sig of its own.
+func (rd *round) internOuter(reads []memoRead) *outerSig {
+	k := rd.outerKey[:0]
+	n := 0
+	for _, r := range reads {
+		if r.agg >= 0 {
+			continue
+		}
+		n++
+		k = binary.AppendUvarint(k, uint64(len(r.name)))
+		k = append(k, r.name...)
+		var ok bool
+		if k, ok = appendBoundKey(k, r.v); !ok {
+			rd.outerKey = k
+			return &outerSig{reads: outerOnly(reads, n)}
+		}
+	}
+	rd.outerKey = k
+	if sig, ok := rd.outerSigs[string(k)]; ok {
+		return sig
+	}
+	if rd.outerSigs == nil {
+		rd.outerSigs = map[string]*outerSig{}
+	}
+	sig := &outerSig{reads: outerOnly(reads, n)}
+	rd.outerSigs[string(k)] = sig
+	return sig
+}
+
+// outerOnly copies the n outer reads among reads.
+func outerOnly(reads []memoRead, n int) []memoRead {
+	out := make([]memoRead, 0, n)
+	for _, r := range reads {
+		if r.agg < 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// appendBoundKey appends a spelling of v to k such that two values spelt
+// alike are the same to sameBound against any third; false for a value it
+// cannot spell.
+func appendBoundKey(k []byte, v val) ([]byte, bool) {
+	if v.cel == nil {
+		k = append(k, 's')
+		k = binary.AppendUvarint(k, uint64(len(v.str)))
+		return append(k, v.str...), true
+	}
+	if s, ok := v.cel.(types.String); ok { // sameBound compares str with a string bound without its CEL form
+		k = append(k, 'S')
+		k = binary.AppendUvarint(k, uint64(len(s)))
+		k = append(k, s...)
+		k = binary.AppendUvarint(k, uint64(len(v.str)))
+		return append(k, v.str...), true
+	}
+	return appendCELKey(k, v.cel)
+}
+
+// appendCELKey spells c as sameVal tells values apart.
+func appendCELKey(k []byte, c ref.Val) ([]byte, bool) {
+	switch x := c.(type) {
+	case types.Int:
+		return binary.AppendVarint(append(k, 'i'), int64(x)), true
+	case types.Uint:
+		return binary.AppendUvarint(append(k, 'u'), uint64(x)), true
+	case types.Double:
+		return binary.LittleEndian.AppendUint64(append(k, 'd'), math.Float64bits(float64(x))), true
+	case types.Bool:
+		if x {
+			return append(k, 'T'), true
+		}
+		return append(k, 'F'), true
+	case types.Null:
+		return append(k, 'n'), true
+	case *types.Optional:
+		if !x.HasValue() {
+			return append(k, 'o', 0), true
+		}
+		return appendCELKey(append(k, 'o', 1), x.GetValue())
+	}
+	return k, false
+}
+
+// outerCheck remembers, for one choice, which sigs its outer binding
+// gives the values they read: the candidates' outcomes share a few.
+type outerCheck struct {
+	n    int
+	sigs [8]*outerSig
+	ok   [8]bool
+}
+
+// same reports whether b gives each outer variable sig read the value it
+// read, comparing a sig once per choice (b's outer values are the
+// choice's, the same for every candidate).
+func (oc *outerCheck) same(sig *outerSig, b *binding) bool {
+	for i := range oc.n {
+		if oc.sigs[i] == sig {
+			return oc.ok[i]
+		}
+	}
+	ok := sameOuter(sig.reads, b)
+	if oc.n < len(oc.sigs) {
+		oc.sigs[oc.n], oc.ok[oc.n] = sig, ok
+		oc.n++
+	}
+	return ok
 }
 
 // memoRead is one value a candidate's evaluation read: an aggregate of the
@@ -142,9 +263,9 @@ func sameBound(a, b val) bool {
 // lead it to the same lookups, up to the one that differs; one not looked
 // up is looked up when the evaluation reads it, from the group it read,
 // unchanged). When a lookup fails, c is left as it was begun.
-func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) (o *candOutcome, unread uint64) {
+func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOutcome) (o *candOutcome, unread uint64) {
 	for _, k := range os {
-		if sameOuter(k, c.b) {
+		if oc.same(k.outer, c.b) {
 			o = k
 			break
 		}
@@ -154,6 +275,7 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) (o *candOu
 	}
 	stamps := rd.ov.rec == nil // reads recorded for a result being computed are looked up
 	base := c.b.len()
+	lz.stampLater = true
 	for _, r := range o.reads {
 		if r.agg < 0 {
 			lz.trace = append(lz.trace, r)
@@ -168,12 +290,15 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) (o *candOu
 			c.b.truncate(base)
 			lz.begin(c)
 			lz.trace = lz.trace[:0]
+			lz.stampLater = false
 			return nil, 0 // the evaluation reports it
 		}
 		if !sameVal(cv.cel, r.v.cel) {
+			lz.stampTrace() // the evaluation goes on from the trace, and keeps it
 			return nil, 0
 		}
 	}
+	lz.stampLater = false
 	rd.e.stats.CandidatesReused++
 	rd.e.stats.UnreadAggregates += int64(bits.OnesCount64(unread))
 	return o, unread
@@ -181,8 +306,8 @@ func (rd *round) serve(lz *lazyAggregates, c *sol, os []*candOutcome) (o *candOu
 
 // sameOuter reports whether b gives each outer variable o read the value
 // it read.
-func sameOuter(o *candOutcome, b *binding) bool {
-	for _, r := range o.reads {
+func sameOuter(reads []memoRead, b *binding) bool {
+	for _, r := range reads {
 		if r.agg >= 0 {
 			continue
 		}

@@ -57,3 +57,48 @@ func TestSameValServesOnlyWhatCELCannotTellApart(t *testing.T) {
 		}
 	}
 }
+
+// Outcomes share an outer sig only when no binding's values could tell
+// their outer reads apart (a choice compares each sig once and serves
+// every outcome that holds it), and share it whenever they read the same
+// values: a string bound by a join (no CEL form) and the same string as
+// CEL are spelt apart, which costs a comparison, never a wrong outcome.
+func TestOuterSigsShareOnlyWhatNoBindingTellsApart(t *testing.T) {
+	list := types.DefaultTypeAdapter.NativeToValue([]any{1})
+	pool := []val{
+		strVal("web"), strVal("api"), strVal(""), strVal("1"),
+		{cel: types.String("web"), str: "web"}, {cel: types.String("web")},
+		{cel: types.Int(1), str: "1"}, {cel: types.Int(2), str: "2"}, {cel: types.Uint(1), str: "1"},
+		{cel: types.Double(1)}, {cel: types.Double(0)}, {cel: types.Double(math.Copysign(0, -1))}, {cel: types.Double(math.NaN())},
+		{cel: types.True}, {cel: types.False}, {cel: types.NullValue},
+		{cel: types.OptionalNone}, {cel: types.OptionalOf(types.Int(1))}, {cel: types.OptionalOf(types.Double(1))},
+		{cel: list}, {cel: types.Timestamp{}},
+	}
+	reads := func(v val) []memoRead {
+		return []memoRead{{agg: -1, name: "cpu", v: strVal("2")}, {agg: 0, v: celVal(types.Int(7))}, {agg: -1, name: "zone", v: v}}
+	}
+	rd := &round{}
+	for i, a := range pool {
+		if rd.internOuter(reads(a)) != rd.internOuter(reads(a)) && sameBound(a, a) {
+			t.Errorf("%d: the same value read twice got two sigs", i)
+		}
+		for j, b := range pool {
+			if rd.internOuter(reads(a)) != rd.internOuter(reads(b)) {
+				continue
+			}
+			for k, x := range pool {
+				if sameBound(x, a) != sameBound(x, b) {
+					t.Errorf("values %d and %d share a sig, but sameBound tells them apart against %d", i, j, k)
+				}
+			}
+		}
+	}
+	sig := rd.internOuter(reads(strVal("eu")))
+	if len(sig.reads) != 2 || sig.reads[0].name != "cpu" || sig.reads[1].name != "zone" {
+		t.Errorf("sig reads %+v: want the outer reads cpu and zone, in order", sig.reads)
+	}
+	other := []memoRead{{agg: -1, name: "arch", v: strVal("2")}, {agg: -1, name: "zone", v: strVal("eu")}}
+	if rd.internOuter(other) == sig {
+		t.Error("reads of other variables with the same values share a sig")
+	}
+}

@@ -61,6 +61,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 	var kept []ranked
 	rk := ranker{ch: ch}
 	outcomes := rd.outcomes(ch, cands) // nil: not kept
+	var oc outerCheck
 	lz.outer = cands.b.len()
 	var spare *sol // a candidate passed over, whose storage the next one reuses
 	for i := range n {
@@ -78,7 +79,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 		var unread uint64
 		if outcomes != nil {
 			lz.tracing, lz.trace = true, lz.trace[:0]
-			served, unread = rd.serve(lz, c, outcomes[at])
+			served, unread = rd.serve(lz, &oc, c, outcomes[at])
 			lz.tracing = served == nil
 		}
 		var failed []string
@@ -106,7 +107,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			// A rejected candidate's outcome is complete; a passing one's
 			// is kept once it is ranked (what ranking reads is traced on).
 			if outcomes != nil && len(failed) > 0 {
-				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), failed: failed})
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), outer: rd.internOuter(lz.trace), failed: failed})
 			}
 		}
 		if len(failed) > 0 {
@@ -129,7 +130,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 				return nil, err
 			}
 			if outcomes != nil {
-				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), score: cur.score, keys: slices.Clone(cur.keys)})
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), outer: rd.internOuter(lz.trace), score: cur.score, keys: slices.Clone(cur.keys)})
 			}
 		}
 		feasible++

@@ -479,6 +479,8 @@ type round struct {
 	// What choices' candidates came to, by choice and candidate list, at
 	// each candidate's place (candmemo.go).
 	candOutcomes map[candKey][][]*candOutcome
+	outerSigs    map[string]*outerSig // the outcomes' outer reads, shared (internOuter)
+	outerKey     []byte
 	aggs         *roundAggs      // the aggregate results the round holds (aggregates.go)
 	osc          []string        // rules found oscillating: the round is redone without them
 	returns      map[string]int  // by key: how often it came back to an earlier value (commit)

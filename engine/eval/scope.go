@@ -361,8 +361,26 @@ type lazyAggregates struct {
 	// binding (its first outer names) read, is added to trace with its
 	// value, for the candidate's kept outcome (candmemo.go).
 	tracing bool
-	outer   int
-	trace   []memoRead
+	// stampLater: the aggregates traced are stamped only when the trace
+	// is kept (stampTrace): serving an outcome traces each aggregate it
+	// looks up, and most serve, their trace unused.
+	stampLater bool
+	outer      int
+	trace      []memoRead
+}
+
+// unstamped marks a traced aggregate's stamp as not taken yet.
+const unstamped = -2
+
+// stampTrace stamps the aggregates traced under stampLater, as they were
+// when looked up: nothing the round holds has changed since.
+func (l *lazyAggregates) stampTrace() {
+	for i, r := range l.trace {
+		if r.agg >= 0 && r.st.seq == unstamped {
+			l.trace[i].st = l.rd.aggs.stampOf(l.sc.Aggregates[r.agg], l.s.b, l.outer)
+		}
+	}
+	l.stampLater = false
 }
 
 // traceOuter adds outer variable name's value to the trace, once.
@@ -392,7 +410,11 @@ func (l *lazyAggregates) compute(i int) (val, error) {
 	}
 	l.reads[i] = rs
 	if l.tracing {
-		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: l.rd.aggs.stampOf(ag, l.s.b, l.outer)})
+		st := groupStamp{seq: unstamped}
+		if !l.stampLater {
+			st = l.rd.aggs.stampOf(ag, l.s.b, l.outer)
+		}
+		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: st})
 	}
 	l.s.b.push(ag.Name, cv)
 	return cv, nil
