@@ -105,6 +105,21 @@ type Config struct {
 	// may make (the server's observed/clock) carry it, so a deposed or
 	// standby server writes none. The term waits for it to return.
 	WhileLeading func(ctx context.Context, guard []facts.Guard)
+	// OnRound, when set, is told of each round the leader evaluates as it
+	// is planned (rounds that found nothing to evaluate aside): what a
+	// benchmark lays out as a timeline. It runs on the engine's goroutine
+	// and must return at once.
+	OnRound func(RoundInfo)
+}
+
+// RoundInfo is one evaluated round, as Config.OnRound is told of it.
+type RoundInfo struct {
+	Start   time.Time
+	Took    time.Duration
+	Full    bool           // every rule evaluated whole (startup, reload, a relist, a batch touching most facts)
+	Changes int            // the changes since the round before (a full round evaluates everything whatever they are)
+	Firings map[string]int // planned, by rule: a firing may still not commit
+	Writes  int
 }
 
 // DefaultLeaderPrefix is the election prefix beside a fact root:

@@ -308,7 +308,14 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		s.MaxPlanWrites = max(s.MaxPlanWrites, writes)
 	})
 	e.log.Debug("engine: round planned", "full", w.full, "changes", len(w.changes), "rev", p.Rev, "firings", len(p.Firings),
-		"writes", writes, "took", time.Since(start), "version", p.RuleSetVersion)
+		"writes", writes, "took", took, "version", p.RuleSetVersion)
+	if e.cfg.OnRound != nil && !w.idle {
+		info := RoundInfo{Start: start, Took: took, Full: w.full, Changes: len(w.changes), Firings: map[string]int{}, Writes: writes}
+		for _, f := range p.Firings {
+			info.Firings[f.Rule]++
+		}
+		e.cfg.OnRound(info)
+	}
 	if p.RuleSetVersion == "" {
 		p.RuleSetVersion = ev.Version()
 	}

@@ -83,7 +83,10 @@ simulated nodes in-process — and measure it:
              waiting for its writes through the watch, idle) and the
              agents' time in their transactions; what the evaluator did,
              counted (tasks, CEL evaluations, facts visited, aggregate
-             groups computed, served kept and adjusted to changes)
+             groups computed, served kept and adjusted to changes);
+             the engine's rounds one by one with -o json (when each
+             began, how long it evaluated, the changes it took, what it
+             planned by rule)
   raw etcd   a batched-transaction put loop against the same etcd, the
              baseline CCattler's committed keys/s is a ratio of
   change     change one instance's health, --changes times, each timed
@@ -299,6 +302,7 @@ func runBench(ctx context.Context, f *benchFlags, dir string, log *slog.Logger, 
 
 	b := &bench{f: f, log: log, pr: pr, dir: dir, res: &benchResult{Nodes: f.nodes, Instances: f.instances,
 		Services: f.services, RoundFirings: f.roundFirings, OverlapCommit: f.overlap, CompactEverySeconds: f.compactEvery.Seconds(), AgentCache: f.agentCache, CPUs: cpuCount(), CPUNote: "process CPU time (etcd, engine, agents, measurement), getrusage"}}
+	cfg.Engine.OnRound = b.rounds.note
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var phaseErr error

@@ -78,18 +78,22 @@ type benchResult struct {
 	EngineFiringsByRule map[string]int64 `json:"engine_firings_by_rule,omitempty"`
 	EngineTxns          int64            `json:"engine_transactions"`
 	EngineRounds        int64            `json:"engine_rounds"`
-	RoundFirings        int              `json:"round_firings"`  // the engine's firing budget per round (0: none)
-	OverlapCommit       bool             `json:"overlap_commit"` // whether every plan committed while the next round evaluated (--overlap-commit; a round cut at its budget always does)
-	AgentCache          bool             `json:"agent_cache"`    // whether the simulated nodes kept their local caches (--agent-cache)
-	Conflicts           int64            `json:"compare_conflicts"`
-	AgentOps            int64            `json:"agent_keys_written"`
-	AgentTxns           int64            `json:"agent_transactions"`
-	CPUSeconds          float64          `json:"cpu_seconds"`
-	CPUNote             string           `json:"cpu_note"`
-	GCCPUSeconds        float64          `json:"gc_cpu_seconds"`       // the collector's part of cpu_seconds, as the runtime estimates it
-	PeakHeapBytes       int64            `json:"peak_heap_bytes"`      // every object, garbage not yet collected included
-	PeakLiveHeapBytes   int64            `json:"peak_live_heap_bytes"` // the most a collection found live
-	PeakRSSBytes        int64            `json:"peak_rss_bytes"`       // the whole run, measuring phases included
+	// Rounds lays the converge out round by round: each round the engine
+	// evaluated from the apply until convergence (those with nothing to
+	// evaluate aside), what it planned and how long it took.
+	Rounds            []benchRound `json:"rounds,omitempty"`
+	RoundFirings      int          `json:"round_firings"`  // the engine's firing budget per round (0: none)
+	OverlapCommit     bool         `json:"overlap_commit"` // whether every plan committed while the next round evaluated (--overlap-commit; a round cut at its budget always does)
+	AgentCache        bool         `json:"agent_cache"`    // whether the simulated nodes kept their local caches (--agent-cache)
+	Conflicts         int64        `json:"compare_conflicts"`
+	AgentOps          int64        `json:"agent_keys_written"`
+	AgentTxns         int64        `json:"agent_transactions"`
+	CPUSeconds        float64      `json:"cpu_seconds"`
+	CPUNote           string       `json:"cpu_note"`
+	GCCPUSeconds      float64      `json:"gc_cpu_seconds"`       // the collector's part of cpu_seconds, as the runtime estimates it
+	PeakHeapBytes     int64        `json:"peak_heap_bytes"`      // every object, garbage not yet collected included
+	PeakLiveHeapBytes int64        `json:"peak_live_heap_bytes"` // the most a collection found live
+	PeakRSSBytes      int64        `json:"peak_rss_bytes"`       // the whole run, measuring phases included
 	// The same up to convergence, and what a collection finds live once
 	// converged: the control plane's memory, the measurement's aside.
 	ConvergePeakRSSBytes      int64 `json:"converge_peak_rss_bytes"`
@@ -190,6 +194,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	}
 	row("engine time", fmt.Sprintf("%.1fs evaluate", r.EngineEvalSeconds), fmt.Sprintf("%.1fs applying plans (%.1fs more under evaluation), %.1fs waiting for its writes through the watch, %.1fs idle; agents' commits %.1fs",
 		r.EngineApplySeconds, r.EngineApplyOverlapSeconds, r.EngineWatchWaitSeconds, r.EngineIdleSeconds, r.AgentCommitSeconds))
+	if len(r.Rounds) > 0 {
+		row("engine rounds", fmt.Sprintf("%d", len(r.Rounds)), longestRound(r.Rounds))
+	}
 	row("engine work", fmt.Sprintf("%d tasks", r.EngineWork["tasks"]), workText(r.EngineWork, r.Instances))
 	row("keys written", fmt.Sprintf("%d", r.KeysWritten), fmt.Sprintf("engine %d (+%d records), agents %d", r.EngineKeysWritten, r.EngineFirings, r.AgentOps))
 	row("engine firings", fmt.Sprintf("%d", r.EngineFirings), formatFirings(r.EngineFiringsByRule))

@@ -46,6 +46,7 @@ type bench struct {
 	eng        *engine.Engine
 	tr         *tracker
 	heap       heapSampler
+	rounds     roundLog // every round the engine evaluated, for the converge's timeline
 
 	agents  []*agent.Agent // [0] the survivors, [1] the victims
 	stops   []func()       // stop each agent and wait for it
@@ -262,6 +263,7 @@ func (b *bench) converge(ctx context.Context) error {
 	res.KeysWritten, res.Transactions = snap.keys-tc0.keys, snap.revs-tc0.revs
 	res.KeysPerSecond = float64(res.KeysWritten) / secs
 	res.PaceFirstTenth, res.PaceLastTenth = paces(n, start, <-tenth, <-nineTenths, snap)
+	res.Rounds = b.rounds.between(start, snap.at)
 	var sp spread
 	b.tr.read(func(t *tracker) { sp = t.spread() })
 	res.SpreadExcessInstances, res.NodeInstancesMin, res.NodeInstancesMax, res.NodeInstancesCV = sp.Excess, sp.Min, sp.Max, sp.CV

@@ -293,6 +293,7 @@ func checkBenchJSON(t *testing.T, out string) {
 			t.Errorf("engine_work.tasks %v: want at least one per instance (%v)", v, num("instances"))
 		}
 	}
+	checkBenchRounds(t, m, num("converge_seconds"), num("instances"))
 	// The converge's firings by rule add up to its firings, place each
 	// instance once and publish its endpoint once.
 	// The counters are read once the engine committed what the tracker saw:
@@ -325,3 +326,41 @@ func checkBenchJSON(t *testing.T, out string) {
 }
 
 func near(a, b float64) bool { d := a - b; return d < 1e-9*max(1, b) && -d < 1e-9*max(1, b) }
+
+// checkBenchRounds checks the converge's timeline: rounds in the order
+// they began, within the converge, each one's firings its rules' sum, and
+// among them the planned placement and creation of every instance (each
+// instance ran before convergence, so its firings were planned before).
+func checkBenchRounds(t *testing.T, m map[string]any, converge, instances float64) {
+	t.Helper()
+	rounds, _ := m["rounds"].([]any)
+	if len(rounds) == 0 {
+		t.Errorf("rounds: %v, want the converge's rounds", m["rounds"])
+		return
+	}
+	byRule := map[string]float64{}
+	last := -1.0
+	for i, x := range rounds {
+		r, _ := x.(map[string]any)
+		at, _ := r["at_seconds"].(float64)
+		took, _ := r["took_seconds"].(float64)
+		firings, _ := r["firings"].(float64)
+		if at < last || at > converge || took <= 0 || took > converge {
+			t.Errorf("round %d: at %vs, took %vs: want in order (after %vs), within the %vs converge", i, at, took, last, converge)
+		}
+		last = at
+		sum := 0.0
+		by, _ := r["firings_by_rule"].(map[string]any)
+		for rule, n := range by {
+			v, _ := n.(float64)
+			sum += v
+			byRule[rule] += v
+		}
+		if sum != firings {
+			t.Errorf("round %d: %v firings, its rules' add up to %v: %v", i, firings, sum, by)
+		}
+	}
+	if byRule["schedule"] < instances || byRule["create_instances"] < instances {
+		t.Errorf("the rounds planned %v placements and %v creations for %v instances: %v", byRule["schedule"], byRule["create_instances"], instances, byRule)
+	}
+}
