@@ -304,8 +304,8 @@ func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOut
 	return o, unread
 }
 
-// sameOuter reports whether b gives each outer variable o read the value
-// it read.
+// sameOuter reports whether b gives each outer variable among reads the
+// value read.
 func sameOuter(reads []memoRead, b *binding) bool {
 	for _, r := range reads {
 		if r.agg >= 0 {
