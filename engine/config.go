@@ -116,9 +116,9 @@ type Config struct {
 type RoundInfo struct {
 	Start   time.Time
 	Took    time.Duration
-	Full    bool           // every rule evaluated whole (startup, reload, a relist, a batch touching most facts)
-	Changes int            // the changes since the round before (a full round evaluates everything whatever they are)
-	Firings map[string]int // planned, by rule: a firing may still not commit
+	Full    bool             // every rule evaluated whole (startup, reload, a relist, a batch touching most facts)
+	Changes int              // the changes since the round before (a full round evaluates everything whatever they are)
+	Firings map[string]int64 // planned, by rule (as Stats.FiringsByRule counts those committed)
 	Writes  int
 }
 

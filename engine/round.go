@@ -310,7 +310,7 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 	e.log.Debug("engine: round planned", "full", w.full, "changes", len(w.changes), "rev", p.Rev, "firings", len(p.Firings),
 		"writes", writes, "took", took, "version", p.RuleSetVersion)
 	if e.cfg.OnRound != nil && !w.idle {
-		info := RoundInfo{Start: start, Took: took, Full: w.full, Changes: len(w.changes), Firings: map[string]int{}, Writes: writes}
+		info := RoundInfo{Start: start, Took: took, Full: w.full, Changes: len(w.changes), Firings: map[string]int64{}, Writes: writes}
 		for _, f := range p.Firings {
 			info.Firings[f.Rule]++
 		}

@@ -16,7 +16,7 @@ type benchRound struct {
 	TookSeconds   float64          `json:"took_seconds"`
 	Full          bool             `json:"full"`
 	Changes       int              `json:"changes"`
-	Firings       int              `json:"firings"`
+	Firings       int64            `json:"firings"`
 	Writes        int              `json:"writes"`
 	FiringsByRule map[string]int64 `json:"firings_by_rule,omitempty"`
 }
@@ -44,10 +44,9 @@ func (l *roundLog) between(start, end time.Time) []benchRound {
 			continue
 		}
 		br := benchRound{AtSeconds: r.Start.Sub(start).Seconds(), TookSeconds: r.Took.Seconds(), Full: r.Full,
-			Changes: r.Changes, Writes: r.Writes, FiringsByRule: map[string]int64{}}
-		for rule, n := range r.Firings {
+			Changes: r.Changes, Writes: r.Writes, FiringsByRule: r.Firings}
+		for _, n := range r.Firings {
 			br.Firings += n
-			br.FiringsByRule[rule] = int64(n)
 		}
 		out = append(out, br)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types/ref"
@@ -132,9 +133,8 @@ func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) 
 	// that is not the last round's writes come back: every change says
 	// what it replaced and holds to the schema, those writes included
 	// (the aggregates exempt from keeping them are adjusted for them).
-	adjustable := func(cs []facts.Change) bool {
-		return len(cs) <= e.adjustLimit(r) && prevKnown(changes) && allValid(e.rs.Schema, r, changes)
-	}
+	valid := sync.OnceValue(func() bool { return prevKnown(changes) && allValid(e.rs.Schema, r, changes) })
+	adjustable := func(cs []facts.Change) bool { return len(cs) <= e.adjustLimit(r) && valid() }
 	switch {
 	case a.off || from < 0 || from != a.store.rev:
 		a.store.reset(r.Rev())
@@ -168,7 +168,7 @@ func (a *aggregates) follow(from int64, r facts.Reader, changes []facts.Change) 
 		// every round of a large apply (agents report in batches of
 		// thousands).
 		e.labels.phase("advance")
-		if len(a.store.whole) > 0 && prevKnown(changes) && allValid(e.rs.Schema, r, changes) {
+		if len(a.store.whole) > 0 && valid() {
 			keep, theirs := a.wholeWorthAdjusting(changes)
 			a.advance(r, theirs, keep, nil)
 		} else {

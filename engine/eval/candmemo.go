@@ -275,7 +275,6 @@ func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOut
 	}
 	stamps := rd.ov.rec == nil // reads recorded for a result being computed are looked up
 	base := c.b.len()
-	lz.stampLater = true
 	for _, r := range o.reads {
 		if r.agg < 0 {
 			lz.trace = append(lz.trace, r)
@@ -290,15 +289,12 @@ func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOut
 			c.b.truncate(base)
 			lz.begin(c)
 			lz.trace = lz.trace[:0]
-			lz.stampLater = false
 			return nil, 0 // the evaluation reports it
 		}
 		if !sameVal(cv.cel, r.v.cel) {
-			lz.stampTrace() // the evaluation goes on from the trace, and keeps it
-			return nil, 0
+			return nil, 0 // the evaluation goes on from the trace
 		}
 	}
-	lz.stampLater = false
 	rd.e.stats.CandidatesReused++
 	rd.e.stats.UnreadAggregates += int64(bits.OnesCount64(unread))
 	return o, unread

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -100,5 +101,27 @@ func TestOuterSigsShareOnlyWhatNoBindingTellsApart(t *testing.T) {
 	other := []memoRead{{agg: -1, name: "arch", v: strVal("2")}, {agg: -1, name: "zone", v: strVal("eu")}}
 	if rd.internOuter(other) == sig {
 		t.Error("reads of other variables with the same values share a sig")
+	}
+}
+
+// A choice remembers the answer for eight sets of outer values; past them
+// each set is compared every time, and every answer is the comparison's.
+func TestOuterCheckAnswersPastWhatItRemembers(t *testing.T) {
+	b := &binding{}
+	b.push("zone", strVal("eu"))
+	rd := &round{}
+	var sigs []*outerSig
+	for i := range 12 {
+		sigs = append(sigs, rd.internOuter([]memoRead{{agg: -1, name: "zone", v: strVal(fmt.Sprintf("z%d", i))}}))
+	}
+	eu := rd.internOuter([]memoRead{{agg: -1, name: "zone", v: strVal("eu")}})
+	sigs = append(sigs, eu)
+	var oc outerCheck
+	for pass := range 2 {
+		for i, sig := range sigs {
+			if got := oc.same(sig, b); got != (sig == eu) {
+				t.Errorf("pass %d, set %d: same %v, want %v", pass, i, got, sig == eu)
+			}
+		}
 	}
 }

@@ -107,7 +107,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 			// A rejected candidate's outcome is complete; a passing one's
 			// is kept once it is ranked (what ranking reads is traced on).
 			if outcomes != nil && len(failed) > 0 {
-				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), outer: rd.internOuter(lz.trace), failed: failed})
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: lz.keptTrace(), outer: rd.internOuter(lz.trace), failed: failed})
 			}
 		}
 		if len(failed) > 0 {
@@ -130,7 +130,7 @@ func (rd *round) choose(r *rules.Rule, s *sol) ([]*sol, error) {
 				return nil, err
 			}
 			if outcomes != nil {
-				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: slices.Clone(lz.trace), outer: rd.internOuter(lz.trace), score: cur.score, keys: slices.Clone(cur.keys)})
+				outcomes[at] = keepOutcome(outcomes[at], &candOutcome{reads: lz.keptTrace(), outer: rd.internOuter(lz.trace), score: cur.score, keys: slices.Clone(cur.keys)})
 			}
 		}
 		feasible++

@@ -360,27 +360,27 @@ type lazyAggregates struct {
 	// tracing: each aggregate computed, and each variable of the outer
 	// binding (its first outer names) read, is added to trace with its
 	// value, for the candidate's kept outcome (candmemo.go).
+	// The aggregates traced are stamped when the trace is kept
+	// (keptTrace): serving an outcome traces each aggregate it looks up,
+	// and most serve, their trace unused.
 	tracing bool
-	// stampLater: the aggregates traced are stamped only when the trace
-	// is kept (stampTrace): serving an outcome traces each aggregate it
-	// looks up, and most serve, their trace unused.
-	stampLater bool
-	outer      int
-	trace      []memoRead
+	outer   int
+	trace   []memoRead
 }
 
 // unstamped marks a traced aggregate's stamp as not taken yet.
 const unstamped = -2
 
-// stampTrace stamps the aggregates traced under stampLater, as they were
-// when looked up: nothing the round holds has changed since.
-func (l *lazyAggregates) stampTrace() {
+// keptTrace is a copy of the trace for the candidate's kept outcome, its
+// aggregates stamped as they were when looked up: evaluating a candidate
+// changes nothing the round holds.
+func (l *lazyAggregates) keptTrace() []memoRead {
 	for i, r := range l.trace {
 		if r.agg >= 0 && r.st.seq == unstamped {
 			l.trace[i].st = l.rd.aggs.stampOf(l.sc.Aggregates[r.agg], l.s.b, l.outer)
 		}
 	}
-	l.stampLater = false
+	return slices.Clone(l.trace)
 }
 
 // traceOuter adds outer variable name's value to the trace, once.
@@ -410,11 +410,7 @@ func (l *lazyAggregates) compute(i int) (val, error) {
 	}
 	l.reads[i] = rs
 	if l.tracing {
-		st := groupStamp{seq: unstamped}
-		if !l.stampLater {
-			st = l.rd.aggs.stampOf(ag, l.s.b, l.outer)
-		}
-		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: st})
+		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: groupStamp{seq: unstamped}})
 	}
 	l.s.b.push(ag.Name, cv)
 	return cv, nil
