@@ -54,7 +54,9 @@ func reportStopped(t *facts.Table, changes []facts.Change) []facts.Change {
 // and cost budgets (the time budget left out, so that the rounds do not
 // depend on the machine's load), the agents reporting each stop between
 // two rounds and the clock moving a second a round, until every extra
-// instance is stopped, its endpoint withdrawn and its stop noted.
+// instance is stopped, its endpoint withdrawn and its stop noted. Then the
+// clock moves on an hour and rounds run until every stopped instance's
+// facts are collected (gc.hcl's collect_stopped): the collect-* figures.
 func BenchmarkScaleDown(b *testing.B) {
 	rs := loadDefault(b)
 	cfg := engine.NewConfig()
@@ -64,6 +66,10 @@ func BenchmarkScaleDown(b *testing.B) {
 			var took, cpu, tick time.Duration
 			var recounted int64
 			byRule := map[string]int{}
+			var collectRounds int
+			var collectTook, collectCPU time.Duration
+			collected := map[string]int{}
+			var collectWork eval.Stats
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				t, ev, from := packedWorld(b, rs, 3, sz.services, sz.instances,
@@ -112,6 +118,32 @@ func BenchmarkScaleDown(b *testing.B) {
 				}
 				tick += time.Since(start)
 				from = rev
+				// An hour later: every stopped instance's facts collected.
+				at = at.Add(time.Hour)
+				changes = []facts.Change{putFact(t, facts.Clock(), `"`+at.Format(time.RFC3339)+`"`)}
+				before := ev.Stats()
+				start, cpu0 := time.Now(), processCPU()
+				for r := 0; len(changes) > 0 || more; r++ {
+					if r == 200 {
+						b.Fatal("no fixpoint after 200 rounds of collection")
+					}
+					rev := t.Rev()
+					p := ev.Continue(from, t, changes, false)
+					from, more = rev, p.More
+					collectRounds++
+					for _, f := range p.Firings {
+						collected[f.Rule]++
+					}
+					changes = applyPlan(t, p)
+				}
+				collectTook, collectCPU = collectTook+time.Since(start), collectCPU+processCPU()-cpu0
+				after := ev.Stats()
+				collectWork.Tasks += after.Tasks - before.Tasks
+				collectWork.Evals += after.Evals - before.Evals
+				collectWork.FactsVisited += after.FactsVisited - before.FactsVisited
+				collectWork.Adjustments += after.Adjustments - before.Adjustments
+				collectWork.Aggregates += after.Aggregates - before.Aggregates
+				checkCollected(b, t, sz.services, 3)
 			}
 			b.ReportMetric(float64(rounds)/float64(b.N), "rounds/op")
 			b.ReportMetric(float64(firings)/float64(b.N), "firings/op")
@@ -122,6 +154,12 @@ func BenchmarkScaleDown(b *testing.B) {
 			// Aggregate groups computed rather than served kept: a
 			// service's counts recounted in the rounds that read them.
 			b.ReportMetric(float64(recounted)/float64(b.N), "aggregates/op")
+			b.ReportMetric(float64(collectRounds)/float64(b.N), "collect-rounds/op")
+			b.ReportMetric(collectTook.Seconds()/float64(b.N), "collect-s/op")
+			b.ReportMetric(collectCPU.Seconds()/float64(b.N), "collect-cpu-s/op")
+			per := float64(b.N * collected["collect_stopped"])
+			b.Logf("collection an hour later, firings by rule: %v; a collected instance: %.1f tasks, %.1f CEL evaluations, %.1f facts visited, %.1f aggregate adjustments, %.2f aggregates computed",
+				collected, float64(collectWork.Tasks)/per, float64(collectWork.Evals)/per, float64(collectWork.FactsVisited)/per, float64(collectWork.Adjustments)/per, float64(collectWork.Aggregates)/per)
 			rulesFired := make([]string, 0, len(byRule))
 			for r, n := range byRule {
 				rulesFired = append(rulesFired, fmt.Sprintf("%s=%d", r, n/b.N))
@@ -176,4 +214,30 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// checkCollected fails b unless every fact left under observed/instance/
+// is of a placed instance, and each of services services has n of them.
+func checkCollected(b *testing.B, t *facts.Table, services, n int) {
+	b.Helper()
+	left := map[string]int{}
+	t.Prefix("observed/instance/", func(f facts.Fact) bool {
+		id, attr, _ := strings.Cut(strings.TrimPrefix(f.Key, "observed/instance/"), "/")
+		if _, placed := t.Get(facts.Placement(id)); !placed {
+			b.Fatalf("%s: the instance stopped over an hour ago and its facts are not all collected", f.Key)
+		}
+		if attr == "service" {
+			svc, _ := facts.StringValue(f.Value)
+			left[svc]++
+		}
+		return true
+	})
+	if len(left) != services {
+		b.Fatalf("%d services have instances left, want %d", len(left), services)
+	}
+	for svc, c := range left {
+		if c != n {
+			b.Fatalf("%s has %d instances left, want %d", svc, c, n)
+		}
+	}
 }
