@@ -14,13 +14,12 @@ import (
 // mirror, kept aggregates): at 10,000 instances the engine's convergence
 // used 21% less CPU at 200 than at Go's default of 100, for a third more
 // memory (policies' BenchmarkConverge). The whole process's peak RSS
-// follows: `ccattler bench --size medium` peaked at 1.79 GiB with 200,
-// 1.31-1.35 GiB with GOGC=100 and 1.13 GiB with GOMEMLIMIT=1GiB, for 44,
-// 51-66 and 63 CPU seconds (docs/engine.md, Memory). Throughput is the
-// default here; an operator short of memory sets GOGC or GOMEMLIMIT: a
-// limit of about twice the live heap once converged (600 MiB at medium)
-// halved the peak RSS for 0-30% more CPU, less than GOGC=50 cost for the
-// same RSS.
+// follows: `ccattler bench --size medium` peaked at 1.0-1.07 GiB with 200
+// and 750 MiB with GOGC=100, converging in 5.9-6.0 s and 6.6-7.5 s, and
+// GOMEMLIMIT=450MiB held it to 550 MiB for 8.3-8.6 s (docs/engine.md,
+// Memory). Throughput is the default here; an operator short of memory
+// sets GOGC or GOMEMLIMIT, above what is live (about 300 MiB at medium at
+// its peak): below it the collector runs without pause.
 const serverGCPercent = 200
 
 // tuneGC sets the collector for a long-running server: GOGC=200 unless
