@@ -263,18 +263,58 @@ func sameBound(a, b val) bool {
 // lead it to the same lookups, up to the one that differs; one not looked
 // up is looked up when the evaluation reads it, from the group it read,
 // unchanged). When a lookup fails, c is left as it was begun.
+//
+// The kept outcomes are tried in turn, the one served last first: a
+// node's candidates alternate between a few outcomes (the scheduler's
+// spread count of a service with an instance on the node, and of those
+// without), and the newest is often the other one's. Before the next is
+// tried c begins again, so that what it traces is one outcome's prefix; an
+// aggregate already looked up for c is taken from lz.known, and an outcome
+// that read another value of it is passed over.
 func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOutcome) (o *candOutcome, unread uint64) {
-	for _, k := range os {
-		if oc.same(k.outer, c.b) {
-			o = k
-			break
+	base := c.b.len()
+	lz.known = lz.known[:0]
+	begun := false
+	for at, k := range os {
+		if !oc.same(k.outer, c.b) || (begun && lz.knownDiffers(k.reads)) {
+			continue
+		}
+		if begun {
+			// An outcome before this one read an aggregate whose value
+			// differs now: c begins again, and the aggregates looked up
+			// for it are served from lz.known.
+			c.b.truncate(base)
+			lz.begin(c)
+			lz.trace = lz.trace[:0]
+		}
+		begun = true
+		ok, un, err := rd.still(lz, c, k)
+		if err != nil {
+			c.b.truncate(base)
+			lz.begin(c)
+			lz.trace = lz.trace[:0]
+			return nil, 0 // the evaluation reports it
+		}
+		if ok {
+			// Served first next time: the candidates of a choice
+			// alternate between a few outcomes (a service with an
+			// instance on the node and those without).
+			copy(os[1:at+1], os[:at])
+			os[0] = k
+			rd.e.stats.CandidatesReused++
+			rd.e.stats.UnreadAggregates += int64(bits.OnesCount64(un))
+			return k, un
 		}
 	}
-	if o == nil {
-		return nil, 0
-	}
+	return nil, 0 // the evaluation goes on from the trace
+}
+
+// still reports whether every aggregate o read still has the value it
+// read, looking each up (or taking it from lz.known) in the order o read
+// it, as the evaluation would; unread are those serve need not look up
+// (their groups unchanged since o read them).
+func (rd *round) still(lz *lazyAggregates, c *sol, o *candOutcome) (ok bool, unread uint64, err error) {
 	stamps := rd.ov.rec == nil // reads recorded for a result being computed are looked up
-	base := c.b.len()
 	for _, r := range o.reads {
 		if r.agg < 0 {
 			lz.trace = append(lz.trace, r)
@@ -284,20 +324,15 @@ func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOut
 			unread |= 1 << r.agg
 			continue
 		}
-		cv, err := lz.compute(r.agg)
+		cv, err := lz.computeKnown(r.agg)
 		if err != nil {
-			c.b.truncate(base)
-			lz.begin(c)
-			lz.trace = lz.trace[:0]
-			return nil, 0 // the evaluation reports it
+			return false, 0, err
 		}
 		if !sameVal(cv.cel, r.v.cel) {
-			return nil, 0 // the evaluation goes on from the trace
+			return false, 0, nil
 		}
 	}
-	rd.e.stats.CandidatesReused++
-	rd.e.stats.UnreadAggregates += int64(bits.OnesCount64(unread))
-	return o, unread
+	return true, unread, nil
 }
 
 // sameOuter reports whether b gives each outer variable among reads the

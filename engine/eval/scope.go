@@ -353,9 +353,10 @@ func (rd *round) evalBoolIn(a *activation, e *rules.Expr, b *binding, what what)
 type lazyAggregates struct {
 	rd    *round
 	sc    *rules.Scope
-	s     *sol     // the candidate
-	reads [][]Read // by aggregate: the member reads of those computed, nil for the others
-	err   error    // the first computation that failed, reported by evalIn
+	s     *sol       // the candidate
+	reads [][]Read   // by aggregate: the member reads of those computed, nil for the others
+	err   error      // the first computation that failed, reported by evalIn
+	known []knownAgg // the aggregates serve looked up for the candidate
 	lets  bool
 	// tracing: each aggregate computed, and each variable of the outer
 	// binding (its first outer names) read, is added to trace with its
@@ -427,6 +428,50 @@ func (rd *round) aggregate(ag *rules.Aggregate, s *sol) (val, []Read, error) {
 		rs = []Read{}
 	}
 	return rd.e.numbers.number(v), rs, nil
+}
+
+// knownAgg is an aggregate looked up for the candidate being served.
+type knownAgg struct {
+	i  int
+	v  val
+	rs []Read
+}
+
+// computeKnown is compute, taking the value from l.known when serve
+// looked it up for this candidate already (under another kept outcome).
+func (l *lazyAggregates) computeKnown(i int) (val, error) {
+	for _, k := range l.known {
+		if k.i == i {
+			l.reads[i] = k.rs
+			if l.tracing {
+				l.trace = append(l.trace, memoRead{agg: i, v: k.v, st: groupStamp{seq: unstamped}})
+			}
+			l.s.b.push(l.sc.Aggregates[i].Name, k.v)
+			return k.v, nil
+		}
+	}
+	cv, err := l.compute(i)
+	if err == nil {
+		l.known = append(l.known, knownAgg{i: i, v: cv, rs: l.reads[i]})
+	}
+	return cv, err
+}
+
+// knownDiffers reports whether an aggregate among reads was looked up for
+// the candidate with another value than read: an outcome that read it
+// cannot be served.
+func (l *lazyAggregates) knownDiffers(reads []memoRead) bool {
+	for _, r := range reads {
+		if r.agg < 0 {
+			continue
+		}
+		for _, k := range l.known {
+			if k.i == r.agg && !sameVal(k.v.cel, r.v.cel) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resolve computes the aggregate called name, once per candidate, and
