@@ -78,7 +78,11 @@ func (l *leader) land(ctx context.Context, ev Evaluator, next *eval.Plan) error 
 	wait := time.Since(waited)
 	e.m.update(func(s *Stats) {
 		s.ApplyTime += wait
-		s.ApplyOverlapTime += max(0, f.took-wait)
+		// The commit ran from f.start for f.took, the loop went on from
+		// f.start until it waited. Not f.took-wait: wait includes this
+		// goroutine's wake-up after the commit ended, which on a loaded
+		// machine outlasts a short round's evaluation.
+		s.ApplyOverlapTime += max(0, min(f.took, waited.Sub(f.start)))
 	})
 	e.noteCommitted(f.a.run.lastRev)
 	if f.err != nil {
