@@ -404,17 +404,22 @@ func (l *lazyAggregates) begin(s *sol) {
 // reads, pushes it onto the candidate's binding and, tracing, adds it to
 // the trace.
 func (l *lazyAggregates) compute(i int) (val, error) {
-	ag := l.sc.Aggregates[i]
-	cv, rs, err := l.rd.aggregate(ag, l.s)
+	cv, rs, err := l.rd.aggregate(l.sc.Aggregates[i], l.s)
 	if err != nil {
 		return val{}, err
 	}
+	l.take(i, cv, rs)
+	return cv, nil
+}
+
+// take keeps the candidate's i-th aggregate, cv with member reads rs, as
+// compute does once it has looked it up.
+func (l *lazyAggregates) take(i int, cv val, rs []Read) {
 	l.reads[i] = rs
 	if l.tracing {
 		l.trace = append(l.trace, memoRead{agg: i, v: cv, st: groupStamp{seq: unstamped}})
 	}
-	l.s.b.push(ag.Name, cv)
-	return cv, nil
+	l.s.b.push(l.sc.Aggregates[i].Name, cv)
 }
 
 // aggregate is the value of ag under s, as a choice's filters and order
@@ -442,11 +447,7 @@ type knownAgg struct {
 func (l *lazyAggregates) computeKnown(i int) (val, error) {
 	for _, k := range l.known {
 		if k.i == i {
-			l.reads[i] = k.rs
-			if l.tracing {
-				l.trace = append(l.trace, memoRead{agg: i, v: k.v, st: groupStamp{seq: unstamped}})
-			}
-			l.s.b.push(l.sc.Aggregates[i].Name, k.v)
+			l.take(i, k.v, k.rs)
 			return k.v, nil
 		}
 	}
