@@ -273,6 +273,7 @@ func sameBound(a, b val) bool {
 // that read another value of it is passed over.
 func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOutcome) (o *candOutcome, unread uint64) {
 	base := c.b.len()
+	again := func() { c.b.truncate(base); lz.begin(c); lz.trace = lz.trace[:0] }
 	lz.known = lz.known[:0]
 	begun := false
 	for at, k := range os {
@@ -283,16 +284,12 @@ func (rd *round) serve(lz *lazyAggregates, oc *outerCheck, c *sol, os []*candOut
 			// An outcome before this one read an aggregate whose value
 			// differs now: c begins again, and the aggregates looked up
 			// for it are served from lz.known.
-			c.b.truncate(base)
-			lz.begin(c)
-			lz.trace = lz.trace[:0]
+			again()
 		}
 		begun = true
 		ok, un, err := rd.still(lz, c, k)
 		if err != nil {
-			c.b.truncate(base)
-			lz.begin(c)
-			lz.trace = lz.trace[:0]
+			again()
 			return nil, 0 // the evaluation reports it
 		}
 		if ok {

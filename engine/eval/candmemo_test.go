@@ -10,6 +10,7 @@ import (
 	"github.com/ccattler/ccattler/engine/eval"
 	"github.com/ccattler/ccattler/engine/eval/ruletest"
 	"github.com/ccattler/ccattler/facts"
+	"github.com/ccattler/ccattler/rules"
 )
 
 // pairs places each pending instance on the node with the fewest pairs of
@@ -38,6 +39,20 @@ const pairs = `rule "pairs" {
 }
 `
 
+// fullWithAndWithoutMemo evaluates everything on tb with the candidate
+// memo and without it, fails t unless both plan the same firings, and
+// returns the evaluator with the memo and its plan.
+func fullWithAndWithoutMemo(t *testing.T, rs *rules.RuleSet, tb *table) (*eval.Evaluator, eval.Plan) {
+	t.Helper()
+	with := eval.New(rs, eval.WithSeed(1))
+	p := with.Full(tb)
+	without := eval.New(rs, eval.WithSeed(1), eval.WithoutCandidateMemo()).Full(tb)
+	if !reflect.DeepEqual(ruletest.ReadsSorted(p.Firings), ruletest.ReadsSorted(without.Firings)) {
+		t.Fatalf("with the memo:\n%v\nwithout:\n%v", p.Firings, without.Firings)
+	}
+	return with, p
+}
+
 // TestCandidateMemoSeesDroppedGroups: a kept candidate outcome is served
 // again only while each aggregate it read, looked up again, has the value
 // it had; a placement that drops the node's count (it cannot adjust it)
@@ -53,12 +68,7 @@ func TestCandidateMemoSeesDroppedGroups(t *testing.T) {
 	for i := range 8 {
 		tb.put(facts.InstanceState(fmt.Sprintf("%05x", i)), `"pending"`)
 	}
-	with := eval.New(rs, eval.WithSeed(1))
-	p := with.Full(tb)
-	without := eval.New(rs, eval.WithSeed(1), eval.WithoutCandidateMemo()).Full(tb)
-	if !reflect.DeepEqual(ruletest.ReadsSorted(p.Firings), ruletest.ReadsSorted(without.Firings)) {
-		t.Errorf("with the memo:\n%v\nwithout:\n%v", p.Firings, without.Firings)
-	}
+	with, p := fullWithAndWithoutMemo(t, rs, tb)
 	perNode := map[string]int{}
 	for _, f := range p.Firings {
 		perNode[string(f.Writes[0].Value)]++
@@ -125,12 +135,7 @@ func TestCandidateMemoServesAnyKeptOutcome(t *testing.T) {
 		tb.put(facts.InstanceService(id), `"`+svc+`"`)
 		tb.put(facts.InstanceState(id), `"pending"`)
 	}
-	with := eval.New(rs, eval.WithSeed(1))
-	p := with.Full(tb)
-	without := eval.New(rs, eval.WithSeed(1), eval.WithoutCandidateMemo()).Full(tb)
-	if !reflect.DeepEqual(ruletest.ReadsSorted(p.Firings), ruletest.ReadsSorted(without.Firings)) {
-		t.Fatalf("with the memo:\n%v\nwithout:\n%v", p.Firings, without.Firings)
-	}
+	with, p := fullWithAndWithoutMemo(t, rs, tb)
 	if len(p.Firings) != pending {
 		t.Fatalf("%d placements, want %d", len(p.Firings), pending)
 	}

@@ -55,6 +55,12 @@ func groupBucket(gk string) uint16 {
 	return uint16(maphash.String(groupSeed, gk) % groupBuckets)
 }
 
+// groupBucketOf is groupBucket of a key in a buffer: maphash gives a
+// string and its bytes the same hash, so the same bucket.
+func groupBucketOf(gk []byte) uint16 {
+	return uint16(maphash.Bytes(groupSeed, gk) % groupBuckets)
+}
+
 // versOf returns info's versions, begun when create is set (nil else when
 // not begun: no read of it was noted this round, so a change has no one
 // to tell).
@@ -105,7 +111,7 @@ func (ra *roundAggs) stampOf(ag *rules.Aggregate, b *binding, outer int) groupSt
 		}
 	}
 	ra.gkBuf = appendGroupKey(ra.gkBuf[:0], info, b)
-	bk := uint16(maphash.Bytes(groupSeed, ra.gkBuf) % groupBuckets) // groupBucket of the key, from the buffer
+	bk := groupBucketOf(ra.gkBuf)
 	v := ra.versOf(info, true)
 	return groupStamp{seq: int32(info.seq), b: bk, epoch: v.epoch, ver: v.b[bk]}
 }
