@@ -63,6 +63,8 @@ type Mirror struct {
 	// (Pending): a reader holding a View learns that the world moved on.
 	waiting atomic.Int32
 	resync  chan struct{} // a request to relist (Resync); buffered 1
+	// backlog is the current watch's queue of answers (tests read its length).
+	backlog atomic.Pointer[chan prefixResponse]
 
 	mu     sync.RWMutex // guards everything below
 	t      *Table
@@ -242,6 +244,10 @@ var (
 	errResync      = errors.New("resync requested")
 )
 
+// watchBacklog is how many watch answers the mirror holds while it waits
+// to apply them: applyEvents takes them all under one lock.
+const watchBacklog = 256
+
 // prefixResponse is one watch answer of the prefix at index i; closed
 // says its channel closed instead.
 type prefixResponse struct {
@@ -257,7 +263,8 @@ type prefixResponse struct {
 func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	in := make(chan prefixResponse)
+	in := make(chan prefixResponse, watchBacklog)
+	m.backlog.Store(&in)
 	m.mu.RLock()
 	from := append([]int64(nil), m.revs...)
 	m.mu.RUnlock()
@@ -285,14 +292,19 @@ func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 		m.progress = nil
 		m.mu.Unlock()
 	}()
+	var next *prefixResponse // taken while draining the backlog, not applied with it
 	for {
 		var pr prefixResponse
-		select {
-		case <-ctx.Done():
-			return delivered, ctx.Err()
-		case <-m.resync:
-			return delivered, errResync
-		case pr = <-in:
+		if next != nil {
+			pr, next = *next, nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return delivered, ctx.Err()
+			case <-m.resync:
+				return delivered, errResync
+			case pr = <-in:
+			}
 		}
 		p, resp := m.prefixes[pr.i], pr.resp
 		if pr.closed {
@@ -311,18 +323,29 @@ func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 			}
 			continue
 		}
-		changes := make([]Change, 0, len(resp.Events))
-		for _, ev := range resp.Events {
-			// The key copied without the root: the table keeps it.
-			c := Change{Fact: Fact{Key: string(bytes.TrimPrefix(ev.Kv.Key, []byte(m.store.Root))), Value: ev.Kv.Value,
-				ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision, Lease: ev.Kv.Lease}}
-			if ev.Type == mvccpb.DELETE {
-				c.Deleted = true
-			}
-			changes = append(changes, c)
-		}
-		m.applyEvents(pr.i, changes, resp.Events[len(resp.Events)-1].Kv.ModRevision)
+		next = m.applyEvents(pr, in)
 	}
+}
+
+// plainEvents reports whether pr is an answer of events and nothing else:
+// what applyEvents may apply while it drains the backlog.
+func plainEvents(pr prefixResponse) bool {
+	return !pr.closed && pr.resp.CompactRevision == 0 && pr.resp.Err() == nil && len(pr.resp.Events) > 0
+}
+
+// changesOf are the changes of one answer's events, the keys copied
+// without the root (the table keeps them).
+func (m *Mirror) changesOf(resp clientv3.WatchResponse) []Change {
+	changes := make([]Change, 0, len(resp.Events))
+	for _, ev := range resp.Events {
+		c := Change{Fact: Fact{Key: string(bytes.TrimPrefix(ev.Kv.Key, []byte(m.store.Root))), Value: ev.Kv.Value,
+			ModRevision: ev.Kv.ModRevision, CreateRevision: ev.Kv.CreateRevision, Lease: ev.Kv.Lease}}
+		if ev.Type == mvccpb.DELETE {
+			c.Deleted = true
+		}
+		changes = append(changes, c)
+	}
+	return changes
 }
 
 // recordPrefix is where firing records live (Event).
@@ -352,35 +375,60 @@ func (m *Mirror) setRevLocked(i int, rev int64) {
 	}
 }
 
-// applyEvents applies watch events of prefix i in order.
-func (m *Mirror) applyEvents(i int, changes []Change, rev int64) {
+// applyEvents applies the events of first, and of every answer of events
+// already waiting in in, in order, and publishes them as one batch. It
+// returns an answer it took from in but did not apply (an error, a
+// progress notice) for the watch loop to handle next.
+func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (next *prefixResponse) {
 	m.waiting.Add(1)
 	m.mu.Lock()
 	m.waiting.Add(-1)
-	out := changes[:0:0]
-	for _, c := range changes {
-		if c.Deleted {
-			old, ok := m.t.Delete(c.Key)
-			if !ok {
-				continue
+	defer m.mu.Unlock()
+	var out []Change
+	apply := func(pr prefixResponse) {
+		changes := m.changesOf(pr.resp)
+		for _, c := range changes {
+			if c.Deleted {
+				old, ok := m.t.Delete(c.Key)
+				if !ok {
+					continue
+				}
+				c.Value = old.Value
+				c.CreateRevision = old.CreateRevision
+				c.Prev, c.PrevKnown = old.Value, true
+			} else {
+				if old, ok := m.t.byKey[c.Key]; ok {
+					c.Prev = old.Value
+				}
+				c.PrevKnown = true
+				m.t.Put(kept(c.Fact))
+				c.Invalid = m.t.byKey[c.Key].Invalid
 			}
-			c.Value = old.Value
-			c.CreateRevision = old.CreateRevision
-			c.Prev, c.PrevKnown = old.Value, true
-		} else {
-			if old, ok := m.t.byKey[c.Key]; ok {
-				c.Prev = old.Value
-			}
-			c.PrevKnown = true
-			m.t.Put(kept(c.Fact))
-			c.Invalid = m.t.byKey[c.Key].Invalid
+			out = append(out, c)
 		}
-		out = append(out, c)
+		m.stats.Events += int64(len(changes))
+		m.setRevLocked(pr.i, pr.resp.Events[len(pr.resp.Events)-1].Kv.ModRevision)
 	}
-	m.stats.Events += int64(len(changes))
-	m.setRevLocked(i, rev)
+	apply(first)
+	// What the watch delivered while this waited for the lock (a View
+	// holds it for a whole engine round) is applied with it, not one
+	// answer per lock: else a reader that takes the lock again at once
+	// sees one answer of the backlog per view.
+drain:
+	for {
+		select {
+		case pr := <-in:
+			if !plainEvents(pr) {
+				next = &pr
+				break drain
+			}
+			apply(pr)
+		default:
+			break drain
+		}
+	}
 	m.publish(Batch{Rev: m.t.rev, Changes: out})
-	m.mu.Unlock()
+	return next
 }
 
 // applyRelist replaces the mirror's content with a fresh list and publishes

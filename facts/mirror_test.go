@@ -523,3 +523,53 @@ func TestMirrorPendingDuringView(t *testing.T) {
 		t.Error("still pending after the batch was applied")
 	}
 }
+
+// A view held for a whole engine round lets the watch's answers pile up.
+// The view taken next must see all of them: applied one answer per lock,
+// a reader that takes the lock again at once saw one answer of the backlog
+// per view, and the agents' reports reached the engine rounds late.
+func TestMirrorAppliesTheBacklogAtOnce(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := e.Store(t)
+	m, _ := runMirror(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.WaitRev(ctx, put(t, s, "desired/service/web", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	sub := m.Subscribe()
+	defer sub.Close()
+	const n = 20
+	key := func(i int) string { return fmt.Sprintf("observed/instance/a8f%02x/service", i) }
+	m.View(func(facts.Reader) {
+		for i := range n {
+			put(t, s, key(i), `"web"`) // one transaction, one watch answer, each
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !m.Pending() || m.Backlog() < n-1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the watch delivered %d answers behind the one waiting (pending %v), want %d", m.Backlog(), m.Pending(), n-1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	// The watch waits for the lock: it takes it before this view does.
+	seen := 0
+	m.View(func(r facts.Reader) {
+		for i := range n {
+			if _, ok := r.Get(key(i)); ok {
+				seen++
+			}
+		}
+	})
+	if seen != n {
+		t.Errorf("the view after the held one saw %d of the %d writes made meanwhile", seen, n)
+	}
+	if got := sub.Take(); len(got) != 1 || len(got[0].Changes) != n {
+		var sizes []int
+		for _, b := range got {
+			sizes = append(sizes, len(b.Changes))
+		}
+		t.Errorf("the backlog was published as batches of %v changes, want one of %d", sizes, n)
+	}
+}
