@@ -380,13 +380,13 @@ func (m *Mirror) setRevLocked(i int, rev int64) {
 // returns an answer it took from in but did not apply (an error, a
 // progress notice) for the watch loop to handle next.
 func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (next *prefixResponse) {
+	firstChanges := m.changesOf(first.resp) // decoded before the lock
 	m.waiting.Add(1)
 	m.mu.Lock()
 	m.waiting.Add(-1)
 	defer m.mu.Unlock()
-	var out []Change
-	apply := func(pr prefixResponse) {
-		changes := m.changesOf(pr.resp)
+	out := make([]Change, 0, len(firstChanges))
+	apply := func(pr prefixResponse, changes []Change) {
 		for _, c := range changes {
 			if c.Deleted {
 				old, ok := m.t.Delete(c.Key)
@@ -409,23 +409,19 @@ func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (ne
 		m.stats.Events += int64(len(changes))
 		m.setRevLocked(pr.i, pr.resp.Events[len(pr.resp.Events)-1].Kv.ModRevision)
 	}
-	apply(first)
+	apply(first, firstChanges)
 	// What the watch delivered while this waited for the lock (a View
 	// holds it for a whole engine round) is applied with it, not one
 	// answer per lock: else a reader that takes the lock again at once
-	// sees one answer of the backlog per view.
-drain:
-	for {
-		select {
-		case pr := <-in:
-			if !plainEvents(pr) {
-				next = &pr
-				break drain
-			}
-			apply(pr)
-		default:
-			break drain
+	// sees one answer of the backlog per view. Only what is queued now:
+	// answers that keep coming must not keep readers out.
+	for n := len(in); n > 0; n-- {
+		pr := <-in
+		if !plainEvents(pr) {
+			next = &pr
+			break
 		}
+		apply(pr, m.changesOf(pr.resp))
 	}
 	m.publish(Batch{Rev: m.t.rev, Changes: out})
 	return next
