@@ -32,10 +32,14 @@ type Change struct {
 // Batch is the set of changes the mirror applied at one step, in revision
 // order. Rev is the mirror's revision after the batch; Relist is set when the
 // batch is the difference found by a relist (after a compaction or a broken watch).
+// Delivered is when the watch delivered the changes to this process (zero
+// for a relist's): the mirror applies nothing while a View holds it, so a
+// batch may be published well after its changes arrived.
 type Batch struct {
-	Rev     int64
-	Changes []Change
-	Relist  bool
+	Rev       int64
+	Changes   []Change
+	Relist    bool
+	Delivered time.Time
 }
 
 // Mirror is an in-memory copy of every fact under the store's root (or
@@ -254,6 +258,7 @@ type prefixResponse struct {
 	i      int
 	resp   clientv3.WatchResponse
 	closed bool
+	at     time.Time // when the watch delivered it
 }
 
 // watch follows the store from the mirror's revisions until a watch breaks
@@ -273,7 +278,7 @@ func (m *Mirror) watch(ctx context.Context) (delivered bool, err error) {
 		go func() {
 			for resp := range wc {
 				select {
-				case in <- prefixResponse{i: i, resp: resp}:
+				case in <- prefixResponse{i: i, resp: resp, at: time.Now()}:
 				case <-wctx.Done():
 					return
 				}
@@ -385,8 +390,8 @@ func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (ne
 	m.mu.Lock()
 	m.waiting.Add(-1)
 	defer m.mu.Unlock()
-	out := make([]Change, 0, len(firstChanges))
 	apply := func(pr prefixResponse, changes []Change) {
+		out := changes[:0]
 		for _, c := range changes {
 			if c.Deleted {
 				old, ok := m.t.Delete(c.Key)
@@ -408,6 +413,7 @@ func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (ne
 		}
 		m.stats.Events += int64(len(changes))
 		m.setRevLocked(pr.i, pr.resp.Events[len(pr.resp.Events)-1].Kv.ModRevision)
+		m.publish(Batch{Rev: m.t.rev, Changes: out, Delivered: pr.at})
 	}
 	apply(first, firstChanges)
 	// What the watch delivered while this waited for the lock (a View
@@ -423,7 +429,6 @@ func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (ne
 		}
 		apply(pr, m.changesOf(pr.resp))
 	}
-	m.publish(Batch{Rev: m.t.rev, Changes: out})
 	return next
 }
 
