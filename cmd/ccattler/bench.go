@@ -77,6 +77,10 @@ simulated nodes in-process — and measure it:
              per fact (its facts indexed again in a child process, alone
              on its heap);
              the pace of the first and the last tenth of the instances;
+             each instance's way in stages, as the watch delivered them
+             (apply → created → placed → running healthy → endpoint:
+             median, 90th percentile, longest), which tells where the
+             pipeline waits;
              how evenly they were placed (instances per node, and those
              beyond an even spread of their service);
              where the engine's time went (evaluating, applying plans,

@@ -37,6 +37,9 @@ type benchResult struct {
 	// all. A pace that falls as the nodes fill shows as last < first.
 	PaceFirstTenth float64 `json:"pace_first_tenth"`
 	PaceLastTenth  float64 `json:"pace_last_tenth"`
+	// Each instance's way in stages, as the engine's mirror saw it
+	// (tracker.stages): where the converge waited.
+	Stages []stageLatency `json:"stages,omitempty"`
 	// How the scheduler spread the instances once converged (tracker.spread):
 	// instances beyond an even spread of their service over the nodes, and
 	// instances per node, fewest, most, and their coefficient of variation.
@@ -187,6 +190,9 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	row("instances/s", fmt.Sprintf("%.0f", r.InstancesPerSecond), "")
 	if r.PaceFirstTenth > 0 {
 		row("  first / last tenth", fmt.Sprintf("%.0f / %.0f", r.PaceFirstTenth, r.PaceLastTenth), fmt.Sprintf("instances/s; last ÷ first %.2f", r.PaceLastTenth/r.PaceFirstTenth))
+	}
+	for _, st := range r.Stages {
+		row("  "+st.Stage, fmt.Sprintf("%.2fs", st.P50), fmt.Sprintf("median of the instances; 90th percentile %.2fs, longest %.2fs", st.P90, st.Max))
 	}
 	if r.ConvergeSeconds > 0 {
 		row("placement", fmt.Sprintf("%d–%d a node", r.NodeInstancesMin, r.NodeInstancesMax),

@@ -265,7 +265,7 @@ func (b *bench) converge(ctx context.Context) error {
 	res.PaceFirstTenth, res.PaceLastTenth = paces(n, start, <-tenth, <-nineTenths, snap)
 	res.Rounds = b.rounds.between(start, snap.at)
 	var sp spread
-	b.tr.read(func(t *tracker) { sp = t.spread() })
+	b.tr.read(func(t *tracker) { sp, res.Stages = t.spread(), t.stages(start) })
 	res.SpreadExcessInstances, res.NodeInstancesMin, res.NodeInstancesMax, res.NodeInstancesCV = sp.Excess, sp.Min, sp.Max, sp.CV
 	return nil
 }

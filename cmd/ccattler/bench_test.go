@@ -294,6 +294,7 @@ func checkBenchJSON(t *testing.T, out string) {
 		}
 	}
 	checkBenchRounds(t, m, num("converge_seconds"), num("instances"))
+	checkBenchStages(t, m, num("converge_seconds"))
 	// The converge's firings by rule add up to its firings, place each
 	// instance once and publish its endpoint once.
 	// The counters are read once the engine committed what the tracker saw:
@@ -362,5 +363,30 @@ func checkBenchRounds(t *testing.T, m map[string]any, converge, instances float6
 	}
 	if byRule["schedule"] < instances || byRule["create_instances"] < instances {
 		t.Errorf("the rounds planned %v placements and %v creations for %v instances: %v", byRule["schedule"], byRule["create_instances"], instances, byRule)
+	}
+}
+
+// checkBenchStages checks the instances' way in its four stages: each
+// stage's quantiles in order, every one within the converge (each stage is
+// part of an instance's way from the apply to its endpoint, which ended by
+// convergence). TestTrackerStages checks the figures themselves.
+func checkBenchStages(t *testing.T, m map[string]any, converge float64) {
+	t.Helper()
+	stages, _ := m["stages"].([]any)
+	want := []string{"apply → created", "created → placed", "placed → running healthy", "running healthy → endpoint"}
+	if len(stages) != len(want) {
+		t.Fatalf("stages: %v, want the %d of %v", m["stages"], len(want), want)
+	}
+	for i, x := range stages {
+		st, _ := x.(map[string]any)
+		p50, _ := st["p50_seconds"].(float64)
+		p90, _ := st["p90_seconds"].(float64)
+		hi, _ := st["max_seconds"].(float64)
+		if st["stage"] != want[i] {
+			t.Errorf("stage %d is %v, want %q", i, st["stage"], want[i])
+		}
+		if p50 < 0 || p90 < p50 || hi < p90 || hi > converge {
+			t.Errorf("stage %q: p50 %v, p90 %v, max %v: want 0 <= p50 <= p90 <= max <= the converge's %vs", want[i], p50, p90, hi, converge)
+		}
 	}
 }

@@ -45,6 +45,10 @@ type tracker struct {
 type benchInst struct {
 	state, health, node, service string
 	stoppedAt                    bool
+	// When the mirror first held the instance's service, a placement of
+	// it, it running healthy and its endpoint (Unix nanoseconds; 0: not
+	// yet): where each instance's way waited (tracker.stages).
+	created, placed, healthy, endpoint int64
 }
 
 func (i *benchInst) ready() bool { return i.state == "running" && i.health == "healthy" }
@@ -83,8 +87,12 @@ func (t *tracker) run(ctx context.Context) {
 		now := time.Now()
 		t.mu.Lock()
 		for _, b := range bs {
+			at := b.Delivered // when etcd's answer arrived, not when the mirror could apply it
+			if at.IsZero() {
+				at = now
+			}
 			for _, c := range b.Changes {
-				t.apply(c, now)
+				t.apply(c, at, now)
 			}
 		}
 		kept := t.waiters[:0]
@@ -101,7 +109,10 @@ func (t *tracker) run(ctx context.Context) {
 	}
 }
 
-func (t *tracker) apply(c facts.Change, now time.Time) {
+// apply notes c, which the watch delivered at delivered and the tracker
+// sees at now: instances' stages are stamped with the first, a watched
+// key's change (in the mirror) with the second.
+func (t *tracker) apply(c facts.Change, delivered, now time.Time) {
 	t.keys++
 	if c.ModRevision != t.lastRev {
 		t.revs++
@@ -132,6 +143,9 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 		}
 		if is := in.ready(); is != was {
 			if is {
+				if in.healthy == 0 {
+					in.healthy = delivered.UnixNano()
+				}
 				t.ready++
 			} else {
 				t.ready--
@@ -142,6 +156,9 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 		switch {
 		case in.node == "" && val != "":
 			t.placed++
+			if in.placed == 0 {
+				in.placed = delivered.UnixNano()
+			}
 		case in.node != "" && val == "":
 			t.placed--
 		}
@@ -153,7 +170,11 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 		}
 		in.node = val
 	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && p[3] == "service":
-		t.instance(p[2]).service = val
+		in := t.instance(p[2])
+		in.service = val
+		if in.created == 0 && val != "" {
+			in.created = delivered.UnixNano()
+		}
 	case len(p) == 4 && p[0] == "observed" && p[1] == "instance" && p[3] == "stopped_at":
 		in := t.instance(p[2])
 		if in.stoppedAt != !c.Deleted {
@@ -169,6 +190,9 @@ func (t *tracker) apply(c facts.Change, now time.Time) {
 			delete(t.endpoints, p[3])
 		} else {
 			t.endpoints[p[3]] = p[2]
+			if in := t.instance(p[3]); in.endpoint == 0 {
+				in.endpoint = delivered.UnixNano()
+			}
 		}
 	case len(p) == 4 && p[0] == "observed" && p[1] == "node" && p[3] == "state":
 		t.node(p[2]).state = val
@@ -325,4 +349,44 @@ func (t *tracker) spread() spread {
 		s.CV = math.Sqrt(sq/float64(len(counts))) / mean
 	}
 	return s
+}
+
+// stageLatency is how long instances took over one stage of their way
+// from the apply to their endpoint, as the engine's mirror saw it: the
+// median, the 90th percentile and the longest.
+type stageLatency struct {
+	Stage string  `json:"stage"`
+	P50   float64 `json:"p50_seconds"`
+	P90   float64 `json:"p90_seconds"`
+	Max   float64 `json:"max_seconds"`
+}
+
+// stages measures the way of every instance created since start that has
+// its endpoint: from the apply to its creation (intent resolution and
+// create_instances), to its placement (the scheduler), to its agent's
+// report of it running healthy (the feed, the start, the report), to its
+// endpoint. A stage long for most instances is where the pipeline waits.
+func (t *tracker) stages(start time.Time) []stageLatency {
+	names := []string{"apply → created", "created → placed", "placed → running healthy", "running healthy → endpoint"}
+	d := make([][]int64, len(names))
+	from := start.UnixNano()
+	for _, in := range t.inst {
+		if in.created < from || in.placed == 0 || in.healthy == 0 || in.endpoint == 0 {
+			continue
+		}
+		at := []int64{from, in.created, in.placed, in.healthy, in.endpoint}
+		for i := range names {
+			d[i] = append(d[i], max(0, at[i+1]-at[i]))
+		}
+	}
+	if len(d[0]) == 0 {
+		return nil
+	}
+	out := make([]stageLatency, len(names))
+	for i, name := range names {
+		slices.Sort(d[i])
+		q := func(f float64) float64 { return time.Duration(d[i][int(f*float64(len(d[i])-1))]).Seconds() }
+		out[i] = stageLatency{Stage: name, P50: q(0.5), P90: q(0.9), Max: q(1)}
+	}
+	return out
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ccattler/ccattler/facts"
 )
 
 // TestSpread: the instances beyond each service's even share of the
@@ -38,6 +42,65 @@ func TestSpread(t *testing.T) {
 	}
 	if s := (&tracker{inst: map[string]*benchInst{}, nodes: map[string]*benchNode{}}).spread(); s != (spread{}) {
 		t.Errorf("no nodes: %+v, want zero", s)
+	}
+}
+
+// TestTrackerStages: each instance's stages are stamped with when the
+// watch delivered the change that ended them, the first time; instances
+// created before the apply, or without an endpoint yet, are left out.
+func TestTrackerStages(t *testing.T) {
+	tr := &tracker{inst: map[string]*benchInst{}, endpoints: map[string]string{}, nodes: map[string]*benchNode{}, states: map[string]int{}}
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	put := func(at time.Duration, key, val string) {
+		tr.apply(facts.Change{Fact: facts.Fact{Key: key, Value: []byte(val)}}, start.Add(at), start.Add(at+time.Hour))
+	}
+	ms := time.Millisecond
+	way := func(id string, created, placed, healthy, endpoint time.Duration) {
+		put(created, "observed/instance/"+id+"/service", `"web"`)
+		put(created, "observed/instance/"+id+"/state", `"pending"`)
+		if placed > 0 {
+			put(placed, "placement/instance/"+id, `"node-1"`)
+		}
+		if healthy > 0 {
+			put(healthy, "observed/instance/"+id+"/state", `"running"`)
+			put(healthy, "observed/instance/"+id+"/health", `"healthy"`)
+		}
+		if endpoint > 0 {
+			put(endpoint, "endpoint/service/web/"+id, `"10.0.0.1:80"`)
+		}
+	}
+	// Ten instances: created 100ms after the apply, placed 0-90ms after,
+	// running healthy a second later and their endpoints two after that.
+	for k := range 10 {
+		c := 100 * ms
+		p := c + time.Duration(k)*10*ms
+		way(fmt.Sprintf("a%04d", k), c, p, p+time.Second, p+3*time.Second)
+	}
+	// Later changes do not move a stage's end: unhealthy and healthy
+	// again, placed elsewhere.
+	put(10*time.Second, "observed/instance/a0000/health", `"unhealthy"`)
+	put(11*time.Second, "observed/instance/a0000/health", `"healthy"`)
+	put(12*time.Second, "placement/instance/a0001", `"node-2"`)
+	way("b0000", -time.Second, 50*ms, 60*ms, 70*ms) // created before the apply
+	way("b0001", 100*ms, 200*ms, 300*ms, 0)         // no endpoint yet
+	got := tr.stages(start)
+	want := []stageLatency{
+		{"apply → created", 0.1, 0.1, 0.1},
+		{"created → placed", 0.04, 0.08, 0.09}, // 0, 10, ..., 90ms: the 5th, 9th and 10th
+		{"placed → running healthy", 1, 1, 1},
+		{"running healthy → endpoint", 2, 2, 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stages %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Stage != w.Stage || math.Abs(g.P50-w.P50) > 1e-9 || math.Abs(g.P90-w.P90) > 1e-9 || math.Abs(g.Max-w.Max) > 1e-9 {
+			t.Errorf("stage %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if s := (&tracker{inst: map[string]*benchInst{}}).stages(start); s != nil {
+		t.Errorf("no instance: %+v, want none", s)
 	}
 }
 
