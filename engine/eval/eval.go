@@ -52,6 +52,10 @@ func WithoutCandidateMemo() Option { return func(e *Evaluator) { e.noCandMemo = 
 // a fact their binding names tells needless (probe.go); tests compare.
 func WithoutProbes() Option { return func(e *Evaluator) { e.noProbes = true } }
 
+// WithoutOwnBack dispatches a round's writes in full when they come back
+// in the next call's changes, as any change (ownback.go); tests compare.
+func WithoutOwnBack() Option { return func(e *Evaluator) { e.noOwnBack = true } }
+
 // WithoutSharedJoins has every site a change reaches join it with its
 // scope itself, none handed what an alike site's join found (sites.go):
 // for tests that sharing changes nothing.
@@ -176,6 +180,10 @@ type Stats struct {
 	// back, and took the results the round adjusted for them (aggown.go);
 	// OwnLost those whose did not (a plan not committed, or not as planned).
 	OwnKept, OwnLost int64
+	// OwnBack counts the writes of a round that came back in the next
+	// call's changes as the round left them, dispatched only to the sites
+	// the round's own dispatch left out (ownback.go).
+	OwnBack int64
 }
 
 // Evaluator evaluates one rule set. It is not safe for concurrent use: the
@@ -198,6 +206,7 @@ type Evaluator struct {
 	carry         [][]task      // by rule index, the tasks a round left at its budget, as queues (queue.go)
 	resume        int           // where in rs.Rules the next round's first pass starts: after the rule the last one was cut in
 	yield         func() bool   // WithYield; nil: never
+	back          *backWrites   // the last round's writes, to tell them when they come back (ownback.go)
 	stop          func() bool   // WithStop; nil: never
 	wholeAt       map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats          map[*rules.Pattern]*patInfo
@@ -212,6 +221,7 @@ type Evaluator struct {
 	noSharedJoins bool              // WithoutSharedJoins
 	noKeepAtRest  bool              // WithoutKeepingAtRest
 	noProbes      bool              // WithoutProbes
+	noOwnBack     bool              // WithoutOwnBack
 	waits         []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
 	probes        [][]probe         // by rule index: the facts a binding names that tell a task needless (probe.go)
 	deadlines     []*deadlines      // by rule index: when bindings of a rule waiting for the clock are due (deadline.go); nil for other rules
@@ -364,9 +374,20 @@ func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 // aggregate over.
 func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
 	e.aggs.follow(from, r, changes)
+	back := e.back
+	if back != nil && (back.rev != from || e.noOwnBack) {
+		back = nil
+	}
 	// The round's end (aggStore.keep) makes the store hold for r.Rev().
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
+			if back != nil {
+				if w, ok := back.back(c); ok && w.writer != nil {
+					e.stats.OwnBack++
+					rd.dispatchTo(c, nil, w.writer)
+					continue
+				}
+			}
 			rd.dispatch(c, nil)
 		}
 		if tick {
@@ -394,6 +415,7 @@ var errOscillation = errors.New("oscillation")
 // round is evaluated again from the start without them.
 func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 	e.stats.Rounds++
+	e.back = nil
 	stopped := map[string]bool{}
 	var problems []Problem
 	carried, resume := e.carry, e.resume
@@ -420,6 +442,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
 			rd.plan.Problems = dedupProblems(problems)
+			e.back = backOf(r, rd)
 			return *rd.plan
 		}
 		for _, n := range rd.osc {

@@ -172,7 +172,12 @@ func scratch(b **binding) *binding {
 // wrote it (nil for a change from outside): a rule's own writes do not
 // re-trigger its aggregates, its choice or its head, because the task that
 // wrote already evaluated with read-your-writes.
-func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
+func (rd *round) dispatch(c facts.Change, from *rules.Rule) { rd.dispatchTo(c, from, nil) }
+
+// dispatchTo is dispatch to the sites of only's aggregates, choice and
+// heads alone (only nil: every site): those a round's dispatch of only's
+// write left out, for the write come back (ownback.go).
+func (rd *round) dispatchTo(c facts.Change, from, only *rules.Rule) {
 	kt, err := rd.e.rs.Schema.KeyType(c.Key)
 	if err != nil {
 		return
@@ -186,6 +191,9 @@ func (rd *round) dispatch(c facts.Change, from *rules.Rule) {
 	rd.found.reset()
 	for _, s := range rd.e.sites[kt] {
 		if (rd.stopped[s.r.Name] && !rd.oscillated[s.r.Name]) || (from == s.r && s.kind != siteDirect) {
+			continue
+		}
+		if only != nil && (s.r != only || s.kind == siteDirect) {
 			continue
 		}
 		if !matchParts(s.p, parts, kb) {

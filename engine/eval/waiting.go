@@ -117,6 +117,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 // may still hold, so no wait set is exact any more, nor is any deadline
 // (a binding that held is given none).
 func (e *Evaluator) Uncommitted() {
+	e.back = nil // what comes back is not known to be the plan any more: dispatched in full
 	e.loseWaits(nil)
 	e.loseDeadlines()
 }
