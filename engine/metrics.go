@@ -113,21 +113,25 @@ type Work struct {
 	// showed they could not fire (a match fact missing, an absent one
 	// there): the changes that reach rules they cannot concern.
 	Needless int64
+	// WritesBack counts the engine's own writes that came back from the
+	// mirror as its round left them, dispatched only to the sites that
+	// round left out (eval.Stats.OwnBack).
+	WritesBack int64
 }
 
 // workOf is the part of an evaluator's counters Work holds.
 func workOf(s eval.Stats) Work {
 	return Work{Tasks: s.Tasks, Evals: s.Evals, FactsVisited: s.FactsVisited,
-		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments, CandidatesReused: s.CandidatesReused, Needless: s.Needless}
+		Aggregates: s.Aggregates, AggregateHits: s.AggregateHits, Adjustments: s.Adjustments, CandidatesReused: s.CandidatesReused, Needless: s.Needless, WritesBack: s.OwnBack}
 }
 
 // counts are w's fields, in the order of WorkKinds.
-func (w *Work) counts() [8]*int64 {
-	return [8]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments, &w.CandidatesReused, &w.Needless}
+func (w *Work) counts() [9]*int64 {
+	return [9]*int64{&w.Tasks, &w.Evals, &w.FactsVisited, &w.Aggregates, &w.AggregateHits, &w.Adjustments, &w.CandidatesReused, &w.Needless, &w.WritesBack}
 }
 
 // WorkKinds name Work's counts as the metrics and the bench report them.
-var WorkKinds = [8]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused", "tasks_needless"}
+var WorkKinds = [9]string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused", "tasks_needless", "writes_come_back"}
 
 // ByKind returns w's counts by their WorkKinds.
 func (w Work) ByKind() map[string]int64 {

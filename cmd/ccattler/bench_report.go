@@ -376,6 +376,6 @@ func formatFirings(by map[string]int64) string {
 // workText is the engine's work per instance (engine.WorkKinds), for the table.
 func workText(w map[string]int64, n int) string {
 	per := func(kind string) string { return fmt.Sprintf("%.1f", float64(w[kind])/float64(max(n, 1))) }
-	return fmt.Sprintf("per instance: %s tasks (and %s not run, needless), %s CEL evaluations, %s facts visited, %s aggregate groups computed and %s served kept, %s adjustments of kept ones to a changed fact, %s choice candidates served again unchanged",
-		per("tasks"), per("tasks_needless"), per("cel_evaluations"), per("facts_visited"), per("aggregates_computed"), per("aggregate_hits"), per("aggregate_adjustments"), per("candidates_reused"))
+	return fmt.Sprintf("per instance: %s tasks (and %s not run, needless), %s CEL evaluations, %s facts visited, %s aggregate groups computed and %s served kept, %s adjustments of kept ones to a changed fact, %s choice candidates served again unchanged, %s of its own writes come back as planned (dispatched only where its round had not)",
+		per("tasks"), per("tasks_needless"), per("cel_evaluations"), per("facts_visited"), per("aggregates_computed"), per("aggregate_hits"), per("aggregate_adjustments"), per("candidates_reused"), per("writes_come_back"))
 }

@@ -279,12 +279,13 @@ func checkBenchJSON(t *testing.T, out string) {
 	// The evaluator's work, counted: at least a task per instance (its
 	// placement), aggregates computed, served and adjusted (the
 	// scheduler's counts, each placement adjusts them), candidates served
-	// again (instances of a service visit the same nodes), and tasks not
-	// run (a report reaches the rules about failed instances too).
+	// again (instances of a service visit the same nodes), tasks not
+	// run (a report reaches the rules about failed instances too), and
+	// the engine's own writes come back as planned (every placement).
 	if w, _ := m["engine_work"].(map[string]any); w == nil {
 		t.Errorf("engine_work missing: %v", m["engine_work"])
 	} else {
-		for _, k := range []string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused", "tasks_needless"} {
+		for _, k := range []string{"tasks", "cel_evaluations", "facts_visited", "aggregates_computed", "aggregate_hits", "aggregate_adjustments", "candidates_reused", "tasks_needless", "writes_come_back"} {
 			if v, _ := w[k].(float64); v <= 0 {
 				t.Errorf("engine_work.%s = %v: want more than 0", k, w[k])
 			}

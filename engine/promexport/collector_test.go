@@ -19,7 +19,7 @@ func TestCollector(t *testing.T) {
 		Conflicts: 2, PlanWrites: 30, MaxPlanWrites: 12,
 		FiringsByRule: map[string]int64{"schedule": 5, "publish_endpoint": 3}, ProblemsByRule: map[string]int64{},
 		ResyncRounds: 3, ResyncFiringsByRule: map[string]int64{"note_stopped": 1},
-		EvalTime: 1500 * time.Millisecond, Work: engine.Work{Tasks: 40, Evals: 90, FactsVisited: 480, Aggregates: 2, AggregateHits: 50, Adjustments: 59, CandidatesReused: 7, Needless: 11}}
+		EvalTime: 1500 * time.Millisecond, Work: engine.Work{Tasks: 40, Evals: 90, FactsVisited: 480, Aggregates: 2, AggregateHits: 50, Adjustments: 59, CandidatesReused: 7, Needless: 11, WritesBack: 13}}
 	loaded := time.Unix(1700000000, 0)
 	cases := []struct {
 		name    string
@@ -51,6 +51,7 @@ ccattler_engine_work_total{kind="cel_evaluations"} 90
 ccattler_engine_work_total{kind="facts_visited"} 480
 ccattler_engine_work_total{kind="tasks"} 40
 ccattler_engine_work_total{kind="tasks_needless"} 11
+ccattler_engine_work_total{kind="writes_come_back"} 13
 `,
 		},
 		{
