@@ -490,15 +490,23 @@ func TestMirrorMarksInvalidFacts(t *testing.T) {
 // Pending tells a View's holder that the watch has a batch waiting for it,
 // without a lock; once the View ends, the batch is applied and Pending is
 // false again.
-func TestMirrorPendingDuringView(t *testing.T) {
-	e := etcdtest.Start(t)
-	s := e.Store(t)
+// watchingMirror starts etcd and a mirror of it, and returns them once
+// the mirror's watch has delivered a first write, with a context for the
+// test's waits.
+func watchingMirror(t *testing.T) (*facts.Store, *facts.Mirror, context.Context) {
+	t.Helper()
+	s := etcdtest.Start(t).Store(t)
 	m, _ := runMirror(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := m.WaitRev(ctx, put(t, s, "desired/service/web", `{}`)); err != nil {
 		t.Fatal(err) // the watch runs
 	}
+	return s, m, ctx
+}
+
+func TestMirrorPendingDuringView(t *testing.T) {
+	s, m, ctx := watchingMirror(t)
 	if m.Pending() {
 		t.Fatal("pending with nothing written")
 	}
@@ -529,14 +537,7 @@ func TestMirrorPendingDuringView(t *testing.T) {
 // a reader that takes the lock again at once saw one answer of the backlog
 // per view, and the agents' reports reached the engine rounds late.
 func TestMirrorAppliesTheBacklogAtOnce(t *testing.T) {
-	e := etcdtest.Start(t)
-	s := e.Store(t)
-	m, _ := runMirror(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.WaitRev(ctx, put(t, s, "desired/service/web", `{}`)); err != nil {
-		t.Fatal(err)
-	}
+	s, m, _ := watchingMirror(t)
 	sub := m.Subscribe()
 	defer sub.Close()
 	const n = 20

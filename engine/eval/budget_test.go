@@ -11,7 +11,8 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-const budgetRules = `
+// placeRule places every pending instance on node-1.
+const placeRule = `
 rule "place" {
   doc       = "Every pending instance is placed on node-1."
   principal = "scheduler"
@@ -24,6 +25,9 @@ rule "place" {
     value = "'node-1'"
   }
 }
+`
+
+const budgetRules = placeRule + `
 rule "late" {
   doc       = "The effective count follows the desired one."
   principal = "intent-resolver"

@@ -10,18 +10,7 @@ import (
 )
 
 // placeAndPublish: a pending instance is placed, a placed one published.
-const placeAndPublish = `rule "place" {
-  doc       = "Place a pending instance on node-1."
-  principal = "scheduler"
-  match {
-    st = "observed/instance/{id}/state"
-  }
-  absent = ["placement/instance/{id}"]
-  when = "st == 'pending'"
-  emit "placement/instance/{id}" {
-    value = "'node-1'"
-  }
-}
+const placeAndPublish = placeRule + `
 rule "publish" {
   doc       = "Publish where a placed instance is."
   principal = "network"
