@@ -37,7 +37,7 @@ type benchResult struct {
 	// all. A pace that falls as the nodes fill shows as last < first.
 	PaceFirstTenth float64 `json:"pace_first_tenth"`
 	PaceLastTenth  float64 `json:"pace_last_tenth"`
-	// Each instance's way in stages, as the engine's mirror saw it
+	// Each instance's way in stages, as the watch delivered the changes
 	// (tracker.stages): where the converge waited.
 	Stages []stageLatency `json:"stages,omitempty"`
 	// How the scheduler spread the instances once converged (tracker.spread):

@@ -45,8 +45,8 @@ type tracker struct {
 type benchInst struct {
 	state, health, node, service string
 	stoppedAt                    bool
-	// When the mirror first held the instance's service, a placement of
-	// it, it running healthy and its endpoint (Unix nanoseconds; 0: not
+	// When the watch first delivered the instance's service, a placement
+	// of it, it running healthy and its endpoint (Unix nanoseconds; 0: not
 	// yet): where each instance's way waited (tracker.stages).
 	created, placed, healthy, endpoint int64
 }
@@ -352,8 +352,9 @@ func (t *tracker) spread() spread {
 }
 
 // stageLatency is how long instances took over one stage of their way
-// from the apply to their endpoint, as the engine's mirror saw it: the
-// median, the 90th percentile and the longest.
+// from the apply to their endpoint, as the watch delivered the changes
+// to the engine's process: the median, the 90th percentile and the
+// longest.
 type stageLatency struct {
 	Stage string  `json:"stage"`
 	P50   float64 `json:"p50_seconds"`
