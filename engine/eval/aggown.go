@@ -119,7 +119,7 @@ func (o *ownWrites) split(changes []facts.Change) (rest []facts.Change, revs map
 			rest = append(rest, c) // another writer's, or a later change of a written key
 			continue
 		}
-		if !c.PrevKnown || !sameBytes(c.Prev, w.before) || c.Deleted != (w.value == nil) || !c.Deleted && !bytes.Equal(c.Value, w.value) {
+		if !cameBack(c, w.value, w.before) {
 			return nil, nil, false
 		}
 		revs[c.Key] = c.ModRevision
@@ -134,6 +134,13 @@ func (o *ownWrites) split(changes []facts.Change) (rest []facts.Change, revs map
 		revs[k] = w.beforeRev // written as it was: nothing to come back
 	}
 	return rest, revs, true
+}
+
+// cameBack reports whether c is a write of value come back as written:
+// from before, the value the writing round read (nil: none), to value
+// (nil: deleted).
+func cameBack(c facts.Change, value, before []byte) bool {
+	return c.PrevKnown && sameBytes(c.Prev, before) && c.Deleted == (value == nil) && (c.Deleted || bytes.Equal(c.Value, value))
 }
 
 // sameBytes reports whether a and b are the same value, nil (no fact) apart

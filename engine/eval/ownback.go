@@ -1,8 +1,6 @@
 package eval
 
 import (
-	"bytes"
-
 	"github.com/ccattler/ccattler/facts"
 	"github.com/ccattler/ccattler/rules"
 )
@@ -74,7 +72,7 @@ func (b *backWrites) back(c facts.Change) (backWrite, bool) {
 		return backWrite{}, false
 	}
 	delete(b.writes, c.Key)
-	if !c.PrevKnown || !sameBytes(c.Prev, w.before) || c.Deleted != (w.value == nil) || !c.Deleted && !bytes.Equal(c.Value, w.value) {
+	if !cameBack(c, w.value, w.before) {
 		return backWrite{}, false
 	}
 	return w, true
