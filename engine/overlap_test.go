@@ -599,3 +599,40 @@ func TestTermEndedMidFlightIsEvaluatedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A round whose changes are only its own writes come back, laid over the
+// view before (a plan committed while the next round evaluated), has
+// nothing to evaluate: the evaluator is not called, and neither the
+// rounds counted (Stats.Rounds) nor Config.OnRound count it. Both count
+// the evaluator's calls, so that a bench's rounds are the ones evaluated.
+func TestIdleRoundsAreNotCounted(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ev := &chainEval{}
+	var told atomic.Int64
+	cfg := overlapConfig()
+	cfg.OnRound = func(RoundInfo) { told.Add(1) }
+	e := v.engine(t, ev, cfg)
+	// y's write is held until a round has evaluated with it laid: when it
+	// comes back, the round it makes has nothing else to evaluate.
+	g := newGate(chainEY)
+	e.beforeCommit = g.hold
+	v.run(t, e)
+	t.Cleanup(g.open)
+	v.put(t, chainDX, "3")
+	g.await(t)
+	v.put(t, facts.ServiceInstances("z"), "1") // a change, for a round over y's write laid
+	waitFor(t, "a round on y's write laid", 20*time.Second, func() bool { return len(ev.seen()) >= 3 })
+	g.open()
+	v.waitValue(t, chainEY, "3")
+	waitFor(t, "the engine at rest", 20*time.Second, func() bool {
+		before := e.Stats()
+		time.Sleep(300 * time.Millisecond)
+		after := e.Stats()
+		return after.EvalTime == before.EvalTime && after.Rounds == before.Rounds
+	})
+	calls, st := int64(len(ev.seen())), e.Stats()
+	if st.Rounds != calls || told.Load() != calls {
+		t.Errorf("%d rounds counted and %d told, for %d evaluations: want the same", st.Rounds, told.Load(), calls)
+	}
+}

@@ -146,6 +146,10 @@ func (l *leader) settleResumed(ctx context.Context, ev Evaluator) error {
 		return nil
 	}
 	e.m.update(func(s *Stats) { s.Reevaluated += int64(len(keys)) })
+	// The evaluator has now seen every key the last term's flight laid
+	// as the mirror holds it: none is laid any more, and one of them
+	// coming back is a change to evaluate, not a laid write come back.
+	l.laid = nil
 	l.more = l.more || p.More
 	return l.commit(ctx, ev, work{}, p)
 }

@@ -255,15 +255,20 @@ func (l *leader) evaluate(ev Evaluator, w *work) (eval.Plan, bool) {
 		w.changes = l.logical(r, merge(append(w.batches, more...)), laid)
 		l.laid = laid
 		clear(l.extra)
-		if len(w.changes) == 0 && !w.ticked && !l.more {
-			// Only laid writes came back: the view is the one the
-			// evaluator saw last, and from still names it.
+		// Firing records are no rule's to read (rules.checkSummaries
+		// refuses a pattern of one): the evaluator is not given them. A
+		// plan's records come back with its writes, and a round that
+		// took nothing else has nothing to evaluate.
+		read := withoutRecords(w.changes)
+		if len(read) == 0 && !w.ticked && !l.more {
+			// Only laid writes came back, with their records: the view
+			// is the one the evaluator saw last, and from still names it.
 			w.idle = true
 			return eval.Plan{Rev: r.Rev()}
 		}
 		f := l.from
 		l.from = r.Rev()
-		return ev.Continue(f, r, w.changes, w.ticked)
+		return ev.Continue(f, r, read, w.ticked)
 	})
 	if err != nil {
 		l.from = -1
@@ -399,7 +404,7 @@ func (e *Engine) mostFacts(changes []facts.Change) bool {
 	}
 	n := 0
 	for _, c := range changes {
-		if !strings.HasPrefix(c.Key, "event/") {
+		if !strings.HasPrefix(c.Key, recordPrefix) {
 			n++
 		}
 	}
@@ -415,6 +420,22 @@ func relisted(batches []facts.Batch) bool {
 	}
 	return false
 }
+
+// withoutRecords returns changes without the firing records among them,
+// in a slice of its own: changes keeps them (invalidOf looks at every
+// change).
+func withoutRecords(changes []facts.Change) []facts.Change {
+	out := make([]facts.Change, 0, len(changes))
+	for _, c := range changes {
+		if !strings.HasPrefix(c.Key, recordPrefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// recordPrefix is where firing records live.
+var recordPrefix = facts.Event("")
 
 // merge flattens batches into one change per key, the latest, in the order
 // the keys last changed; its Prev is the fact's value before the first.
