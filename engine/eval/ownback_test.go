@@ -127,3 +127,40 @@ func TestOwnBackDispatchesInFullAfterAProblem(t *testing.T) {
 		t.Errorf("after the placement came back: plan %+v, problems %v: want b0000's endpoint, which the stopped rule never evaluated", p.Firings, p.Problems)
 	}
 }
+
+// TestOwnBackNotAfterUncommitted: once the engine says a plan did not
+// commit in full (Uncommitted), what comes back is not known to be that
+// plan's: its writes are dispatched in full, and the rules that read them
+// evaluate again.
+func TestOwnBackNotAfterUncommitted(t *testing.T) {
+	rs := loadSrc(t, placeAndPublish)
+	for _, uncommitted := range []bool{false, true} {
+		tb := newTable()
+		tb.put(facts.InstanceState("a8f31"), `"pending"`)
+		tb.put(facts.NodeAddress("node-1"), `"10.0.0.1"`)
+		ev := eval.New(rs)
+		from := tb.rev
+		p := ev.Full(tb.Table)
+		if uncommitted {
+			ev.Uncommitted()
+		}
+		var back []facts.Change
+		for _, f := range p.Firings {
+			for _, w := range f.Writes {
+				c := tb.put(w.Key, string(w.Value))
+				c.PrevKnown = true
+				back = append(back, c)
+			}
+		}
+		before := ev.Stats()
+		ev.Continue(from, tb.Table, back, false)
+		after := ev.Stats()
+		ownBack, tasks := after.OwnBack-before.OwnBack, after.Tasks-before.Tasks
+		if uncommitted && (ownBack != 0 || tasks == 0) {
+			t.Errorf("after Uncommitted: %d writes taken as come back, %d tasks: want none, and the readers evaluated", ownBack, tasks)
+		}
+		if !uncommitted && ownBack != 2 {
+			t.Errorf("committed: %d writes taken as come back, want 2", ownBack)
+		}
+	}
+}
