@@ -404,7 +404,7 @@ func (e *Engine) mostFacts(changes []facts.Change) bool {
 	}
 	n := 0
 	for _, c := range changes {
-		if !strings.HasPrefix(c.Key, recordPrefix) {
+		if !facts.IsRecord(c.Key) {
 			n++
 		}
 	}
@@ -427,15 +427,12 @@ func relisted(batches []facts.Batch) bool {
 func withoutRecords(changes []facts.Change) []facts.Change {
 	out := make([]facts.Change, 0, len(changes))
 	for _, c := range changes {
-		if !strings.HasPrefix(c.Key, recordPrefix) {
+		if !facts.IsRecord(c.Key) {
 			out = append(out, c)
 		}
 	}
 	return out
 }
-
-// recordPrefix is where firing records live.
-var recordPrefix = facts.Event("")
 
 // merge flattens batches into one change per key, the latest, in the order
 // the keys last changed; its Prev is the fact's value before the first.

@@ -1,6 +1,9 @@
 package facts
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // The built-in key forms of the key schema (seed/etcd-key-schema.txt), each
 // with the type of its values. Names are the template's literals joined by
@@ -261,8 +264,12 @@ func Endpoint(service, id string) string    { return "endpoint/service/" + servi
 func Intent(layer, service string) string {
 	return "intent/" + layer + "/service/" + service + "/instances"
 }
-func Lease(node string) string          { return "lease/node/" + node }
-func Event(id string) string            { return "event/" + id }
+func Lease(node string) string { return "lease/node/" + node }
+func Event(id string) string   { return "event/" + id }
+
+// IsRecord reports whether key is a firing record's (Event): what no
+// rule may read.
+func IsRecord(key string) bool          { return strings.HasPrefix(key, "event/") }
 func AuthRules(principal string) string { return "auth/" + principal + "/rules" }
 func SchemaKey(factType string) string  { return "schema/" + factType }
 

@@ -353,13 +353,10 @@ func (m *Mirror) changesOf(resp clientv3.WatchResponse) []Change {
 	return changes
 }
 
-// recordPrefix is where firing records live (Event).
-var recordPrefix = Event("")
-
 // kept is f as the mirror's table keeps it: a firing record without its
 // value (Mirror).
 func kept(f Fact) Fact {
-	if strings.HasPrefix(f.Key, recordPrefix) {
+	if IsRecord(f.Key) {
 		f.Value = nil
 	}
 	return f
@@ -381,9 +378,10 @@ func (m *Mirror) setRevLocked(i int, rev int64) {
 }
 
 // applyEvents applies the events of first, and of every answer of events
-// already waiting in in, in order, and publishes them as one batch. It
-// returns an answer it took from in but did not apply (an error, a
-// progress notice) for the watch loop to handle next.
+// already waiting in in, in order, under one lock, and publishes each
+// answer's as a batch stamped with when it was delivered. It returns an
+// answer it took from in but did not apply (an error, a progress notice)
+// for the watch loop to handle next.
 func (m *Mirror) applyEvents(first prefixResponse, in <-chan prefixResponse) (next *prefixResponse) {
 	firstChanges := m.changesOf(first.resp) // decoded before the lock
 	m.waiting.Add(1)

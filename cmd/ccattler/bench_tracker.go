@@ -375,7 +375,7 @@ func (t *tracker) stages(start time.Time) []stageLatency {
 		if in.created < from || in.placed == 0 || in.healthy == 0 || in.endpoint == 0 {
 			continue
 		}
-		at := []int64{from, in.created, in.placed, in.healthy, in.endpoint}
+		at := [...]int64{from, in.created, in.placed, in.healthy, in.endpoint}
 		for i := range names {
 			d[i] = append(d[i], max(0, at[i+1]-at[i]))
 		}

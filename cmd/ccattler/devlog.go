@@ -49,7 +49,7 @@ func describeRevision(s *facts.Store, evs []facts.Change, leases bool) []string 
 	recorded := false
 	for _, ev := range evs {
 		key := ev.Key
-		if !strings.HasPrefix(key, "event/") {
+		if !facts.IsRecord(key) {
 			continue
 		}
 		if ev.Deleted || ev.CreateRevision != ev.ModRevision {

@@ -375,7 +375,7 @@ func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
 	e.aggs.follow(from, r, changes)
 	back := e.back
-	if back != nil && (back.rev != from || e.noOwnBack) {
+	if back != nil && back.rev != from {
 		back = nil
 	}
 	// The round's end (aggStore.keep) makes the store hold for r.Rev().
@@ -442,7 +442,9 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		problems = append(problems, rd.plan.Problems...)
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
 			rd.plan.Problems = dedupProblems(problems)
-			e.back = backOf(r, rd)
+			if !e.noOwnBack {
+				e.back = backOf(r, rd)
+			}
 			return *rd.plan
 		}
 		for _, n := range rd.osc {
