@@ -125,3 +125,68 @@ func TestOuterCheckAnswersPastWhatItRemembers(t *testing.T) {
 		}
 	}
 }
+
+// Serving tries a candidate's kept outcomes in turn and moves the one it
+// served to the front, so that the next visit tries it first: a node's
+// visits alternate between a few outcomes.
+func TestServeMovesTheServedOutcomeToTheFront(t *testing.T) {
+	rd := &round{e: &Evaluator{}, ov: &overlay{}}
+	outcome := func(zone string) *candOutcome {
+		reads := []memoRead{{agg: -1, name: "zone", v: strVal(zone)}}
+		return &candOutcome{reads: reads, outer: rd.internOuter(reads)}
+	}
+	us, eu, ap := outcome("us"), outcome("eu"), outcome("ap")
+	os := []*candOutcome{us, ap, eu}
+	for _, tc := range []struct {
+		zone  string
+		want  *candOutcome
+		order []*candOutcome
+	}{
+		{"eu", eu, []*candOutcome{eu, us, ap}},
+		{"eu", eu, []*candOutcome{eu, us, ap}},
+		{"ap", ap, []*candOutcome{ap, eu, us}},
+		{"us", us, []*candOutcome{us, ap, eu}},
+		{"af", nil, []*candOutcome{us, ap, eu}}, // none served: the order stays
+	} {
+		b := &binding{}
+		b.push("zone", strVal(tc.zone))
+		c := &sol{b: b}
+		lz := &lazyAggregates{rd: rd, s: c}
+		var oc outerCheck
+		got, _ := rd.serve(lz, &oc, c, os)
+		if got != tc.want {
+			t.Errorf("zone %s: served %v, want %v", tc.zone, got, tc.want)
+		}
+		for i := range os {
+			if os[i] != tc.order[i] {
+				t.Errorf("zone %s: outcome %d afterwards reads zone %s, want %s", tc.zone, i, os[i].reads[0].v.str, tc.order[i].reads[0].v.str)
+			}
+		}
+	}
+	if n := rd.e.stats.CandidatesReused; n != 4 {
+		t.Errorf("%d candidates served, want 4", n)
+	}
+}
+
+// An outcome that read an aggregate another outcome's lookup found with
+// another value cannot be served: knownDiffers tells serve to pass over
+// it without looking anything up.
+func TestKnownDiffersOnlyOnALookedUpValue(t *testing.T) {
+	l := &lazyAggregates{known: []knownAgg{{i: 0, v: celVal(types.Int(2))}, {i: 2, v: celVal(types.String("alive"))}}}
+	for _, tc := range []struct {
+		name  string
+		reads []memoRead
+		want  bool
+	}{
+		{"the same values", []memoRead{{agg: 0, v: celVal(types.Int(2))}, {agg: 2, v: celVal(types.String("alive"))}}, false},
+		{"one differs", []memoRead{{agg: 0, v: celVal(types.Int(2))}, {agg: 2, v: celVal(types.String("dead"))}}, true},
+		{"another kind", []memoRead{{agg: 0, v: celVal(types.Double(2))}}, true},
+		{"one not looked up", []memoRead{{agg: 1, v: celVal(types.Int(7))}}, false},
+		{"an outer variable", []memoRead{{agg: -1, name: "zone", v: strVal("eu")}}, false},
+		{"nothing read", nil, false},
+	} {
+		if got := l.knownDiffers(tc.reads); got != tc.want {
+			t.Errorf("%s: knownDiffers = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
