@@ -147,11 +147,11 @@ func NewConfig() Config {
 		TickInterval:  time.Second,
 		// What a round holds (its bindings, overlay and plan, and the
 		// watch answers waiting while it reads the mirror) grows with
-		// its budget, and its work per firing does not: 1,000 held the
-		// medium bench's peak RSS a fifth lower than 5,000 for the same
-		// converge, and the large preset's converge was the same; 500
-		// cost the large preset 10 % more CPU, and 1,000 cost 100,000
-		// instances on 3 nodes a tenth more (docs/engine.md).
+		// its budget, and the converge hardly moves with it: 1,000 held
+		// the medium bench's peak RSS a fifth lower than 5,000 for the
+		// same converge, and the large preset's converge was the same;
+		// 500 cost the large preset 10 % more CPU, and 1,000 cost
+		// 100,000 instances on 3 nodes a tenth more (docs/engine.md).
 		RoundFirings: 1000,
 		// Five evaluations at the default per-evaluation limit
 		// (rules.DefaultCostLimit), or a quarter second.
