@@ -228,3 +228,61 @@ func tightWorld(tb testing.TB, r *rand.Rand) *facts.Table {
 	putSpec(tb, t, "tight.hcl", src.String())
 	return t
 }
+
+// TestKeptCandidatesChangeNothing: a choice's candidate lists kept from
+// one round to the next while no fact of their scope's types changed
+// (engine/eval/candkeep.go) plan what solving them again in every round
+// plans. Two evaluators converge twin clusters in rounds cut at a small
+// firing budget, every placed instance reported running between rounds,
+// and now and then a node's lease lost and its state flipped (which must
+// drop the kept lists); every round's firings, rejections and problems
+// are the same, and fewer facts are visited.
+func TestKeptCandidatesChangeNothing(t *testing.T) {
+	rs := loadDefault(t)
+	tw := applyWorld(t, 20, 4, 400)
+	to := facts.NewTable(nil)
+	for _, k := range tw.Keys() {
+		f, _ := tw.Get(k)
+		to.Put(f)
+	}
+	to.SetRev(tw.Rev())
+	opts := []eval.Option{eval.WithSeed(3), eval.WithClock(fixedNow), eval.WithMaxFirings(40)}
+	with, without := eval.New(rs, opts...), eval.New(rs, append(opts, eval.WithoutKeptCandidates())...)
+	from := tw.Rev()
+	pw, po := with.Full(tw), without.Full(to)
+	r := rand.New(rand.NewPCG(3, 7))
+	for round := 0; ; round++ {
+		if round == 200 {
+			t.Fatal("no fixpoint after 200 rounds")
+		}
+		fw, fo := ruletest.ReadsSorted(pw.Firings), ruletest.ReadsSorted(po.Firings)
+		if !reflect.DeepEqual(fw, fo) || !reflect.DeepEqual(pw.Rejections, po.Rejections) || !reflect.DeepEqual(pw.Problems, po.Problems) {
+			t.Fatalf("round %d: plans differ%s\nwith:    %s\nwithout: %s", round, diff(pw, po), show(pw), show(po))
+		}
+		cw, co := applyPlan(tw, pw), applyPlan(to, po)
+		cw, co = append(cw, reportRunning(tw, nil)...), append(co, reportRunning(to, nil)...)
+		if round%7 == 3 { // a node loses its lease, or comes back
+			node := fmt.Sprintf("node-%d", 1+r.IntN(20))
+			for _, m := range []mutation{{key: facts.Lease(node)}, {key: facts.NodeState(node), value: `"unreachable"`}} {
+				if round%14 == 10 {
+					m.value = map[string]string{facts.Lease(node): `"alive"`, facts.NodeState(node): `"alive"`}[m.key]
+				}
+				cw, co = append(cw, mutate(tw, m)), append(co, mutate(to, m))
+			}
+		}
+		if len(cw) == 0 && !pw.More {
+			break
+		}
+		rev := tw.Rev()
+		pw, po = with.Continue(from, tw, cw, false), without.Continue(from, to, co, false)
+		from = rev
+	}
+	sw, so := with.Stats(), without.Stats()
+	t.Logf("candidate lists kept %d times; facts visited %d and %d", sw.CandidatesKept, sw.FactsVisited, so.FactsVisited)
+	if so.CandidatesKept != 0 {
+		t.Fatalf("%d candidate lists kept with keeping off", so.CandidatesKept)
+	}
+	if sw.CandidatesKept == 0 || sw.FactsVisited >= so.FactsVisited {
+		t.Errorf("candidate lists kept %d times, facts visited %d and %d without: want some, and fewer", sw.CandidatesKept, sw.FactsVisited, so.FactsVisited)
+	}
+}

@@ -87,18 +87,23 @@ func (rd *round) candidates(sc *rules.Scope, vars []string, b *binding, reads []
 	memo := rd.candMemo[sc]
 	e, ok := memo[key]
 	if !ok || e.writes != writes {
-		n := b.len()
-		solved := rd.solve(sc, b, nil)
-		e = candEntry{writes: writes, sols: make([]candSol, len(solved))}
-		for i, s := range solved {
-			var o strings.Builder
-			for _, v := range vars {
-				o.WriteString(s.b.str(v))
-				o.WriteByte(0)
+		// Kept from an earlier round (candkeep.go) while this one has
+		// written none of the scope's facts.
+		keep := writes == 0 && !rd.e.noKeptCands
+		kept, found := []candSol(nil), false
+		if keep {
+			kept, found = rd.e.cands.get(sc, key)
+			if found {
+				rd.e.stats.CandidatesKept++
 			}
-			e.sols[i] = candSol{names: s.b.names[n:], vals: s.b.vals[n:], reads: s.reads, order: o.String()}
 		}
-		sort.SliceStable(e.sols, func(i, j int) bool { return e.sols[i].order < e.sols[j].order })
+		e = candEntry{writes: writes, sols: kept}
+		if !found {
+			e.sols = rd.solveCandidates(sc, vars, b)
+			if keep {
+				rd.e.cands.put(sc, key, e.sols)
+			}
+		}
 		if memo == nil {
 			if rd.candMemo == nil {
 				rd.candMemo = map[*rules.Scope]map[string]candEntry{}
@@ -109,6 +114,24 @@ func (rd *round) candidates(sc *rules.Scope, vars []string, b *binding, reads []
 		memo[key] = e
 	}
 	return candList{b: b, reads: reads, sols: e.sols, room: len(sc.Aggregates) + len(sc.Lets)}
+}
+
+// solveCandidates is solve(sc, b, nil), each solution as what it adds to
+// b, ordered by the values of vars (stable: ties keep solve's order).
+func (rd *round) solveCandidates(sc *rules.Scope, vars []string, b *binding) []candSol {
+	n := b.len()
+	solved := rd.solve(sc, b, nil)
+	sols := make([]candSol, len(solved))
+	for i, s := range solved {
+		var o strings.Builder
+		for _, v := range vars {
+			o.WriteString(s.b.str(v))
+			o.WriteByte(0)
+		}
+		sols[i] = candSol{names: s.b.names[n:], vals: s.b.vals[n:], reads: s.reads, order: o.String()}
+	}
+	sort.SliceStable(sols, func(i, j int) bool { return sols[i].order < sols[j].order })
+	return sols
 }
 
 // scopeWrites counts the round's writes of the fact types sc's patterns read.

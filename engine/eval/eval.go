@@ -43,6 +43,11 @@ func WithoutAggregateCache() Option { return func(e *Evaluator) { e.aggs.off = t
 // without kept results, as after a reset.
 func WithoutKeepingAtRest() Option { return func(e *Evaluator) { e.noKeepAtRest = true } }
 
+// WithoutKeptCandidates solves a choice's candidates again in every round
+// rather than keeping them while no fact they depend on changes
+// (candkeep.go): for tests that keeping them changes nothing.
+func WithoutKeptCandidates() Option { return func(e *Evaluator) { e.noKeptCands = true } }
+
 // WithoutCandidateMemo evaluates every candidate a choice visits, none
 // served from what the round found for it before (candmemo.go): for tests
 // that its outcomes change nothing.
@@ -170,12 +175,15 @@ type Stats struct {
 	// UnreadAggregates counts the aggregates served outcomes read that
 	// were not looked up again, their groups unchanged (groupvers.go).
 	UnreadAggregates int64
-	Aggregates       int64 // aggregate groups computed
-	WholeAggregates  int64 // aggregates computed for every group at once (WithWholeAggregates)
-	WholeKept        int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
-	Adjustments      int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
-	Due              int64 // bindings a clock move made due (deadline.go)
-	Needless         int64 // tasks not queued, or not run, because a fact their binding names told they would find nothing (probe.go)
+	// CandidatesKept counts choices' candidate lists taken from an
+	// earlier round rather than solved again (candkeep.go).
+	CandidatesKept  int64
+	Aggregates      int64 // aggregate groups computed
+	WholeAggregates int64 // aggregates computed for every group at once (WithWholeAggregates)
+	WholeKept       int64 // rounds that began with an aggregate whole from the last (aggwhole.go), by aggregate
+	Adjustments     int64 // results of an aggregate adjusted for a changed fact: one join each, for the aggregate and its twins (aggadjust.go)
+	Due             int64 // bindings a clock move made due (deadline.go)
+	Needless        int64 // tasks not queued, or not run, because a fact their binding names told they would find nothing (probe.go)
 	// OwnKept counts calls whose changes held the last round's writes come
 	// back, and took the results the round adjusted for them (aggown.go);
 	// OwnLost those whose did not (a plan not committed, or not as planned).
@@ -211,6 +219,7 @@ type Evaluator struct {
 	wholeAt       map[int]int   // by rule index: how far into its bindings a whole evaluation was when a budget cut it (body)
 	pats          map[*rules.Pattern]*patInfo
 	aggs          *aggregates   // aggregates and the results kept of them (aggregates.go)
+	cands         candKeep      // choices' candidate lists kept across rounds (candkeep.go)
 	values        valueCache    // decoded fact values (value.go)
 	numbers       numberTexts   // the texts of the numbers aggregates came to (value.go)
 	timed         []*rules.Rule // rules whose expressions read now, in order
@@ -220,6 +229,7 @@ type Evaluator struct {
 	noCandMemo    bool              // WithoutCandidateMemo
 	noSharedJoins bool              // WithoutSharedJoins
 	noKeepAtRest  bool              // WithoutKeepingAtRest
+	noKeptCands   bool              // WithoutKeptCandidates
 	noProbes      bool              // WithoutProbes
 	noOwnBack     bool              // WithoutOwnBack
 	waits         []*waitSet        // by rule index: bindings of hole-filling choices that found no candidate (waiting.go)
@@ -303,6 +313,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
 	e.aggs.reset(r.Rev())
+	e.cands.reset()
 	e.carry, e.resume = nil, 0 // subsumed
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
@@ -332,6 +343,7 @@ func (e *Evaluator) Resync(r facts.Reader) Plan {
 // now are not evaluated. TimedRules lists them.
 func (e *Evaluator) Tick(r facts.Reader) Plan {
 	e.aggs.reset(r.Rev()) // not told what changed since the previous call
+	e.cands.reset()
 	return e.run(r, e.tick)
 }
 
@@ -359,6 +371,7 @@ func (e *Evaluator) TimedRules() []string {
 // facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 	e.aggs.reset(r.Rev()) // not told what changed since the previous call
+	e.cands.reset()
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
@@ -374,6 +387,9 @@ func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
 // aggregate over.
 func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change, tick bool) Plan {
 	e.aggs.follow(from, r, changes)
+	if !e.noKeptCands {
+		e.cands.follow(from, e.rs.Schema, changes)
+	}
 	back := e.back
 	if back != nil && back.rev != from {
 		back = nil
@@ -434,12 +450,14 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		rd.loop()
 		if e.noKeepAtRest && len(rd.plan.Firings) == 0 && len(e.carry) == 0 && len(rd.osc) == 0 {
 			e.aggs.reset(-1) // at rest: nothing kept for a next round
+			e.cands.reset()
 		} else {
 			e.labels.phase("keep")
 			e.aggs.end(r, rd.aggs)
 		}
 		e.labels.clear()
 		problems = append(problems, rd.plan.Problems...)
+		e.cands.rev = r.Rev()
 		if len(rd.osc) == 0 || attempt > len(e.rs.Rules) {
 			rd.plan.Problems = dedupProblems(problems)
 			if !e.noOwnBack {

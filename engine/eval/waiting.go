@@ -118,6 +118,7 @@ func buildWaits(rs *rules.RuleSet) []*waitSet {
 // (a binding that held is given none).
 func (e *Evaluator) Uncommitted() {
 	e.back = nil // what comes back is not known to be the plan any more: dispatched in full
+	e.cands.reset()
 	e.loseWaits(nil)
 	e.loseDeadlines()
 }
