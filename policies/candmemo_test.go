@@ -240,12 +240,7 @@ func tightWorld(tb testing.TB, r *rand.Rand) *facts.Table {
 func TestKeptCandidatesChangeNothing(t *testing.T) {
 	rs := loadDefault(t)
 	tw := applyWorld(t, 20, 4, 400)
-	to := facts.NewTable(nil)
-	for _, k := range tw.Keys() {
-		f, _ := tw.Get(k)
-		to.Put(f)
-	}
-	to.SetRev(tw.Rev())
+	to := copyOf(tw)
 	opts := []eval.Option{eval.WithSeed(3), eval.WithClock(fixedNow), eval.WithMaxFirings(40)}
 	with, without := eval.New(rs, opts...), eval.New(rs, append(opts, eval.WithoutKeptCandidates())...)
 	from := tw.Rev()
@@ -261,12 +256,13 @@ func TestKeptCandidatesChangeNothing(t *testing.T) {
 		}
 		cw, co := applyPlan(tw, pw), applyPlan(to, po)
 		cw, co = append(cw, reportRunning(tw, nil)...), append(co, reportRunning(to, nil)...)
-		if round%7 == 3 { // a node loses its lease, or comes back
+		if round%7 == 3 { // a node loses its lease, or every other time comes back
 			node := fmt.Sprintf("node-%d", 1+r.IntN(20))
-			for _, m := range []mutation{{key: facts.Lease(node)}, {key: facts.NodeState(node), value: `"unreachable"`}} {
-				if round%14 == 10 {
-					m.value = map[string]string{facts.Lease(node): `"alive"`, facts.NodeState(node): `"alive"`}[m.key]
-				}
+			ms := []mutation{{key: facts.Lease(node)}, {key: facts.NodeState(node), value: `"unreachable"`}}
+			if round%14 == 10 {
+				ms = []mutation{{key: facts.Lease(node), value: `"alive"`}, {key: facts.NodeState(node), value: `"alive"`}}
+			}
+			for _, m := range ms {
 				cw, co = append(cw, mutate(tw, m)), append(co, mutate(to, m))
 			}
 		}

@@ -90,12 +90,7 @@ type mutation struct{ key, value string } // value "": delete
 // committed (but one time in noCommit) and the same random outside
 // changes made to both.
 func twinRounds(r *rand.Rand, tw *facts.Table, with, without *eval.Evaluator, steps, noCommit int, check func(step int, pw, po eval.Plan)) {
-	to := facts.NewTable(nil)
-	for _, k := range tw.Keys() {
-		f, _ := tw.Get(k)
-		to.Put(f)
-	}
-	to.SetRev(tw.Rev())
+	to := copyOf(tw)
 	from := tw.Rev()
 	pw, po := with.Full(tw), without.Full(to)
 	for step := 0; step < steps; step++ {
@@ -112,6 +107,17 @@ func twinRounds(r *rand.Rand, tw *facts.Table, with, without *eval.Evaluator, st
 		pw, po = with.Continue(from, tw, cw, tick), without.Continue(from, to, co, tick)
 		from = rev
 	}
+}
+
+// copyOf returns a table of t's facts at t's revision.
+func copyOf(t *facts.Table) *facts.Table {
+	c := facts.NewTable(nil)
+	for _, k := range t.Keys() {
+		f, _ := t.Get(k)
+		c.Put(f)
+	}
+	c.SetRev(t.Rev())
+	return c
 }
 
 // mutations draws one to three outside changes of the kinds agents, users

@@ -89,16 +89,14 @@ func (rd *round) candidates(sc *rules.Scope, vars []string, b *binding, reads []
 	if !ok || e.writes != writes {
 		// Kept from an earlier round (candkeep.go) while this one has
 		// written none of the scope's facts.
-		keep := writes == 0 && !rd.e.noKeptCands
-		kept, found := []candSol(nil), false
+		e = candEntry{writes: writes}
+		keep, found := writes == 0 && !rd.e.noKeptCands, false
 		if keep {
-			kept, found = rd.e.cands.get(sc, key)
-			if found {
-				rd.e.stats.CandidatesKept++
-			}
+			e.sols, found = rd.e.cands.get(sc, key)
 		}
-		e = candEntry{writes: writes, sols: kept}
-		if !found {
+		if found {
+			rd.e.stats.CandidatesKept++
+		} else {
 			e.sols = rd.solveCandidates(sc, vars, b)
 			if keep {
 				rd.e.cands.put(sc, key, e.sols)

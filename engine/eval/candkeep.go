@@ -44,7 +44,7 @@ func (k *candKeep) follow(from int64, s *facts.Schema, changes []facts.Change) {
 	if len(k.scopes) == 0 {
 		return
 	}
-	if from < 0 || from != k.rev {
+	if from != k.rev { // another view between, or none (from -1)
 		k.scopes = nil
 		return
 	}

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ccattler/ccattler/facts"
@@ -58,5 +59,27 @@ func TestKeptCandidatesFollowTheirScopesTypes(t *testing.T) {
 		if kept(k) {
 			t.Errorf("a list that read %+v was kept", r)
 		}
+	}
+}
+
+// A scope solved under ever new outer values (a choice keyed by each
+// instance, say) keeps at most maxKeptLists lists: past them it starts
+// over.
+func TestKeptCandidatesAreBoundedPerScope(t *testing.T) {
+	s := facts.NewSchema()
+	state, _ := s.Type("observed.node.state")
+	sc := &rules.Scope{Match: []*rules.Pattern{{Template: "observed/node/{node}/state", Type: state}}}
+	k := &candKeep{}
+	for i := range 3 * maxKeptLists {
+		k.put(sc, fmt.Sprint(i), []candSol{{reads: []Read{{Key: facts.NodeState("n1"), Rev: 7}}}})
+		if n := len(k.scopes[sc].lists); n > maxKeptLists {
+			t.Fatalf("after %d puts %d lists kept, want at most %d", i+1, n, maxKeptLists)
+		}
+	}
+	if _, ok := k.get(sc, fmt.Sprint(3*maxKeptLists-1)); !ok {
+		t.Error("the newest list is not kept")
+	}
+	if _, ok := k.get(sc, "0"); ok {
+		t.Error("the oldest list is still kept past the bound")
 	}
 }

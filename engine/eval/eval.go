@@ -312,8 +312,7 @@ func (e *Evaluator) Stats() Stats { return e.stats }
 
 // Full evaluates every rule under every binding once: startup and reload.
 func (e *Evaluator) Full(r facts.Reader) Plan {
-	e.aggs.reset(r.Rev())
-	e.cands.reset()
+	e.dropKept(r.Rev())
 	e.carry, e.resume = nil, 0 // subsumed
 	return e.run(r, func(rd *round) {
 		for _, rule := range e.rs.Rules {
@@ -342,8 +341,7 @@ func (e *Evaluator) Resync(r facts.Reader) Plan {
 // trigger it. The engine calls Tick periodically; rules that do not read
 // now are not evaluated. TimedRules lists them.
 func (e *Evaluator) Tick(r facts.Reader) Plan {
-	e.aggs.reset(r.Rev()) // not told what changed since the previous call
-	e.cands.reset()
+	e.dropKept(r.Rev()) // not told what changed since the previous call
 	return e.run(r, e.tick)
 }
 
@@ -370,8 +368,7 @@ func (e *Evaluator) TimedRules() []string {
 // (they tell an update from a creation). For a batch that touches most
 // facts (a relist after a compaction), Full is cheaper.
 func (e *Evaluator) Incremental(r facts.Reader, changes []facts.Change) Plan {
-	e.aggs.reset(r.Rev()) // not told what changed since the previous call
-	e.cands.reset()
+	e.dropKept(r.Rev()) // not told what changed since the previous call
 	return e.run(r, func(rd *round) {
 		for _, c := range changes {
 			rd.dispatch(c, nil)
@@ -412,6 +409,15 @@ func (e *Evaluator) Continue(from int64, r facts.Reader, changes []facts.Change,
 	})
 }
 
+// dropKept forgets what the evaluator keeps from one round to the next
+// (aggregate results, candidate lists): a call that is not told every
+// change since the previous one, or nothing to keep at rest. The
+// aggregates' store is then current as of rev.
+func (e *Evaluator) dropKept(rev int64) {
+	e.aggs.reset(rev)
+	e.cands.reset()
+}
+
 // adjustLimit is the largest batch Continue adjusts kept results for: the
 // WithMaxAdjust limit, or by default MaxAdjust or an eighth of the facts,
 // whichever is more. Recomputing a dropped result costs its members, and
@@ -449,8 +455,7 @@ func (e *Evaluator) run(r facts.Reader, seed func(*round)) Plan {
 		seed(rd)
 		rd.loop()
 		if e.noKeepAtRest && len(rd.plan.Firings) == 0 && len(e.carry) == 0 && len(rd.osc) == 0 {
-			e.aggs.reset(-1) // at rest: nothing kept for a next round
-			e.cands.reset()
+			e.dropKept(-1) // at rest: nothing kept for a next round
 		} else {
 			e.labels.phase("keep")
 			e.aggs.end(r, rd.aggs)
