@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func runChild(js string) int {
 	if err := json.Unmarshal([]byte(js), &cc); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 2
+	}
+	if os.Getenv(profileEnv) != "" {
+		runtime.MemProfileRate = 512
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -141,6 +145,29 @@ func reportStats(ctx context.Context, a *agent.Agent) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		enc.Encode(childStats{Stats: a.Stats(), HeapInuse: ms.HeapInuse, HeapLive: ms.HeapAlloc})
+		if p := os.Getenv(profileEnv); p != "" {
+			writeProfile(p, "heap", 0)
+			writeProfile(p+".goroutines", "goroutine", 1)
+		}
+	}
+}
+
+// profileEnv names a file a reporting child writes its heap profile to
+// (sampled every 512 bytes), and its goroutines to the file plus
+// .goroutines, every second: where a simulated node's memory goes, e.g.
+// CCATTLER_SIM_HEAP=/tmp/sim.heap CCATTLER_SIM_SCALE=400x4000 go test
+// ./agent -run TestSimScale, then go tool pprof -sample_index=inuse_space.
+const profileEnv = "CCATTLER_SIM_HEAP"
+
+func writeProfile(path, name string, debug int) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 }
 

@@ -2,13 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
-	"time"
-
 	"sync"
+	"time"
 
 	"github.com/ccattler/ccattler/facts"
 )
@@ -31,9 +32,9 @@ type node struct {
 	path   string          // cache file; "" keeps no cache
 
 	// Owned by the run goroutine.
-	cached      map[string]Spec          // placements as last saved to or loaded from the cache
+	cached      map[string]*Want         // placements as last saved to (the feed's map then) or loaded from the cache
 	cacheErr    string                   // why the cache could not be read; reported as observed/node/{id}/cache_error once etcd answers
-	savedSig    []byte                   // what the cache file holds, to skip rewriting it unchanged
+	savedSum    [sha256.Size]byte        // of what the cache file holds, to skip rewriting it unchanged
 	reported    map[string]reported      // key of one of the node's own facts -> what report last encoded and committed for it
 	stated      map[string]instanceState // instance id -> what report last committed of it
 	haveEpoch   int64                    // link epoch and lease generation reported's and stated's commits are valid for
@@ -230,7 +231,10 @@ func (n *node) loadCache() {
 	if !ok {
 		return
 	}
-	n.cached = body.Instances
+	n.cached = make(map[string]*Want, len(body.Instances))
+	for id, sp := range body.Instances {
+		n.cached[id] = &Want{Spec: sp}
+	}
 	n.mu.Lock()
 	for id, reason := range body.Failed {
 		n.failed[id] = &failure{reason: reason}
@@ -248,8 +252,9 @@ func (n *node) saveCache() {
 		n.mu.Unlock()
 		return
 	}
-	body := cacheBody{Node: n.cfg.ID, Instances: make(map[string]Spec, len(n.wants)), Failed: map[string]string{}}
-	for id, w := range n.wants {
+	wants := n.wants
+	body := cacheBody{Node: n.cfg.ID, Instances: make(map[string]Spec, len(wants)), Failed: map[string]string{}}
+	for id, w := range wants {
 		body.Instances[id] = w.Spec
 	}
 	for id, f := range n.failed {
@@ -259,7 +264,10 @@ func (n *node) saveCache() {
 	}
 	sig, _ := json.Marshal(body)
 	n.mu.Unlock()
-	if string(sig) == string(n.savedSig) {
+	// A sum, not the encoding: a node kept its placements' whole JSON
+	// besides the feed's wants, a tenth of a simulated node's memory.
+	sum := sha256.Sum256(sig)
+	if sum == n.savedSum {
 		return
 	}
 	body.Rev = n.a.feed.revision()
@@ -268,8 +276,8 @@ func (n *node) saveCache() {
 		n.log.Error("save local cache", "err", err)
 		return
 	}
-	n.savedSig = sig
-	n.cached = body.Instances
+	n.savedSum = sum
+	n.cached = wants // the feed's map, never modified: no copy of the specs
 }
 
 // reconcile compares what is placed on the node with what runs, and starts
@@ -310,9 +318,9 @@ func (n *node) reconcile(ctx context.Context) {
 	if live {
 		n.wants = wants
 	} else {
-		n.wants = make(map[string]*Want, len(n.cached))
-		for id, sp := range n.cached {
-			n.wants[id] = &Want{Spec: sp}
+		n.wants = maps.Clone(n.cached) // shared Wants, unmodified
+		if n.wants == nil {
+			n.wants = map[string]*Want{}
 		}
 		for id, st := range actual { // adopt what runs, cache or not
 			if _, ok := n.wants[id]; !ok {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -209,7 +210,7 @@ func TestSaveCacheWithoutCacheEncodesNothing(t *testing.T) {
 		if allocs := testing.AllocsPerRun(10, n.saveCache); allocs != 0 {
 			t.Errorf("%s: saveCache allocated %v times for 1,000 placements, want 0", c.name, allocs)
 		}
-		if n.savedSig != nil {
+		if n.savedSum != ([sha256.Size]byte{}) {
 			t.Errorf("%s: saveCache saved", c.name)
 		}
 	}

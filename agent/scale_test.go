@@ -152,12 +152,14 @@ func TestSimScale(t *testing.T) {
 	perNode := float64(idle.HeapLive) / float64(nodes)
 	t.Logf("agent live heap: %.1f MiB, %.1f KiB per simulated node", float64(idle.HeapLive)/(1<<20), perNode/1024)
 	// What a simulated node holds live grows with its instances and
-	// nothing else: about 4.5 KiB an instance (20, 100 and 400 nodes of 10
-	// instances: 2.7, 6.4 and 19.5 MiB, of which about 2.5 MiB is the
-	// process's own: the etcd client, the feed's watch). The bound is that
-	// with room for the machine's variation, so that a per-node cost that
-	// grows (a copy of the fleet's facts per node, say) fails here.
-	const fixed, perInstance = 3 << 20, 6.4 * 1024
+	// nothing else: about 2.4 KiB an instance (20, 100 and 400 nodes of 10
+	// instances: 2.3, 4.4 and 11.3 MiB, of which about 2 MiB is the
+	// process's own: the etcd client, the feed's watch). Per instance: the
+	// runtime's container (its list is the same memory), the feed's want,
+	// what the report last wrote, the feed's facts. The bound is that with
+	// room for the machine's variation, so that a per-node cost that grows
+	// (a copy of the fleet's facts per node, say) fails here.
+	const fixed, perInstance = 3 << 20, 4 * 1024
 	if limit := fixed/float64(nodes) + perInstance*float64(insts)/float64(nodes); perNode > limit {
 		t.Errorf("a simulated node of %d instances holds %.1f KiB live, want at most %.1f KiB", insts/nodes, perNode/1024, limit/1024)
 	}

@@ -117,9 +117,9 @@ func (r *runtime) Usage(context.Context) ([]agent.Usage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]agent.Usage, 0, len(r.ctrs))
-	for id, c := range r.ctrs {
+	for _, c := range r.ctrs {
 		if c.Running {
-			out = append(out, agent.Usage{ID: id, Service: c.Spec.Service, CPU: share[c.Spec.Service]})
+			out = append(out, agent.Usage{ID: c.Spec.ID, Service: c.Spec.Service, CPU: share[c.Spec.Service]})
 		}
 	}
 	return out, nil

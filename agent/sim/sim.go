@@ -85,7 +85,7 @@ func (f *Fleet) Node(id string) agent.Runtime {
 	if r, ok := f.nodes[id]; ok {
 		return r
 	}
-	r := &runtime{f: f, ctrs: map[string]*agent.Status{}, addr: f.addressOf(id)}
+	r := &runtime{f: f, at: map[string]int32{}, addr: f.addressOf(id)}
 	f.nodes[id] = r
 	return r
 }
@@ -118,10 +118,12 @@ func (f *Fleet) Exit(node, id string, status uint32) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.ctrs[id]
+	i, ok := r.at[id]
 	if !ok {
 		return false
 	}
+	r.own()
+	c := &r.ctrs[i]
 	c.Running, c.ExitStatus, c.ExitReason = false, status, fmt.Sprintf("process exited with status %d", status)
 	r.ver.Add(1)
 	return true
@@ -140,12 +142,28 @@ func (f *Fleet) draw() (fail, unhealthy bool) {
 type runtime struct {
 	f    *Fleet
 	addr netip.Addr // the node's address; its instances report it
-	mu   sync.Mutex // guards ctrs, listed and listedAt
-	ctrs map[string]*agent.Status
-	ver  atomic.Uint64 // grows with every change of ctrs (Version)
+	mu   sync.Mutex // guards the fields below
+	// ctrs are the node's containers in no order, at[id] the position of
+	// one. List hands ctrs itself out (shared): the next change copies
+	// them first, so that a list once returned never changes under its
+	// holder, and a node keeps one copy of its containers, not two.
+	ctrs   []agent.Status
+	at     map[string]int32
+	shared bool
+	ver    atomic.Uint64 // grows with every change of ctrs (Version)
 
-	listed   []agent.Status // what List last returned, at Version listedAt
+	// listed is what List last returned while a health knob of the fleet
+	// was set, at Version listedAt: a copy with the knobs' health.
+	listed   []agent.Status
 	listedAt uint64
+}
+
+// own makes ctrs the runtime's alone before a change, copying them if
+// List handed them out. Under mu.
+func (r *runtime) own() {
+	if r.shared {
+		r.ctrs, r.shared = slices.Clone(r.ctrs), false
+	}
 }
 
 var (
@@ -189,40 +207,52 @@ func (r *runtime) Start(ctx context.Context, sp agent.Spec) (agent.Status, error
 	if fail {
 		return agent.Status{}, ErrStartFailed
 	}
-	st := &agent.Status{Spec: sp, Image: sp.Image, IP: r.addr.String(), Running: true,
+	st := agent.Status{Spec: sp, Image: sp.Image, IP: r.addr.String(), Running: true,
 		StartedAt: time.Now().UTC(), Health: agent.Healthy}
 	if unhealthy || strings.Contains(sp.Image, UnhealthyImage) {
 		st.Health = agent.Unhealthy
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.ctrs[sp.ID]; ok {
+	if _, ok := r.at[sp.ID]; ok {
 		return agent.Status{}, fmt.Errorf("sim: instance %s already has a container", sp.ID)
 	}
 	if r.f.cfg.HostNetwork { // a port is taken on the whole node
-		for id, c := range r.ctrs {
+		for _, c := range r.ctrs {
 			if !c.Running {
 				continue
 			}
 			for _, p := range c.Spec.Ports {
 				if slices.Contains(sp.Ports, p) {
-					return agent.Status{}, fmt.Errorf("port %d is already used by instance %s on this node (host networking)", p, id)
+					return agent.Status{}, fmt.Errorf("port %d is already used by instance %s on this node (host networking)", p, c.Spec.ID)
 				}
 			}
 		}
 	}
-	r.ctrs[sp.ID] = st
+	r.own()
+	r.at[sp.ID] = int32(len(r.ctrs))
+	r.ctrs = append(r.ctrs, st)
 	r.ver.Add(1)
-	return *st, nil
+	return st, nil
 }
 
 func (r *runtime) Stop(_ context.Context, id string, _ time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.ctrs[id]; ok {
-		delete(r.ctrs, id)
-		r.ver.Add(1)
+	i, ok := r.at[id]
+	if !ok {
+		return nil
 	}
+	r.own()
+	last := len(r.ctrs) - 1
+	if int(i) != last {
+		r.ctrs[i] = r.ctrs[last]
+		r.at[r.ctrs[i].Spec.ID] = i
+	}
+	r.ctrs[last] = agent.Status{}
+	r.ctrs = r.ctrs[:last]
+	delete(r.at, id)
+	r.ver.Add(1)
 	return nil
 }
 
@@ -234,10 +264,11 @@ var _ agent.Logged = (*runtime)(nil)
 func (r *runtime) OpenLog(id string) (io.ReadCloser, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.ctrs[id]
+	i, ok := r.at[id]
 	if !ok {
 		return nil, fmt.Errorf("sim: no container %s: %w", id, os.ErrNotExist)
 	}
+	c := r.ctrs[i]
 	sp := c.Spec
 	var env []string
 	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
@@ -251,24 +282,32 @@ func (r *runtime) OpenLog(id string) (io.ReadCloser, error) {
 // List returns the node's containers in no order, as agent.Runtime allows:
 // sorting a node's tens of thousands at every reconcile was most of its
 // cost. Until its Version changes it returns the same list again, which
-// its callers do not modify.
+// its callers do not modify: the runtime's own, unless a health knob is
+// set.
 func (r *runtime) List(context.Context) ([]agent.Status, error) {
 	v := r.Version() // before the lock: a change meanwhile makes the next List build anew
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.f.mu.Lock() // the health knobs; always taken after r.mu
+	defer r.f.mu.Unlock()
+	if len(r.f.health) == 0 {
+		if !r.shared && cap(r.ctrs)-len(r.ctrs) > len(r.ctrs)/4 {
+			// Handed out for as long as nothing changes (at rest, for
+			// good): without the room appends left.
+			r.ctrs = slices.Clone(r.ctrs)
+		}
+		r.listed, r.shared = nil, true
+		return r.ctrs, nil
+	}
 	if r.listed != nil && r.listedAt == v {
 		return r.listed, nil
 	}
-	out := make([]agent.Status, 0, len(r.ctrs))
-	r.f.mu.Lock() // the health knobs; always taken after r.mu
-	for id, c := range r.ctrs {
-		st := *c
-		if h, ok := r.f.health[id]; ok && st.Running {
-			st.Health = h
+	out := slices.Clone(r.ctrs)
+	for i := range out {
+		if h, ok := r.f.health[out[i].Spec.ID]; ok && out[i].Running {
+			out[i].Health = h
 		}
-		out = append(out, st)
 	}
-	r.f.mu.Unlock()
 	r.listed, r.listedAt = out, v
 	return out, nil
 }

@@ -2,6 +2,8 @@ package sim_test
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ccattler/ccattler/agent"
@@ -73,5 +75,60 @@ func TestVersionFollowsEveryChange(t *testing.T) {
 	}
 	if v.Version() != seen {
 		t.Errorf("stopping an unknown container changed the version")
+	}
+}
+
+// A list handed out is the runtime's own until the next change, which
+// copies it first: its holder sees it as it was, whatever starts, stops
+// and exits come after, and reads it while they happen (-race).
+func TestAListNeverChangesUnderItsHolder(t *testing.T) {
+	ctx := context.Background()
+	f, err := sim.NewFleet(sim.Config{Range: sim.NewConfig().Range, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := f.Node("n1")
+	for _, id := range []string{"a1", "a2", "a3"} {
+		if _, err := rt.Start(ctx, agent.Spec{ID: id, Service: "web", Image: "nginx"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(held)
+	done := make(chan struct{})
+	go func() { // the holder reads while the runtime changes
+		defer close(done)
+		for range 1000 {
+			for i := range held {
+				_ = held[i].Running
+				_ = held[i].Spec.ID
+			}
+		}
+	}()
+	if err := rt.Stop(ctx, "a1", 0); err != nil { // moves the last into its place
+		t.Fatal(err)
+	}
+	if _, err := rt.Start(ctx, agent.Spec{ID: "a4", Service: "web", Image: "nginx"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Exit("n1", "a2", 3)
+	<-done
+	if !reflect.DeepEqual(held, want) {
+		t.Errorf("the held list changed:\n%+v\nwant\n%+v", held, want)
+	}
+	now, _ := rt.List(ctx)
+	ids := map[string]bool{}
+	for _, c := range now {
+		ids[c.Spec.ID] = c.Running
+	}
+	if !reflect.DeepEqual(ids, map[string]bool{"a2": false, "a3": true, "a4": true}) {
+		t.Errorf("listed after the changes: %v, want a2 exited, a3 and a4 running", ids)
+	}
+	// Unchanged since, listing again hands out the same list.
+	if again, _ := rt.List(ctx); &again[0] != &now[0] {
+		t.Errorf("an unchanged runtime listed anew")
 	}
 }
