@@ -63,7 +63,8 @@ func gcCPUTime() time.Duration {
 }
 
 // procStatus reads a "kB" field of /proc/self/status (VmHWM: peak RSS,
-// VmRSS: RSS now) in bytes; 0 where there is no /proc.
+// VmRSS: RSS now, RssAnon and RssFile: its anonymous and file-backed
+// parts) in bytes; 0 where there is no /proc.
 func procStatus(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
@@ -83,6 +84,27 @@ func procStatus(field string) int64 {
 		return kb << 10
 	}
 	return 0
+}
+
+// memoryNow is what the process's RSS is made of at one moment: its
+// anonymous memory (the heap, goroutine stacks, the runtime's own) and the
+// file pages it maps (the binary, etcd's database), as the kernel counts
+// them, and of the first what the goroutines' stacks take.
+type memoryNow struct {
+	anon, file, stacks, goroutines int64
+}
+
+func readMemory() memoryNow {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(s)
+	m := memoryNow{anon: procStatus("RssAnon"), file: procStatus("RssFile")}
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		m.stacks = int64(s[0].Value.Uint64())
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		m.goroutines = int64(s[1].Value.Uint64())
+	}
+	return m
 }
 
 // loadAverage is the machine's 1-minute load average; 0 without /proc.

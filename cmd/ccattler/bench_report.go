@@ -102,6 +102,14 @@ type benchResult struct {
 	ConvergePeakRSSBytes      int64 `json:"converge_peak_rss_bytes"`
 	ConvergePeakLiveHeapBytes int64 `json:"converge_peak_live_heap_bytes"`
 	ConvergedLiveHeapBytes    int64 `json:"converged_live_heap_bytes"`
+	// What RSS is made of once converged (after a collection): anonymous
+	// memory (the heap, stacks, the runtime's own), of it the goroutines'
+	// stacks (a simulated node has three goroutines), and file pages
+	// mapped (the binary, etcd's database). 0 without /proc.
+	ConvergedRSSAnonBytes int64 `json:"converged_rss_anon_bytes"`
+	ConvergedRSSFileBytes int64 `json:"converged_rss_file_bytes"`
+	ConvergedStackBytes   int64 `json:"converged_stack_bytes"`
+	ConvergedGoroutines   int64 `json:"converged_goroutines"`
 	// The collector's settings in force (GOGC, GOMEMLIMIT; cmd/ccattler/gc.go):
 	// the memory figures above are proportional to the first.
 	GCPercent        int64   `json:"gc_percent"`
@@ -221,6 +229,8 @@ func printBenchTable(w io.Writer, r *benchResult) {
 	row("peak live heap", mib(r.PeakLiveHeapBytes), "the most a collection found live")
 	row("collector", fmt.Sprintf("GOGC=%d", r.GCPercent), fmt.Sprintf("soft memory limit %s (set GOGC, GOMEMLIMIT to change them)", mib(r.MemoryLimitBytes)))
 	row("converging: peak RSS / live heap", fmt.Sprintf("%s / %s", mib(r.ConvergePeakRSSBytes), mib(r.ConvergePeakLiveHeapBytes)), fmt.Sprintf("up to convergence; live once converged %s", mib(r.ConvergedLiveHeapBytes)))
+	row("converged: RSS anonymous / files", fmt.Sprintf("%s / %s", mib(r.ConvergedRSSAnonBytes), mib(r.ConvergedRSSFileBytes)),
+		fmt.Sprintf("after a collection; of the first, %s of stacks for %d goroutines; files: the binary, etcd's database", mib(r.ConvergedStackBytes), r.ConvergedGoroutines))
 	row("mirror bytes/fact", fmt.Sprintf("%.0f", r.BytesPerFact), fmt.Sprintf("beyond %.0f bytes of key and value; %d facts", r.KVBytesPerFact, r.Facts))
 	if r.Changes > 0 {
 		row("change p50 / p99", fmt.Sprintf("%.2fms / %.2fms", r.ChangeP50MS, r.ChangeP99MS), fmt.Sprintf("%d health changes, write to endpoint write (max %.2fms)", r.Changes, r.ChangeMaxMS))

@@ -107,6 +107,9 @@ func (b *bench) run(ctx context.Context) error {
 		}
 	}
 	b.res.ConvergedLiveHeapBytes = liveHeap()
+	m := readMemory()
+	b.res.ConvergedRSSAnonBytes, b.res.ConvergedRSSFileBytes = m.anon, m.file
+	b.res.ConvergedStackBytes, b.res.ConvergedGoroutines = m.stacks, m.goroutines
 	b.pr.phase("weighing the mirror")
 	var err error
 	if b.res.BytesPerFact, b.res.KVBytesPerFact, b.res.Facts, err = tableOverhead(ctx, b.mirror, b.dir); err != nil {

@@ -216,6 +216,10 @@ func checkBenchJSON(t *testing.T, out string) {
 		{"peak_live_heap_bytes", 1 << 20, 1 << 40},
 		{"converge_peak_live_heap_bytes", 1 << 20, 1 << 40},
 		{"converged_live_heap_bytes", 1 << 20, 1 << 40},
+		{"converged_rss_anon_bytes", 1 << 20, 1 << 40},
+		{"converged_rss_file_bytes", 1 << 20, 1 << 40}, // the binary's pages at least
+		{"converged_stack_bytes", 64 << 10, 1 << 30},
+		{"converged_goroutines", 10 * 3, 1e6}, // three a simulated node
 		{"gc_percent", gcLo, gcHi},
 		{"memory_limit_bytes", 1 << 20, 1 << 63},
 	}
