@@ -152,8 +152,9 @@ type runtime struct {
 	shared bool
 	ver    atomic.Uint64 // grows with every change of ctrs (Version)
 
-	// listed is what List last returned while a health knob of the fleet
-	// was set, at Version listedAt: a copy with the knobs' health.
+	// listedAt is the Version List last answered at, and listed what it
+	// returned if a health knob of the fleet was set then: a copy with
+	// the knobs' health (nil: it returned ctrs).
 	listed   []agent.Status
 	listedAt uint64
 }
@@ -291,8 +292,17 @@ func (r *runtime) List(context.Context) ([]agent.Status, error) {
 	v := r.Version() // before the lock: a change meanwhile makes the next List build anew
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.listedAt == v { // unchanged since: the same answer, without the fleet's lock
+		if r.listed != nil {
+			return r.listed, nil
+		}
+		if r.shared {
+			return r.ctrs, nil
+		}
+	}
 	r.f.mu.Lock() // the health knobs; always taken after r.mu
 	defer r.f.mu.Unlock()
+	r.listedAt = v
 	if len(r.f.health) == 0 {
 		if !r.shared && cap(r.ctrs)-len(r.ctrs) > len(r.ctrs)/4+4 {
 			// Handed out for as long as nothing changes (at rest, for
@@ -302,16 +312,13 @@ func (r *runtime) List(context.Context) ([]agent.Status, error) {
 		r.listed, r.shared = nil, true
 		return r.ctrs, nil
 	}
-	if r.listed != nil && r.listedAt == v {
-		return r.listed, nil
-	}
 	out := slices.Clone(r.ctrs)
 	for i := range out {
 		if h, ok := r.f.health[out[i].Spec.ID]; ok && out[i].Running {
 			out[i].Health = h
 		}
 	}
-	r.listed, r.listedAt = out, v
+	r.listed = out
 	return out, nil
 }
 
