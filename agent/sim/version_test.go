@@ -10,15 +10,22 @@ import (
 	"github.com/ccattler/ccattler/agent/sim"
 )
 
-// A simulated runtime's version changes with every start, stop, exit and
-// health knob, and its list is built again then, and only then.
-func TestVersionFollowsEveryChange(t *testing.T) {
-	ctx := context.Background()
+// instantNode is node n1 of a fleet whose starts take no time and never
+// fail.
+func instantNode(t *testing.T) (*sim.Fleet, agent.Runtime) {
+	t.Helper()
 	f, err := sim.NewFleet(sim.Config{Range: sim.NewConfig().Range, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := f.Node("n1")
+	return f, f.Node("n1")
+}
+
+// A simulated runtime's version changes with every start, stop, exit and
+// health knob, and its list is built again then, and only then.
+func TestVersionFollowsEveryChange(t *testing.T) {
+	ctx := context.Background()
+	f, rt := instantNode(t)
 	v := rt.(agent.Versioner)
 	list := func() []agent.Status {
 		t.Helper()
@@ -50,8 +57,12 @@ func TestVersionFollowsEveryChange(t *testing.T) {
 	}
 	f.SetHealth("a1", agent.Unhealthy)
 	changed("a health knob")
-	if l := list(); len(l) != 1 || l[0].Health != agent.Unhealthy || &l[0] == &first[0] {
-		t.Errorf("after the health knob: %+v", l)
+	knobbed := list()
+	if len(knobbed) != 1 || knobbed[0].Health != agent.Unhealthy || &knobbed[0] == &first[0] {
+		t.Errorf("after the health knob: %+v", knobbed)
+	}
+	if again := list(); len(again) != 1 || &again[0] != &knobbed[0] {
+		t.Errorf("an unchanged runtime with a knob set listed anew: %d containers", len(again))
 	}
 	if first[0].Health != agent.Healthy {
 		t.Errorf("an earlier list changed under its holder: health %q", first[0].Health)
@@ -83,11 +94,7 @@ func TestVersionFollowsEveryChange(t *testing.T) {
 // and exits come after, and reads it while they happen (-race).
 func TestAListNeverChangesUnderItsHolder(t *testing.T) {
 	ctx := context.Background()
-	f, err := sim.NewFleet(sim.Config{Range: sim.NewConfig().Range, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := f.Node("n1")
+	f, rt := instantNode(t)
 	for _, id := range []string{"a1", "a2", "a3"} {
 		if _, err := rt.Start(ctx, agent.Spec{ID: id, Service: "web", Image: "nginx"}); err != nil {
 			t.Fatal(err)
