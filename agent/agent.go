@@ -139,9 +139,13 @@ func New(cfg Config, nodes []NodeConfig) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	ids := make([]string, len(nodes))
+	for i, nc := range nodes {
+		ids[i] = nc.ID
+	}
 	a := &Agent{
 		cfg:  cfg,
-		feed: NewFeed(cfg.Store, cfg.Log),
+		feed: NewFeed(cfg.Store, cfg.Log, ids...),
 		w:    newWriter(cfg.Store, cfg.MaxBatch),
 		link: &link{store: cfg.Store, probe: facts.Lease(nodes[0].ID)},
 	}

@@ -7,9 +7,10 @@
 //   - agent.go   Config and NodeConfig (NewConfig defaults, Validate naming
 //     the flag), Agent: one process, one or many nodes (simulated nodes share
 //     everything below but their runtime).
-//   - feed.go    the one mirror of the process (facts.NewMirrorOf) of
-//     placement/instance/ and desired/service/, fanned out to nodes by node
-//     id; it reads observed/instance/{id}/service once per placed instance.
+//   - feed.go    the one mirror of the process (facts.NewMirrorOf) of its
+//     nodes' entries placement/node/{node}/{id} (each names the instance's
+//     service) and of desired/service/, fanned out to nodes by node id. A
+//     process of one node watches that node's entries alone.
 //   - node.go    the reconcile loop of one node: start what is placed on it,
 //     stop what is not, never restart what exited (that is reported failed).
 //     A pass runs when the feed or a start, stop, probe or lease pokes the
@@ -57,8 +58,8 @@
 // first exposed port, or healthy while it runs if it exposes none.
 //
 // Least privilege: the agent writes only observed/ and its own
-// lease/node/{id}, never event/ (the engine records what it reports); it reads placement/instance/,
-// desired/service/ and observed/instance/{id}/service of its instances.
+// lease/node/{id}, never event/ (the engine records what it reports); it reads
+// placement/node/{id}/ and desired/service/.
 //
 //	cfg := agent.NewConfig()
 //	cfg.Store, cfg.StateDir = store, "/var/lib/ccattler"

@@ -22,7 +22,7 @@ func TestFailedStartReportsItsImage(t *testing.T) {
 	}
 	startAgent(t, fastConfig(s, t.TempDir()), simNodes(fleet, "n-", 1))
 	putService(t, s, "web", "web:2")
-	put(t, s, facts.InstanceService("bad01"), "web", facts.Placement("bad01"), "n-0001")
+	put(t, s, facts.InstanceService("bad01"), "web", facts.Placement("bad01"), "n-0001", facts.NodePlacement("n-0001", "bad01"), "web")
 	waitFor(t, 10*time.Second, func() string {
 		v := values(t, s, facts.Instance("bad01")+"/")
 		if v[facts.InstanceState("bad01")] != "failed" || v[facts.InstanceImage("bad01")] != "web:2" {

@@ -10,31 +10,50 @@ import (
 	"github.com/ccattler/ccattler/facts"
 )
 
-// feedPrefixes are what the feed mirrors: what a node principal may read
-// of what decides what it runs (facts/access.Default).
-var feedPrefixes = []string{"placement/instance/", "desired/service/"}
+// placementsOf is the prefix a feed mirrors the placements under: a
+// process that runs one node watches that node's entries alone, one that
+// runs many (simulated nodes) those under the longest prefix their ids
+// share. That is also what a node principal may read: a fleet's
+// (node:{prefix}*) grant of placement/node/{node}/ is
+// placement/node/{prefix} (facts/access).
+func placementsOf(nodes []string) string {
+	switch len(nodes) {
+	case 0:
+		return "placement/node/"
+	case 1:
+		return facts.NodePlacements(nodes[0])
+	}
+	common := nodes[0]
+	for _, n := range nodes[1:] {
+		i := 0
+		for i < len(common) && i < len(n) && common[i] == n[i] {
+			i++
+		}
+		common = common[:i]
+	}
+	return "placement/node/" + common
+}
 
 // Feed is the one watch an agent process keeps on etcd: a mirror
-// (facts.NewMirrorOf) of placement/instance/ and desired/service/. Every
-// node of the process (one real node, or thousands of simulated ones)
-// subscribes to it by node id, so N simulated nodes cost one watch, not N
-// (DESIGN §5, watch fan-out). The mirror lists, watches and relists after
-// a compaction or a lost watch; the feed tells each node when something it
-// depends on changed, and reads the facts from the mirror when the node asks.
-//
-// The feed also reads observed/instance/{id}/service once for each instance
-// placed on a subscribed node: an instance never changes service.
+// (facts.NewMirrorOf) of placement/node/ and desired/service/. Every node
+// of the process (one real node, or thousands of simulated ones)
+// subscribes to it by node id, so N simulated nodes cost one watch, not N;
+// and a process of one node watches placement/node/{node}/ alone, so N real
+// nodes receive their own placements, not N times every one (DESIGN §5,
+// watch fan-out). An entry placement/node/{node}/{id} names the instance's
+// service, as the engine wrote it with the placement (policies/scheduler.hcl).
+// The mirror lists, watches and relists after a compaction or a lost
+// watch; the feed tells each node when something it depends on changed,
+// and reads the facts from the mirror when the node asks.
 type Feed struct {
-	store     *facts.Store
-	mirror    *facts.Mirror
-	log       *slog.Logger
-	placement *facts.FactType // placement/instance/{instance-id}, for the mirror's index by node
+	store  *facts.Store
+	mirror *facts.Mirror
+	log    *slog.Logger
+	placed *facts.FactType // placement/node/{node-id}/{instance-id}, for the mirror's index by instance
 
-	mu          sync.Mutex               // guards everything below; taken inside a mirror View, never around one
-	instService map[string]string        // instance -> service, for placed instances of subscribed nodes
-	lookedUp    map[string]time.Time     // instance -> last failed service lookup
-	subs        map[string]chan struct{} // node -> change notification (buffered 1)
-	badKeys     map[string]bool          // placement keys ignored as invalid, logged once each
+	mu      sync.Mutex               // guards everything below; taken inside a mirror View, never around one
+	subs    map[string]chan struct{} // node -> change notification (buffered 1)
+	badKeys map[string]bool          // placement keys ignored as invalid, logged once each
 	// wants holds, by subscribed node, what Desired last built and the
 	// node's poke count then: every change a node's wants depend on pokes
 	// it (pokeLocked; a relist pokes all), so until the next poke the
@@ -48,14 +67,6 @@ type Feed struct {
 	// svcGen counts, by service, the changes to its facts the feed has
 	// applied: a spec built at the same count is built from the same facts.
 	svcGen map[string]uint64
-	// unfilled holds the subscribed nodes whose placements changed since
-	// fillServices last looked (allUnfilled: every node, after a relist or
-	// a failed lookup): it looks for instances of unknown service on those
-	// alone, and not on every placement of every node after every batch,
-	// which at 100,000 placements on 5,000 simulated nodes cost more than
-	// the lookups.
-	unfilled    map[string]bool
-	allUnfilled bool
 }
 
 // builtSpec is a service's Want (Spec.ID empty) and the service's
@@ -79,27 +90,26 @@ type nodeWants struct {
 // wantsMaxAge is how long Desired returns wants it built without a poke.
 var wantsMaxAge = 30 * time.Second // a variable for tests
 
-// NewFeed returns a feed over store; call Run to fill it.
-func NewFeed(store *facts.Store, log *slog.Logger) *Feed {
+// NewFeed returns a feed over store for the nodes the process runs (none
+// given: any node may subscribe, and the feed watches every node's
+// placements); call Run to fill it.
+func NewFeed(store *facts.Store, log *slog.Logger, nodes ...string) *Feed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	pt, ok := store.Schema.Type("placement.instance")
+	pt, ok := store.Schema.Type("placement.node")
 	if !ok {
-		panic("agent: the schema has no placement.instance type") // a built-in of every schema
+		panic("agent: the schema has no placement.node type") // a built-in of every schema
 	}
 	return &Feed{
-		store: store, log: log, placement: pt,
-		mirror:      facts.NewMirrorOf(store, log, feedPrefixes...),
-		instService: map[string]string{},
-		lookedUp:    map[string]time.Time{},
-		subs:        map[string]chan struct{}{},
-		badKeys:     map[string]bool{},
-		wants:       map[string]nodeWants{},
-		pokes:       map[string]uint64{},
-		specs:       map[string]builtSpec{},
-		svcGen:      map[string]uint64{},
-		unfilled:    map[string]bool{},
+		store: store, log: log, placed: pt,
+		mirror:  facts.NewMirrorOf(store, log, placementsOf(nodes), "desired/service/"),
+		subs:    map[string]chan struct{}{},
+		badKeys: map[string]bool{},
+		wants:   map[string]nodeWants{},
+		pokes:   map[string]uint64{},
+		specs:   map[string]builtSpec{},
+		svcGen:  map[string]uint64{},
 	}
 }
 
@@ -110,7 +120,6 @@ func (f *Feed) Subscribe(node string) <-chan struct{} {
 	defer f.mu.Unlock()
 	ch := make(chan struct{}, 1)
 	f.subs[node] = ch
-	f.unfilled[node] = true // placed before it subscribed
 	return ch
 }
 
@@ -160,24 +169,22 @@ func (f *Feed) pokesOf(node string) uint64 {
 // node of 30,000 instances. A service's facts are looked at once per
 // build, not once per instance.
 func (f *Feed) buildLocked(r facts.Reader, node string) map[string]*Want {
-	ids := placedOn(r, f.placement, node)
-	ws := make([]Want, len(ids))
-	out := make(map[string]*Want, len(ids))
+	ps := placedOn(r, node)
+	ws := make([]Want, len(ps))
+	out := make(map[string]*Want, len(ps))
 	// Each service's Want, looked at once per build, as the first of its
 	// instances holds it: a map of Wants (over 128 bytes) allocated each
 	// one apart.
 	svcs := map[string]*Want{}
-	for i, id := range ids {
-		if svc, known := f.instService[id]; known {
-			if w, ok := svcs[svc]; ok {
-				ws[i] = *w
-			} else {
-				ws[i] = f.serviceWantLocked(r, svc)
-				svcs[svc] = &ws[i]
-			}
+	for i, p := range ps {
+		if w, ok := svcs[p.svc]; ok {
+			ws[i] = *w
+		} else {
+			ws[i] = f.serviceWantLocked(r, p.svc)
+			svcs[p.svc] = &ws[i]
 		}
-		ws[i].Spec.ID = id
-		out[id] = &ws[i]
+		ws[i].Spec.ID = p.id
+		out[p.id] = &ws[i]
 	}
 	return out
 }
@@ -203,16 +210,44 @@ func (f *Feed) serviceWantLocked(r facts.Reader, svc string) Want {
 	return w
 }
 
-// placedOn returns the instances placed on node, as the mirror's index of
-// placements by value holds them: a key that is no instance id is not
-// typed, so not indexed.
-func placedOn(r facts.Reader, pt *facts.FactType, node string) []string {
-	var ids []string
-	r.ByValue(pt, node, func(p facts.Fact) bool {
-		ids = append(ids, strings.TrimPrefix(p.Key, "placement/instance/"))
+// placed is an instance placed on a node and its service, as the node's
+// entry placement/node/{node}/{id} names it.
+type placed struct{ id, svc string }
+
+// placedOn returns the instances placed on node, from its entries: one
+// whose instance id is invalid or whose value is no service name is none
+// (the schema's forms; Feed.apply says so once).
+func placedOn(r facts.Reader, node string) []placed {
+	var out []placed
+	prefix := facts.NodePlacements(node)
+	r.Prefix(prefix, func(p facts.Fact) bool {
+		if e, ok := entryOf(p.Key, p.Value); ok && e.node == node {
+			out = append(out, placed{e.id, e.svc})
+		}
 		return true
 	})
-	return ids
+	return out
+}
+
+// entry is one valid placement/node/{node}/{id} = "service" fact.
+type entry struct{ node, id, svc string }
+
+// entryOf parses a placement/node/ fact; ok is false for a key or value
+// of no valid form.
+func entryOf(key string, value []byte) (e entry, ok bool) {
+	rest, found := strings.CutPrefix(key, "placement/node/")
+	if !found {
+		return entry{}, false
+	}
+	node, id, found := strings.Cut(rest, "/")
+	if !found || facts.CheckSegment("node-id", node) != nil || facts.CheckSegment("instance-id", id) != nil {
+		return entry{}, false
+	}
+	svc, isString := facts.StringValue(value)
+	if !isString || facts.CheckSegment("name", svc) != nil {
+		return entry{}, false
+	}
+	return entry{node, id, svc}, true
 }
 
 // serviceAttrs returns a service's attributes by path (e.g.
@@ -233,28 +268,22 @@ func serviceAttrs(r facts.Reader, svc string) map[string][]byte {
 	return out
 }
 
-// PlacedOn returns the node instance id is placed on ("" if none) and
-// whether the feed knows (has listed at least once).
+// PlacedOn returns the node instance id is placed on as far as the feed
+// sees ("" if none: not placed on any node whose entries it watches) and
+// whether the feed knows (has listed at least once). A feed of one node
+// sees that node's entries alone.
 func (f *Feed) PlacedOn(id string) (node string, known bool) {
 	f.mirror.View(func(r facts.Reader) {
 		known = r.Rev() > 0
-		node = placementNode(r, id)
+		r.ByVar(f.placed, 1, id, func(p facts.Fact) bool {
+			if e, ok := entryOf(p.Key, p.Value); ok {
+				node = e.node
+				return false
+			}
+			return true
+		})
 	})
 	return node, known
-}
-
-// placementNode is the node of instance id's placement, "" when there is
-// none or it is not one the scheduler makes (not an instance id, not a name).
-func placementNode(r facts.Reader, id string) string {
-	if facts.CheckSegment("instance-id", id) != nil {
-		return ""
-	}
-	p, ok := r.Get(facts.Placement(id))
-	if !ok {
-		return ""
-	}
-	node, _ := facts.StringValue(p.Value)
-	return node
 }
 
 // Resync asks the feed to relist etcd, e.g. after a reconnect.
@@ -269,31 +298,27 @@ func (f *Feed) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.mirror.Run(ctx) })
 	defer wg.Wait()
-	retry := time.NewTicker(5 * time.Second)
-	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-retry.C:
 		case <-sub.Ready():
 			for _, b := range sub.Take() {
 				f.apply(b)
 			}
 		}
-		f.fillServices(ctx)
 	}
 }
 
 // apply notifies the nodes a batch of the mirror concerns: after a relist
-// every node, else the old and new node of a moved placement and the nodes
+// every node, else the node of an entry added or deleted and the nodes
 // running instances of a changed service.
 func (f *Feed) apply(b facts.Batch) {
 	var svcs map[string]bool
 	f.mu.Lock()
 	for _, c := range b.Changes {
-		if id, ok := strings.CutPrefix(c.Key, "placement/instance/"); ok {
-			f.placementChangedLocked(id, c, b.Relist)
+		if strings.HasPrefix(c.Key, "placement/node/") {
+			f.entryChangedLocked(c, b.Relist)
 			continue
 		}
 		if rest, ok := strings.CutPrefix(c.Key, "desired/service/"); ok && !b.Relist {
@@ -307,7 +332,6 @@ func (f *Feed) apply(b facts.Batch) {
 	}
 	if b.Relist {
 		clear(f.specs) // services removed meanwhile came as no change
-		f.allUnfilled = true
 		for node := range f.subs {
 			f.pokeLocked(node)
 		}
@@ -327,52 +351,32 @@ func (f *Feed) apply(b facts.Batch) {
 				delete(f.specs, svc)
 				delete(f.svcGen, svc)
 			}
-		}
-		for id, svc := range f.instService {
-			if svcs[svc] {
-				f.pokeLocked(placementNode(r, id))
-			}
+			// The nodes with an instance of it: the mirror's entries by
+			// value (the service), on subscribed nodes only.
+			r.ByValue(f.placed, svc, func(p facts.Fact) bool {
+				if e, ok := entryOf(p.Key, p.Value); ok {
+					f.pokeLocked(e.node)
+				}
+				return true
+			})
 		}
 	})
 }
 
-// placementChangedLocked pokes the nodes a placement change concerns and
-// forgets the service of an instance no longer placed.
-func (f *Feed) placementChangedLocked(id string, c facts.Change, relist bool) {
-	if err := facts.CheckSegment("instance-id", id); err != nil {
-		// Not a placement the scheduler makes: an instance under a key
-		// no report could name. Ignored, and said once per key.
-		if !c.Deleted && !f.badKeys[c.Key] {
-			if len(f.badKeys) < 10000 {
-				f.badKeys[c.Key] = true
-			}
-			f.log.Warn("ignoring a placement whose key is not a valid instance id", "key", c.Key, "err", err)
+// entryChangedLocked pokes the node of an entry added, changed or deleted
+// (its wants change, an entry of no valid form being no placement). An
+// entry of no valid form is said once per key.
+func (f *Feed) entryChangedLocked(c facts.Change, relist bool) {
+	if _, ok := entryOf(c.Key, c.Value); !ok && !c.Deleted && !f.badKeys[c.Key] {
+		if len(f.badKeys) < 10000 {
+			f.badKeys[c.Key] = true
 		}
-		return
+		f.log.Warn("ignoring a placement entry of no valid form: expected placement/node/{node}/{instance-id} naming a service", "key", c.Key, "value", string(c.Value))
 	}
-	node := ""
-	if !c.Deleted {
-		node, _ = facts.StringValue(c.Value)
+	if !relist { // a relist pokes every node
+		node, _, _ := strings.Cut(strings.TrimPrefix(c.Key, "placement/node/"), "/")
+		f.pokeLocked(node)
 	}
-	if _, served := f.subs[node]; node != "" && served {
-		f.unfilled[node] = true
-	} else {
-		// Unplaced, or placed on a node this process does not serve:
-		// nothing of it is kept (a node subscribing later looks again).
-		delete(f.instService, id)
-		delete(f.lookedUp, id)
-	}
-	if relist {
-		return // every node is poked
-	}
-	if c.PrevKnown {
-		if old, _ := facts.StringValue(c.Prev); old != node {
-			f.pokeLocked(old)
-		} else {
-			return
-		}
-	}
-	f.pokeLocked(node)
 }
 
 func (f *Feed) pokeLocked(node string) {
@@ -386,97 +390,6 @@ func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// lookupBatch is the number of service lookups sent in one etcd transaction
-// (etcd's default --max-txn-ops is 128).
-const lookupBatch = 100
-
-// fillServices reads observed/instance/{id}/service for placed instances of
-// subscribed nodes whose service is not known yet: those on nodes whose
-// placements changed since it last looked (unfilled), and those whose
-// lookup found nothing. A lookup that found nothing is retried at most
-// every 5 s, so a placement without a service costs one read per 5 s
-// rather than one per event.
-func (f *Feed) fillServices(ctx context.Context) {
-	var ids []string
-	now := time.Now()
-	f.mirror.View(func(r facts.Reader) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		unknown := func(id string) bool {
-			if _, ok := f.instService[id]; ok {
-				return false
-			}
-			t, ok := f.lookedUp[id]
-			return !ok || now.Sub(t) >= 5*time.Second
-		}
-		nodes := f.unfilled
-		if f.allUnfilled {
-			nodes = map[string]bool{}
-			for node := range f.subs {
-				nodes[node] = true
-			}
-		}
-		for node := range nodes {
-			if _, ok := f.subs[node]; !ok {
-				continue
-			}
-			for _, id := range placedOn(r, f.placement, node) {
-				if unknown(id) {
-					ids = append(ids, id)
-				}
-			}
-		}
-		for id := range f.lookedUp { // found nothing before: looked up again in time
-			node := placementNode(r, id)
-			if _, ok := f.subs[node]; ok && !nodes[node] && unknown(id) {
-				ids = append(ids, id)
-			}
-		}
-		clear(f.unfilled)
-		f.allUnfilled = false
-	})
-	for len(ids) > 0 && ctx.Err() == nil {
-		n := min(len(ids), lookupBatch)
-		batch := ids[:n]
-		ids = ids[n:]
-		keys := make([]string, len(batch))
-		for i, id := range batch {
-			keys[i] = facts.InstanceService(id)
-		}
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		got, err := f.store.GetMany(gctx, keys)
-		cancel()
-		f.mirror.View(func(r facts.Reader) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			for i, id := range batch {
-				svc := ""
-				if err == nil && got[i].Value != nil {
-					svc, _ = facts.StringValue(got[i].Value)
-				}
-				if svc == "" {
-					f.lookedUp[id] = now
-					continue
-				}
-				node := placementNode(r, id)
-				if node == "" {
-					continue // unplaced while it was read: nothing to remember
-				}
-				delete(f.lookedUp, id)
-				f.instService[id] = svc
-				f.pokeLocked(node)
-			}
-		})
-		if err != nil {
-			f.log.Warn("read services of placed instances", "err", err)
-			f.mu.Lock()
-			f.allUnfilled = true // what was not read is looked for again
-			f.mu.Unlock()
-			return
-		}
 	}
 }
 

@@ -19,8 +19,8 @@ func TestFeedBuildsAServiceSpecOnceAndAgainOnEveryChange(t *testing.T) {
 	writeRaw(t, root,
 		facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
 		facts.ServiceAttr("web", "env/MODE"), `"a"`,
-		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`,
-		facts.Placement("b72c9"), `"node-2"`, facts.InstanceService("b72c9"), `"web"`)
+		facts.Placement("a8f31"), `"node-1"`, facts.NodePlacement("node-1", "a8f31"), `"web"`, facts.InstanceService("a8f31"), `"web"`,
+		facts.Placement("b72c9"), `"node-2"`, facts.NodePlacement("node-2", "b72c9"), `"web"`, facts.InstanceService("b72c9"), `"web"`)
 	f := NewFeed(root, nil)
 	f.Subscribe("node-1")
 	f.Subscribe("node-2")

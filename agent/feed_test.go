@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,27 @@ func writeRaw(t testing.TB, s *facts.Store, kv ...string) int64 {
 		ops = append(ops, facts.Put(kv[i], []byte(kv[i+1])))
 	}
 	rev, err := s.Commit(context.Background(), facts.Txn{Ops: ops, Checked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// place is what the scheduler writes for an instance placed on node
+// (policies/scheduler.hcl), and what create_instances wrote before it, as
+// writeRaw's pairs: the placement, the node's entry naming the service,
+// the instance's service.
+func place(id, node, svc string) []string {
+	return []string{facts.Placement(id), `"` + node + `"`, facts.NodePlacement(node, id), `"` + svc + `"`,
+		facts.InstanceService(id), `"` + svc + `"`}
+}
+
+// unplace deletes what the rules that stop an instance delete: its
+// placement and its node's entry.
+func unplace(t testing.TB, s *facts.Store, id, node string) int64 {
+	t.Helper()
+	rev, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{
+		facts.Delete(facts.Placement(id)), facts.Delete(facts.NodePlacement(node, id))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,21 +99,21 @@ func desiredOn(f *Feed, node string) map[string]string {
 func fmtMap(m map[string]string) string { return fmt.Sprint(m) }
 
 // The feed of a node's agent, connected as the node under the role its
-// default rules give it, delivers what is placed on the node and pokes it;
-// after falling behind a compaction it relists and delivers the moves,
-// removals and new placements it missed; a Resync relists again without
-// losing anything.
+// default rules give it, delivers what is placed on the node and pokes it,
+// and holds no other node's placements; after falling behind a compaction
+// it relists and delivers the moves, removals and new placements it
+// missed; a Resync relists again without losing anything.
 func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 	e := etcdtest.StartSecure(t)
 	root := e.StoreAs(t, access.Root)
 	node := e.Admit(t, []string{"web"}, "node:node-1")
-	writeRaw(t, root,
-		facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
-		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`,
-		facts.Placement("b72c9"), `"node-1"`, facts.InstanceService("b72c9"), `"web"`,
-		facts.Placement("c913d"), `"node-2"`, facts.InstanceService("c913d"), `"web"`)
+	kv := []string{facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`}
+	kv = append(kv, place("a8f31", "node-1", "web")...)
+	kv = append(kv, place("b72c9", "node-1", "web")...)
+	kv = append(kv, place("c913d", "node-2", "web")...)
+	writeRaw(t, root, kv...)
 	var logs etcdtest.Logs
-	f := NewFeed(node, logs.Logger())
+	f := NewFeed(node, logs.Logger(), "node-1")
 	notify := f.Subscribe("node-1")
 	stop := runFeed(t, f)
 	want := map[string]string{"a8f31": "web:nginx:1.29", "b72c9": "web:nginx:1.29"}
@@ -101,17 +123,30 @@ func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 		}
 		return ""
 	})
-	if on, known := f.PlacedOn("c913d"); on != "node-2" || !known {
-		t.Errorf("PlacedOn(c913d) = %q, %v; want node-2, true", on, known)
+	if on, known := f.PlacedOn("a8f31"); on != "node-1" || !known {
+		t.Errorf("PlacedOn(a8f31) = %q, %v; want node-1, true", on, known)
 	}
+	ownOnly := func() {
+		t.Helper()
+		f.mirror.View(func(r facts.Reader) {
+			r.Prefix("placement/", func(p facts.Fact) bool {
+				if !strings.HasPrefix(p.Key, "placement/node/node-1/") {
+					t.Errorf("node-1's feed holds %s: another node's placement", p.Key)
+				}
+				return true
+			})
+		})
+	}
+	ownOnly()
 
 	stop() // the feed falls behind...
-	writeRaw(t, root, facts.Placement("a8f31"), `"node-2"`, facts.Placement("d0e1f"), `"node-1"`,
-		facts.InstanceService("d0e1f"), `"web"`, facts.ServiceImage("web"), `"nginx:1.30"`)
-	if _, err := root.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("b72c9"))}}); err != nil {
-		t.Fatal(err)
-	}
-	rev := writeRaw(t, root, facts.Placement("c913d"), `"node-1"`)
+	kv = append(place("a8f31", "node-2", "web"), place("d0e1f", "node-1", "web")...)
+	kv = append(kv, facts.ServiceImage("web"), `"nginx:1.30"`)
+	writeRaw(t, root, kv...)
+	unplace(t, root, "a8f31", "node-1") // moved
+	unplace(t, root, "b72c9", "node-1")
+	unplace(t, root, "c913d", "node-2")
+	rev := writeRaw(t, root, place("c913d", "node-1", "web")...)
 	// ...and the history it would need is compacted away.
 	if err := etcdtest.Compact(context.Background(), root, rev); err != nil {
 		t.Fatal(err)
@@ -132,9 +167,10 @@ func TestFeedAsNodeFollowsCompactionAndResync(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("node-1 was not told after the relist")
 	}
-	if on, _ := f.PlacedOn("a8f31"); on != "node-2" {
-		t.Errorf("PlacedOn(a8f31) = %q after the relist, want node-2", on)
+	if on, _ := f.PlacedOn("a8f31"); on != "" {
+		t.Errorf("PlacedOn(a8f31) = %q after the relist, want none: it left node-1", on)
 	}
+	ownOnly()
 	if f.revision() < rev {
 		t.Errorf("revision %d after the relist, want at least %d", f.revision(), rev)
 	}
@@ -160,16 +196,18 @@ func (f *Feed) desiredOne(node, id string) Want {
 	return Want{}
 }
 
-// The feed learns the service of every instance placed on a node it
-// serves, however the placement reaches it: listed before the node
-// subscribed, placed on a node that subscribes later, placed while it
-// runs, or placed before its service was written (looked up again until
-// found) — though it looks at the placements of changed nodes alone.
-func TestFeedLearnsEveryPlacedInstancesService(t *testing.T) {
+// A feed of many nodes (simulated ones) delivers each its entries however
+// they reach it: listed before the node subscribed, or written while it
+// runs; moved between nodes; and with the service the entry names. An
+// entry of no valid form is no placement, said once; a change of a
+// service's spec pokes the nodes with an instance of it.
+func TestFeedFollowsItsNodesEntries(t *testing.T) {
 	s := etcdtest.Start(t).Store(t)
-	writeRaw(t, s, facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
-		facts.Placement("a0001"), `"node-1"`, facts.InstanceService("a0001"), `"web"`)
-	f := NewFeed(s, nil)
+	kv := []string{facts.DesiredService("web"), `{}`, facts.ServiceImage("web"), `"nginx:1.29"`,
+		facts.DesiredService("api"), `{}`, facts.ServiceImage("api"), `"api:2"`}
+	writeRaw(t, s, append(kv, place("a0001", "node-1", "web")...)...)
+	var logs etcdtest.Logs
+	f := NewFeed(s, logs.Logger(), "node-1", "node-2")
 	f.Subscribe("node-1")
 	runFeed(t, f)
 	wantOn := func(node string, want map[string]string) {
@@ -183,41 +221,43 @@ func TestFeedLearnsEveryPlacedInstancesService(t *testing.T) {
 	}
 	wantOn("node-1", map[string]string{"a0001": "web:nginx:1.29"})
 
-	writeRaw(t, s, facts.Placement("b0002"), `"node-2"`, facts.InstanceService("b0002"), `"web"`)
-	writeRaw(t, s, facts.Placement("c0003"), `"node-1"`, facts.InstanceService("c0003"), `"web"`)
+	writeRaw(t, s, place("b0002", "node-2", "api")...)
+	writeRaw(t, s, place("c0003", "node-1", "web")...)
 	wantOn("node-1", map[string]string{"a0001": "web:nginx:1.29", "c0003": "web:nginx:1.29"})
-	f.Subscribe("node-2") // after its instance was placed and the batch applied
-	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29"})
-
-	// Placed before its service is written: not known, then found.
-	writeRaw(t, s, facts.Placement("d0004"), `"node-2"`)
-	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29", "d0004": ":"})
-	writeRaw(t, s, facts.InstanceService("d0004"), `"web"`) // not a fact the feed watches
-	wantOn("node-2", map[string]string{"b0002": "web:nginx:1.29", "d0004": "web:nginx:1.29"})
-
-	// Moved: known on its new node, gone from the old one.
-	writeRaw(t, s, facts.Placement("a0001"), `"node-2"`)
-	wantOn("node-1", map[string]string{"c0003": "web:nginx:1.29"})
-	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "web:nginx:1.29", "d0004": "web:nginx:1.29"})
-	// Moved to a node this feed does not serve, or unplaced: forgotten.
-	writeRaw(t, s, facts.Placement("c0003"), `"node-3"`)
-	if _, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("d0004"))}}); err != nil {
-		t.Fatal(err)
+	n2 := f.Subscribe("node-2") // after its instance was placed and the batch applied
+	wantOn("node-2", map[string]string{"b0002": "api:api:2"})
+	if on, _ := f.PlacedOn("b0002"); on != "node-2" {
+		t.Errorf("PlacedOn(b0002) = %q, want node-2", on)
 	}
-	wantOn("node-1", map[string]string{})
-	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "web:nginx:1.29"})
-	// Once it has looked, it has nothing left to look at.
+
+	// Moved: on its new node, gone from the old one.
+	writeRaw(t, s, place("a0001", "node-2", "web")...)
+	unplace(t, s, "a0001", "node-1")
+	wantOn("node-1", map[string]string{"c0003": "web:nginx:1.29"})
+	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "api:api:2"})
+
+	// Entries of no valid form: none is a placement, and each is said once.
+	writeRaw(t, s, "placement/node/node-1/not-an-id", `"web"`, facts.NodePlacement("node-1", "d0004"), `7`,
+		facts.NodePlacement("node-1", "e0005"), `"Not A Name"`)
+	writeRaw(t, s, facts.NodePlacement("node-1", "d0004"), `8`)
+	writeRaw(t, s, place("f0006", "node-1", "web")...)
+	wantOn("node-1", map[string]string{"c0003": "web:nginx:1.29", "f0006": "web:nginx:1.29"})
 	eventually(t, func() string {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if len(f.unfilled) != 0 || f.allUnfilled || len(f.lookedUp) != 0 {
-			return fmt.Sprintf("after every service was found the feed still looks at nodes %v (all: %v) and instances %v", f.unfilled, f.allUnfilled, f.lookedUp)
+		if n := strings.Count(logs.String(), "ignoring a placement entry of no valid form"); n != 3 {
+			return fmt.Sprintf("%d warnings of entries of no valid form, want 3 (one a key)", n)
 		}
 		return ""
 	})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if want := map[string]string{"a0001": "web", "b0002": "web"}; !maps.Equal(f.instService, want) {
-		t.Errorf("the feed keeps the services of %v, want those of the instances on its nodes, %v", f.instService, want)
+
+	// A service's new spec pokes the node running it, not the others.
+	for len(n2) > 0 {
+		<-n2
+	}
+	writeRaw(t, s, facts.ServiceImage("api"), `"api:3"`)
+	wantOn("node-2", map[string]string{"a0001": "web:nginx:1.29", "b0002": "api:api:3"})
+	select {
+	case <-n2:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node-2 was not poked when the spec of a service it runs changed")
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // Desired keeps a node's wants until something they depend on pokes the
 // node: after every kind of change — a placement added, moved away,
-// deleted, a service's attribute, an instance's service learnt, a relist —
+// deleted, a service's attribute, an invalid entry mended, a relist —
 // what it returns is what building them afresh gives, and with no change
 // in between it returns the wants it built.
 func TestDesiredKeptUntilPoked(t *testing.T) {
@@ -21,7 +21,7 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 	t.Cleanup(func() { wantsMaxAge = old })
 	s := etcdtest.Start(t).Store(t)
 	writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.28"`)
-	writeRaw(t, s, facts.Placement("a0001"), `"node-1"`, facts.InstanceService("a0001"), `"web"`)
+	writeRaw(t, s, facts.Placement("a0001"), `"node-1"`, facts.NodePlacement("node-1", "a0001"), `"web"`, facts.InstanceService("a0001"), `"web"`)
 	f := NewFeed(s, nil)
 	for _, n := range []string{"node-1", "node-2"} {
 		f.Subscribe(n)
@@ -63,25 +63,30 @@ func TestDesiredKeptUntilPoked(t *testing.T) {
 
 	settled("listed", 0)
 	same("listed")
-	settled("placed, service unknown", writeRaw(t, s, facts.Placement("b0002"), `"node-1"`))
-	rev := writeRaw(t, s, facts.InstanceService("b0002"), `"web"`) // learnt on a lookup, not watched
+	settled("placed, invalid entry", writeRaw(t, s, facts.NodePlacement("node-1", "b0002"), `7`))
+	rev := writeRaw(t, s, facts.NodePlacement("node-1", "b0002"), `"web"`)
 	eventually(t, func() string {
 		if got, _ := f.Desired("node-1"); got["b0002"] == nil || got["b0002"].Spec.Service != "web" {
-			return "b0002's service not learnt"
+			return "b0002's entry, mended, not followed"
 		}
 		return ""
 	})
-	settled("service learnt", rev)
+	settled("entry mended", rev)
 	settled("image changed", writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.29"`))
 	if got, _ := f.Desired("node-1"); got["a0001"] == nil || got["a0001"].Spec.Image != "nginx:1.29" {
 		t.Errorf("a0001 after the image change: %+v", got["a0001"])
 	}
 	same("image changed")
-	settled("moved to node-2", writeRaw(t, s, facts.Placement("a0001"), `"node-2"`))
+	writeRaw(t, s, facts.NodePlacement("node-2", "a0001"), `"web"`)
+	rev, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.NodePlacement("node-1", "a0001"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled("moved to node-2", rev)
 	if got, _ := f.Desired("node-1"); len(got) != 1 {
 		t.Errorf("node-1 after a0001 moved away: %v, want b0002 alone", wantsText(got))
 	}
-	rev, err := s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("b0002"))}})
+	rev, err = s.Commit(t.Context(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.NodePlacement("node-1", "b0002"))}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,7 +240,7 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 	s := etcdtest.Start(t).Store(t)
 	writeRaw(t, s, facts.ServiceAttr("web", "image"), `"nginx:1.28"`)
 	for _, id := range []string{"a8f31", "b0c42"} {
-		writeRaw(t, s, facts.Placement(id), `"node-1"`, facts.InstanceService(id), `"web"`)
+		writeRaw(t, s, facts.Placement(id), `"node-1"`, facts.NodePlacement("node-1", id), `"web"`, facts.InstanceService(id), `"web"`)
 	}
 	f := NewFeed(s, nil)
 	f.Subscribe("node-1") // the feed reads the services of subscribed nodes' instances
@@ -275,20 +275,20 @@ func TestDesiredFollowsServiceChanges(t *testing.T) {
 	check("nginx:1.29")
 }
 
-// A placement whose key is not an instance id is not a placement the
-// scheduler makes: the feed ignores it and logs it once, however often it
-// is seen (relists, rewrites).
-func TestFeedIgnoresInvalidPlacementKeys(t *testing.T) {
+// An entry whose key is not an instance id is not one the scheduler
+// makes: the feed ignores it and logs it once, however often it is seen
+// (relists, rewrites).
+func TestFeedIgnoresInvalidEntryKeys(t *testing.T) {
 	s := etcdtest.Start(t).Store(t)
 	var logs etcdtest.Logs
 	f := NewFeed(s, logs.Logger())
 	f.Subscribe("node-1")
-	writeRaw(t, s, "placement/instance/hidden", `"node-1"`) // seen by the first list...
+	writeRaw(t, s, "placement/node/node-1/hidden", `"web"`) // seen by the first list...
 	runFeed(t, f)
 	for range 2 {
-		writeRaw(t, s, "placement/instance/hidden", `"node-1"`) // ...by the watch...
+		writeRaw(t, s, "placement/node/node-1/hidden", `"web"`) // ...by the watch...
 	}
-	writeRaw(t, s, facts.Placement("a8f31"), `"node-1"`)
+	writeRaw(t, s, facts.NodePlacement("node-1", "a8f31"), `"web"`)
 	f.Resync() // ...and by a relist
 	eventually(t, func() string {
 		if n := strings.Count(logs.String(), "listed placements and services"); n < 2 {
@@ -300,7 +300,7 @@ func TestFeedIgnoresInvalidPlacementKeys(t *testing.T) {
 	if _, ok := got["hidden"]; ok || len(got) != 1 {
 		t.Errorf("Desired = %v, want a8f31 alone", got)
 	}
-	if n := strings.Count(logs.String(), "placement/instance/hidden"); n != 1 {
+	if n := strings.Count(logs.String(), "placement/node/node-1/hidden"); n != 1 {
 		t.Errorf("the ignored placement was logged %d times, want once:\n%s", n, logs.String())
 	}
 }

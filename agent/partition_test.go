@@ -21,7 +21,7 @@ func TestAgentStartedWithoutEtcd(t *testing.T) {
 	e := etcdtest.Start(t)
 	s := e.Store(t)
 	putService(t, s, "web", "nginx:1.28")
-	put(t, s, facts.InstanceService("aaaaa"), "web", facts.Placement("aaaaa"), "sim-0001")
+	put(t, s, facts.InstanceService("aaaaa"), "web", facts.Placement("aaaaa"), "sim-0001", facts.NodePlacement("sim-0001", "aaaaa"), "web")
 	e.Close()
 
 	store, err := agent.Connect(e.Endpoints(), "")
@@ -39,8 +39,8 @@ func TestAgentStartedWithoutEtcd(t *testing.T) {
 		}
 		return ""
 	})
-	put(t, s, facts.InstanceService("bbbbb"), "web", facts.Placement("bbbbb"), "sim-0001")
-	del(t, s, facts.Placement("aaaaa"))
+	put(t, s, facts.InstanceService("bbbbb"), "web", facts.Placement("bbbbb"), "sim-0001", facts.NodePlacement("sim-0001", "bbbbb"), "web")
+	del(t, s, facts.Placement("aaaaa"), facts.NodePlacement("sim-0001", "aaaaa"))
 	waitFor(t, 30*time.Second, func() string {
 		got := values(t, s, "observed/instance/")
 		if got[facts.InstanceState("aaaaa")] != "stopped" || got[facts.InstanceState("bbbbb")] != "running" {
@@ -74,8 +74,8 @@ func TestCorruptCacheTakesNoDestructiveAction(t *testing.T) {
 	e := etcdtest.Start(t)
 	s := e.Store(t)
 	putService(t, s, "web", "nginx:1.28")
-	put(t, s, facts.InstanceService("aaaaa"), "web", facts.Placement("aaaaa"), "sim-0001",
-		facts.InstanceService("bbbbb"), "web", facts.Placement("bbbbb"), "sim-0001")
+	put(t, s, facts.InstanceService("aaaaa"), "web", facts.Placement("aaaaa"), "sim-0001", facts.NodePlacement("sim-0001", "aaaaa"), "web",
+		facts.InstanceService("bbbbb"), "web", facts.Placement("bbbbb"), "sim-0001", facts.NodePlacement("sim-0001", "bbbbb"), "web")
 	fleet, _ := sim.NewFleet(sim.NewConfig())
 	nodes := simNodes(fleet, "sim-", 1)
 	dir := t.TempDir()

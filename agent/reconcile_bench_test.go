@@ -41,7 +41,7 @@ func BenchmarkReconcile(b *testing.B) {
 			var kv []string
 			for i := range size {
 				id := fmt.Sprintf("%c%05x", 'a'+k, i) // each size's own instances
-				kv = append(kv, facts.Placement(id), `"`+node+`"`, facts.InstanceService(id), `"web"`)
+				kv = append(kv, facts.Placement(id), `"`+node+`"`, facts.NodePlacement(node, id), `"web"`, facts.InstanceService(id), `"web"`)
 				if len(kv) >= 1000 || i == size-1 {
 					writeRaw(b, store, kv...)
 					kv = kv[:0]

@@ -104,7 +104,7 @@ func (r *raceRuntime) startsSoFar() int {
 func TestStartFinishingDuringListIsNotAFailure(t *testing.T) {
 	store := etcdtest.Start(t).Store(t)
 	writeRaw(t, store, facts.ServiceAttr("web", "image"), `"nginx"`,
-		facts.Placement("a8f31"), `"node-1"`, facts.InstanceService("a8f31"), `"web"`)
+		facts.Placement("a8f31"), `"node-1"`, facts.NodePlacement("node-1", "a8f31"), `"web"`, facts.InstanceService("a8f31"), `"web"`)
 	a := &Agent{cfg: Config{Store: store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second},
 		feed: NewFeed(store, nil)}
 	rt := &raceRuntime{release: make(chan struct{}), ctrs: map[string]Status{}}

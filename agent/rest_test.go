@@ -53,9 +53,9 @@ func TestSettledNodeListsOnlyOnChange(t *testing.T) {
 
 	putService(t, s, "web", "nginx:1.28")
 	ids := []string{"a0001", "a0002", "b0001"}
-	put(t, s, facts.InstanceService("a0001"), "web", facts.Placement("a0001"), "quiet-1",
-		facts.InstanceService("a0002"), "web", facts.Placement("a0002"), "quiet-1",
-		facts.InstanceService("b0001"), "web", facts.Placement("b0001"), "busy-1")
+	put(t, s, facts.InstanceService("a0001"), "web", facts.Placement("a0001"), "quiet-1", facts.NodePlacement("quiet-1", "a0001"), "web",
+		facts.InstanceService("a0002"), "web", facts.Placement("a0002"), "quiet-1", facts.NodePlacement("quiet-1", "a0002"), "web",
+		facts.InstanceService("b0001"), "web", facts.Placement("b0001"), "busy-1", facts.NodePlacement("busy-1", "b0001"), "web")
 	waitFor(t, 20*time.Second, func() string {
 		obs := values(t, s, "observed/instance/")
 		for _, id := range ids {

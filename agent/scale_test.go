@@ -95,8 +95,9 @@ func TestSimScale(t *testing.T) {
 	}
 	for i := 0; i < insts; i++ {
 		id := fmt.Sprintf("%08x", i)
+		node := fmt.Sprintf("sim-%04d", i%nodes+1)
 		ops = append(ops, facts.Put(facts.InstanceService(id), []byte(`"web"`)),
-			facts.Put(facts.Placement(id), []byte(fmt.Sprintf(`"sim-%04d"`, i%nodes+1))))
+			facts.Put(facts.Placement(id), []byte(`"`+node+`"`)), facts.Put(facts.NodePlacement(node, id), []byte(`"web"`)))
 		if len(ops) >= 1000 {
 			flush()
 		}

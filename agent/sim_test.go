@@ -203,7 +203,7 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 	var kv []any
 	for i := range ids {
 		ids[i] = fmt.Sprintf("a%04x", i)
-		kv = append(kv, facts.InstanceService(ids[i]), "web", facts.Placement(ids[i]), nodes[i%nNodes].ID)
+		kv = append(kv, facts.InstanceService(ids[i]), "web", facts.Placement(ids[i]), nodes[i%nNodes].ID, facts.NodePlacement(nodes[i%nNodes].ID, ids[i]), "web")
 	}
 	put(t, s, kv...)
 	waitFor(t, 30*time.Second, func() string {
@@ -227,7 +227,8 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 	})
 
 	t.Run("unplaced instances are stopped and reported stopped", func(t *testing.T) {
-		del(t, s, facts.Placement(ids[0]), facts.Placement(ids[1]))
+		del(t, s, facts.Placement(ids[0]), facts.Placement(ids[1]),
+			facts.NodePlacement(nodes[0].ID, ids[0]), facts.NodePlacement(nodes[1%nNodes].ID, ids[1]))
 		waitFor(t, 10*time.Second, func() string {
 			obs := values(t, s, "observed/instance/")
 			for _, id := range ids[:2] {
@@ -264,7 +265,7 @@ func TestSimNodesRegisterRunAndReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		putService(t, s, "bad", "nginx:1.28")
-		put(t, s, facts.InstanceService("bbbbb"), "bad", facts.Placement("bbbbb"), nodes[0].ID)
+		put(t, s, facts.InstanceService("bbbbb"), "bad", facts.Placement("bbbbb"), nodes[0].ID, facts.NodePlacement(nodes[0].ID, "bbbbb"), "bad")
 		waitFor(t, 10*time.Second, func() string {
 			if st := values(t, s, facts.InstanceState("bbbbb"))[facts.InstanceState("bbbbb")]; st != "failed" {
 				return "state " + st

@@ -162,6 +162,7 @@ var builtins = []builtin{
 	{"observed.volume.state", "observed/volume/{name}/state", vVolSt, "attached, detached or error."},
 
 	{"placement.instance", "placement/instance/{instance-id}", vName, "The node the scheduler chose for the instance."},
+	{"placement.node", "placement/node/{node-id}/{instance-id}", vName, "The service of an instance placed on the node: written and deleted with placement/instance/{instance-id} (policies/scheduler.hcl), so that an agent watches its own node's placements and not every one, and learns each instance's service from what only the engine writes."},
 	{"placement.service.node", "placement/service/{name}/node", vName, "The node every instance of the service must run on: where its single-node volume is attached."},
 	{"placement.service.colocate", "placement/service/{name}/colocate", vBool, "Every instance of the service runs on one node: it uses a single-node volume."},
 	{"endpoint.service", "endpoint/service/{name}/{instance-id}", vEndpnt, "An address that serves the service."},
@@ -258,6 +259,8 @@ func ZoneDisruption(zone string) string     { return "observed/disruption/zone/"
 func VolumeAttachedNode(name string) string { return "observed/volume/" + name + "/attached_node" }
 func VolumeState(name string) string        { return "observed/volume/" + name + "/state" }
 func Placement(id string) string            { return "placement/instance/" + id }
+func NodePlacement(node, id string) string  { return NodePlacements(node) + id }
+func NodePlacements(node string) string     { return "placement/node/" + node + "/" }
 func ServiceColocate(name string) string    { return "placement/service/" + name + "/colocate" }
 func ServicePin(name string) string         { return "placement/service/" + name + "/node" }
 func Endpoint(service, id string) string    { return "endpoint/service/" + service + "/" + id }

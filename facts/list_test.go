@@ -60,14 +60,14 @@ func TestListIsOneSnapshot(t *testing.T) {
 	const n = 12000
 	var ops []facts.Op
 	for i := range n {
-		ops = append(ops, facts.Put(facts.Placement(fmt.Sprintf("%05x", i)), []byte(fmt.Sprintf(`"node-%d"`, i%7))))
+		ops = append(ops, facts.Put(facts.NodePlacement("node-1", fmt.Sprintf("%05x", i)), []byte(fmt.Sprintf(`"node-%d"`, i%7))))
 	}
 	for ch := range slices.Chunk(ops, 4000) {
 		if _, err := root.Commit(ctx, facts.Txn{Ops: ch}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	at := put(t, root, facts.Placement("0002a"), `"node-x"`, facts.NodeState("node-1"), `"alive"`)
+	at := put(t, root, facts.NodePlacement("node-1", "0002a"), `"node-x"`, facts.NodeState("node-1"), `"alive"`)
 
 	// Written while the list runs: none of it may show in the list, at
 	// whatever revision the list pinned.
@@ -76,14 +76,14 @@ func TestListIsOneSnapshot(t *testing.T) {
 		defer close(done)
 		for i := range 200 {
 			if _, err := root.Commit(ctx, facts.Txn{Ops: []facts.Op{
-				facts.Put(facts.Placement(fmt.Sprintf("%05x", i*50)), []byte(`"node-moved"`)),
-				facts.Put(facts.Placement(fmt.Sprintf("f%05x", i)), []byte(`"node-new"`))}}); err != nil {
+				facts.Put(facts.NodePlacement("node-1", fmt.Sprintf("%05x", i*50)), []byte(`"node-moved"`)),
+				facts.Put(facts.NodePlacement("node-1", fmt.Sprintf("f%05x", i)), []byte(`"node-new"`))}}); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
-	during, rev, err := root.List(ctx, "placement/instance/", 0)
+	during, rev, err := root.List(ctx, "placement/node/node-1/", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestListIsOneSnapshot(t *testing.T) {
 
 	check := func(name string, s *facts.Store, rev int64, want []facts.Fact) {
 		t.Helper()
-		got, r, err := s.List(ctx, "placement/instance/", rev)
+		got, r, err := s.List(ctx, "placement/node/node-1/", rev)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -144,7 +144,7 @@ func TestListIsOneSnapshot(t *testing.T) {
 	if refused.Load() != 7 {
 		t.Errorf("RangeStream was refused %d times for a change of roles, want the two the fake refuses", refused.Load()-5)
 	}
-	latest, lrev, err := root.List(ctx, "placement/instance/", 0)
+	latest, lrev, err := root.List(ctx, "placement/node/node-1/", 0)
 	if err != nil || len(latest) != n+200 || lrev < rev {
 		t.Errorf("List of the latest: %d facts at %d (%v); want %d at or after %d", len(latest), lrev, err, n+200, rev)
 	}
@@ -156,14 +156,17 @@ func TestListIsOneSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]*facts.Store{"stream": root, "pages": old, "pages after unavailable": down, "stream after a change of roles": authChanged} {
-		if _, _, err := s.List(ctx, "placement/instance/", at); !errors.Is(err, facts.ErrCompacted) || !strings.Contains(err.Error(), "placement/instance/") {
+		if _, _, err := s.List(ctx, "placement/node/node-1/", at); !errors.Is(err, facts.ErrCompacted) || !strings.Contains(err.Error(), "placement/node/node-1/") {
 			t.Errorf("%s: List at compacted revision %d: %v; want ErrCompacted naming the prefix", name, at, err)
 		}
 	}
 
 	node := e.Admit(t, []string{"web"}, "node:node-1")
-	if fs, _, err := node.List(ctx, "placement/instance/", 0); err != nil || len(fs) != n+200 {
-		t.Errorf("a node's List of placements = %d facts, %v; want %d", len(fs), err, n+200)
+	if fs, _, err := node.List(ctx, "placement/node/node-1/", 0); err != nil || len(fs) != n+200 {
+		t.Errorf("a node's List of its placements = %d facts, %v; want %d", len(fs), err, n+200)
+	}
+	if _, _, err := node.List(ctx, "placement/node/", 0); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("a node's List of every node's placements = %v; want ErrPermissionDenied", err)
 	}
 	if _, _, err := node.List(ctx, "auth/", 0); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("a node's List of auth/ = %v; want ErrPermissionDenied", err)
@@ -172,12 +175,12 @@ func TestListIsOneSnapshot(t *testing.T) {
 	// etcd ends a stream at the deadline, and may do so a moment before
 	// the client's context says it passed: still a deadline to callers.
 	late := withoutRangeStream(t, e, status.Error(codes.DeadlineExceeded, "context deadline exceeded"), -1, &refused)
-	if _, _, err := late.List(ctx, "placement/instance/", 0); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := late.List(ctx, "placement/node/node-1/", 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("List ended by etcd at the deadline = %v; want context.DeadlineExceeded", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := root.List(cctx, "placement/instance/", 0); !errors.Is(err, context.Canceled) {
+	if _, _, err := root.List(cctx, "placement/node/node-1/", 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("List with a cancelled context = %v; want context.Canceled", err)
 	}
 }

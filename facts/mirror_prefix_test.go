@@ -17,7 +17,7 @@ import (
 )
 
 // nodeReads are the prefixes a node's agent mirrors; its principal may read them.
-var nodeReads = []string{"placement/instance/", "desired/service/"}
+var nodeReads = []string{"placement/node/node-1/", "desired/service/"}
 
 // asNode starts a secure member (TLS, client certificates, etcd auth) and
 // returns it with a root store and a store of node:node-1 under the role
@@ -31,13 +31,16 @@ func asNode(t *testing.T) (e *etcdtest.Etcd, root, node *facts.Store) {
 }
 
 // someFacts writes facts under the node's prefixes and beside them: under
-// placement/ but not placement/instance/, and in trees a node may read
+// placement/ but not placement/node/node-1/ (another node's entries, the
+// placements themselves), and in trees a node may read
 // (observed/) or not (effective/, auth/).
 func someFacts(t *testing.T, root *facts.Store) int64 {
 	t.Helper()
 	return put(t, root,
+		facts.NodePlacement("node-1", "a8f31"), `"node-1"`,
+		facts.NodePlacement("node-1", "b72c9"), `"node-2"`,
+		facts.NodePlacement("node-2", "c913d"), `"web"`,
 		facts.Placement("a8f31"), `"node-1"`,
-		facts.Placement("b72c9"), `"node-2"`,
 		facts.DesiredService("web"), `{}`,
 		facts.ServiceImage("web"), `"nginx:1.29"`,
 		facts.ServiceColocate("web"), `true`,
@@ -114,7 +117,7 @@ func TestPrefixMirrorSeesExactlyItsPrefixes(t *testing.T) {
 	_, root, node := asNode(t)
 	someFacts(t, root)
 	m := facts.NewMirrorOf(node, nil, nodeReads...)
-	if got := m.Prefixes(); !slices.Equal(got, []string{"desired/service/", "placement/instance/"}) {
+	if got := m.Prefixes(); !slices.Equal(got, []string{"desired/service/", "placement/node/node-1/"}) {
 		t.Errorf("Prefixes() = %v", got)
 	}
 	follow(t, m)
@@ -122,18 +125,18 @@ func TestPrefixMirrorSeesExactlyItsPrefixes(t *testing.T) {
 	sub := m.Subscribe()
 	defer sub.Close()
 
-	put(t, root, facts.Placement("c913d"), `"node-1"`, facts.ServiceImage("web"), `"nginx:1.30"`,
+	put(t, root, facts.NodePlacement("node-1", "c913d"), `"node-1"`, facts.ServiceImage("web"), `"nginx:1.30"`,
 		"effective/service/web/instances", `3`, facts.ServicePin("web"), `"node-1"`)
-	del(t, root, facts.Placement("b72c9"), facts.ServiceImage("web"))
+	del(t, root, facts.NodePlacement("node-1", "b72c9"), facts.ServiceImage("web"))
 	// The last write is outside the prefixes: the mirror still reaches its revision.
 	put(t, root, facts.NodeState("node-2"), `"alive"`)
 	assertMirrorsPrefixes(t, m, root, nodeReads...)
 
 	got, relist := batchKeys(sub.Take())
 	want := map[string]string{
-		facts.Placement("c913d"):  `"node-1"`,
-		facts.Placement("b72c9"):  "deleted",
-		facts.ServiceImage("web"): "deleted",
+		facts.NodePlacement("node-1", "c913d"): `"node-1"`,
+		facts.NodePlacement("node-1", "b72c9"): "deleted",
+		facts.ServiceImage("web"):              "deleted",
 	}
 	if relist || !maps.Equal(got, want) {
 		t.Errorf("relist=%v changes %v, want %v from the watch", relist, got, want)
@@ -152,9 +155,9 @@ func TestPrefixMirrorRelistsAfterCompaction(t *testing.T) {
 	defer sub.Close()
 	stop() // the mirror falls behind...
 
-	del(t, root, facts.Placement("a8f31"))
-	put(t, root, facts.Placement("b72c9"), `"node-1"`, facts.ServiceColocate("web"), `false`)
-	put(t, root, facts.Placement("c913d"), `"node-3"`)
+	del(t, root, facts.NodePlacement("node-1", "a8f31"))
+	put(t, root, facts.NodePlacement("node-1", "b72c9"), `"node-1"`, facts.ServiceColocate("web"), `false`)
+	put(t, root, facts.NodePlacement("node-1", "c913d"), `"node-3"`)
 	rev := put(t, root, facts.ServiceCPU("web"), `0.5`, "effective/service/web/instances", `1`)
 	// ...and the history it would need is compacted away.
 	if err := etcdtest.Compact(context.Background(), root, rev); err != nil {
@@ -170,10 +173,10 @@ func TestPrefixMirrorRelistsAfterCompaction(t *testing.T) {
 
 	got, relist := batchKeys(sub.Take())
 	want := map[string]string{
-		facts.Placement("a8f31"): "deleted",
-		facts.Placement("b72c9"): `"node-1"`,
-		facts.Placement("c913d"): `"node-3"`,
-		facts.ServiceCPU("web"):  `0.5`,
+		facts.NodePlacement("node-1", "a8f31"): "deleted",
+		facts.NodePlacement("node-1", "b72c9"): `"node-1"`,
+		facts.NodePlacement("node-1", "c913d"): `"node-3"`,
+		facts.ServiceCPU("web"):                `0.5`,
 	}
 	if !relist || !maps.Equal(got, want) {
 		t.Errorf("relist=%v changes %v, want %v", relist, got, want)
@@ -189,7 +192,7 @@ func TestPrefixMirrorNamesAPrefixItMayNotRead(t *testing.T) {
 	_, root, node := asNode(t)
 	someFacts(t, root)
 	for _, p := range []string{"auth/", "effective/", ""} {
-		m := facts.NewMirrorOf(node, nil, "placement/instance/", p)
+		m := facts.NewMirrorOf(node, nil, "placement/node/node-1/", p)
 		err := m.Sync(context.Background())
 		if err == nil {
 			t.Errorf("mirror of %q as a node synced", p)
@@ -280,8 +283,8 @@ func TestPrefixMirrorSurvivesACanceledWatch(t *testing.T) {
 		}
 	})
 	// Writes while the node cannot follow are found by the relist.
-	put(t, root, facts.ServiceImage("web"), `"nginx:1.31"`, facts.Placement("d0e1f"), `"node-1"`)
-	del(t, root, facts.Placement("a8f31"))
+	put(t, root, facts.ServiceImage("web"), `"nginx:1.31"`, facts.NodePlacement("node-1", "d0e1f"), `"node-1"`)
+	del(t, root, facts.NodePlacement("node-1", "a8f31"))
 	grant(rules)
 	assertMirrorsPrefixes(t, m, root, nodeReads...)
 
@@ -294,6 +297,6 @@ func TestPrefixMirrorSurvivesACanceledWatch(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	put(t, root, facts.Placement("e2f30"), `"node-2"`)
+	put(t, root, facts.NodePlacement("node-1", "e2f30"), `"node-2"`)
 	assertMirrorsPrefixes(t, m, root, nodeReads...)
 }

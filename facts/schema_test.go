@@ -97,6 +97,7 @@ func TestKeyRoundTrip(t *testing.T) {
 		{"observed/volume/data/attached_node", "observed.volume.attached_node", []string{"data"}, VolumeAttachedNode("data")},
 		{"observed/volume/data/state", "observed.volume.state", []string{"data"}, VolumeState("data")},
 		{"placement/instance/d41ab", "placement.instance", []string{"d41ab"}, Placement("d41ab")},
+		{"placement/node/node-3/d41ab", "placement.node", []string{"node-3", "d41ab"}, NodePlacement("node-3", "d41ab")},
 		{"placement/service/db/node", "placement.service.node", []string{"db"}, ServicePin("db")},
 		{"placement/service/db/colocate", "placement.service.colocate", []string{"db"}, ServiceColocate("db")},
 		{"endpoint/service/web/b72c9", "endpoint.service", []string{"web", "b72c9"}, Endpoint("web", "b72c9")},

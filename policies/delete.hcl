@@ -9,6 +9,7 @@ rule "stop_deleted" {
   }
   absent = ["desired/service/{svc}"]
   delete "placement/instance/{id}" {}
+  delete "placement/node/{node}/{id}" {}
 }
 
 rule "cancel_deleted" {

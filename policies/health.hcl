@@ -74,4 +74,5 @@ rule "release_failed" {
   }
   when = "state == 'failed' && (placed_outdated == 0 || clock - failed >= duration('60s'))"
   delete "placement/instance/{id}" {}
+  delete "placement/node/{node}/{id}" {}
 }

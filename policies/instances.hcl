@@ -138,4 +138,5 @@ rule "stop_placed_extras" {
     pick  = "placed - allowed"
   }
   delete "placement/instance/{id}" {}
+  delete "placement/node/{node}/{id}" {}
 }

@@ -64,6 +64,7 @@ rule "stop_replaced" {
     order = [desc("!serving"), desc("current_siblings"), desc("siblings")]
   }
   delete "placement/instance/{id}" {}
+  delete "placement/node/{node}/{id}" {}
 }
 
 rule "rollout_status" {

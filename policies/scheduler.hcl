@@ -127,4 +127,39 @@ rule "schedule" {
     score = "-1000.0 * double(siblings) - (old > 0 ? 100.0 * double(current_siblings) : 0.0) - 10.0 * double(math.least(failed_here, 50)) - (cap_cpu > 0.0 ? used_cpu / cap_cpu : 0.0) - (cap_mem > 0 ? double(used_mem) / double(cap_mem) : 0.0) - (cpu.hasValue() || mem.hasValue() ? 0.0 : double(on_node) / 1000000.0)"
   }
   emit "placement/instance/{id}" { value = "node" }
+  emit "placement/node/{node}/{id}" { value = "svc" }
+}
+
+# placement/node/{node}/{id} indexes the placements by node, with the
+# instance's service: an agent watches its own node's prefix, not every
+# placement of the cluster (DESIGN §5, watch fan-out), and learns the
+# service from what only the engine writes. The scheduler writes an entry
+# with its placement and every rule that deletes a placement deletes the
+# entry with it; these two repair what else there is (placements made
+# before the index, a placement or an entry written or deleted by hand).
+# The service an entry names is the one the instance had when it was
+# placed: a report rewriting observed/instance/{id}/service later (any node
+# may write it) does not change what the node runs.
+rule "index_placement" {
+  doc       = "A placed instance without its placement/node/{node}/{id} entry gets it, naming its service: its agent runs what its node's entries name. An entry that exists is not rewritten from a report (any node may write observed/instance/)."
+  principal = "scheduler"
+  # After every rule that deletes a placement: one deleted this round has
+  # no entry to repair.
+  after = ["schedule", "stop_deleted", "release_failed", "stop_replaced"]
+  match {
+    node = "placement/instance/{id}"
+    svc  = "observed/instance/{id}/service"
+  }
+  absent = ["placement/node/{node}/{id}"]
+  emit "placement/node/{node}/{id}" { value = "svc" }
+}
+
+rule "unindex_placement" {
+  doc       = "An entry of placement/node/{node}/ whose instance is not placed on that node is deleted: its agent stops the instance."
+  principal = "reconcile"
+  after     = ["schedule", "stop_deleted", "release_failed", "stop_placed_extras", "stop_replaced", "index_placement"]
+  match { svc = "placement/node/{node}/{id}" }
+  optional { placed = "placement/instance/{id}" }
+  when = "placed.orValue('') != node"
+  delete "placement/node/{node}/{id}" {}
 }

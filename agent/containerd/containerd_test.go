@@ -246,7 +246,7 @@ func TestContainerdAgent(t *testing.T) {
 		facts.ServiceCPU("hz"), 0.5, facts.ServiceMemory("hz"), "64Mi", facts.ServiceExpose("hz", port), map[string]any{},
 		facts.ServiceHealthMethod("hz"), "GET", facts.ServiceHealthPath("hz"), "/healthz", facts.ServiceHealthInterval("hz"), "1s")
 	const id = "c0ffe1"
-	put(t, s, facts.InstanceService(id), "hz", facts.Placement(id), "node-1")
+	put(t, s, facts.InstanceService(id), "hz", facts.Placement(id), "node-1", facts.NodePlacement("node-1", id), "hz")
 	top := t // children outlive the subtest that starts them
 	child := startChild(top, cc)
 
@@ -380,7 +380,7 @@ func TestContainerdAgent(t *testing.T) {
 	})
 
 	step("removing the placement stops the container and reports it stopped", func(t *testing.T) {
-		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id))}}); err != nil {
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id)), facts.Delete(facts.NodePlacement("node-1", id))}}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, func() string {
@@ -402,7 +402,7 @@ func TestContainerdAgent(t *testing.T) {
 		sport := etcdtest.FreePort(t)
 		put(t, s, facts.DesiredService("stubborn"), map[string]any{}, facts.ServiceImage("stubborn"), "ccattler.test/stubborn:1",
 			facts.ServiceExpose("stubborn", sport), map[string]any{})
-		put(t, s, facts.InstanceService(id4), "stubborn", facts.Placement(id4), "node-1")
+		put(t, s, facts.InstanceService(id4), "stubborn", facts.Placement(id4), "node-1", facts.NodePlacement("node-1", id4), "stubborn")
 		waitFor(t, 30*time.Second, func() string {
 			if st, _ := observed(t, s, id4, "state"); st != "running" {
 				return "state " + st
@@ -410,7 +410,7 @@ func TestContainerdAgent(t *testing.T) {
 			return ""
 		})
 		start := time.Now()
-		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id4))}}); err != nil {
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id4)), facts.Delete(facts.NodePlacement("node-1", id4))}}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, func() string {
@@ -429,7 +429,7 @@ func TestContainerdAgent(t *testing.T) {
 
 	step("a container that exits is reported failed with its exit status, not restarted", func(t *testing.T) {
 		const id2 = "c0ffe2"
-		put(t, s, facts.InstanceService(id2), "hz", facts.Placement(id2), "node-1")
+		put(t, s, facts.InstanceService(id2), "hz", facts.Placement(id2), "node-1", facts.NodePlacement("node-1", id2), "hz")
 		var pid2 uint32
 		waitFor(t, 30*time.Second, func() string {
 			if pid2 = taskPid(t, cli, id2); pid2 == 0 {
@@ -471,7 +471,7 @@ func TestContainerdAgent(t *testing.T) {
 			facts.ServiceEnv("echo", "GREETING"), "hello from the service file", facts.ServiceLabel("echo", "team"), "core",
 			facts.ServiceLabel("echo", containerd.LabelInstance), "forged")
 		const id5 = "c0ffe5"
-		put(t, s, facts.InstanceService(id5), "echo", facts.Placement(id5), "node-1")
+		put(t, s, facts.InstanceService(id5), "echo", facts.Placement(id5), "node-1", facts.NodePlacement("node-1", id5), "echo")
 		waitFor(t, 30*time.Second, func() string {
 			if st, _ := observed(t, s, id5, "state"); st != "running" {
 				return "state " + st
@@ -542,7 +542,7 @@ func TestContainerdAgent(t *testing.T) {
 				t.Fatalf("followed output stopped at tick %d", last)
 			}
 		}
-		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id5))}}); err != nil {
+		if _, err := s.Commit(context.Background(), facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement(id5)), facts.Delete(facts.NodePlacement("node-1", id5))}}); err != nil {
 			t.Fatal(err)
 		}
 		ended := time.After(30 * time.Second)
@@ -572,7 +572,7 @@ func TestContainerdAgent(t *testing.T) {
 	step("an image that cannot be pulled fails the instance with the reason", func(t *testing.T) {
 		put(t, s, facts.DesiredService("nopull"), map[string]any{}, facts.ServiceImage("nopull"), "127.0.0.1:1/nothing:1")
 		const id3 = "c0ffe3"
-		put(t, s, facts.InstanceService(id3), "nopull", facts.Placement(id3), "node-1")
+		put(t, s, facts.InstanceService(id3), "nopull", facts.Placement(id3), "node-1", facts.NodePlacement("node-1", id3), "nopull")
 		waitFor(t, 60*time.Second, func() string {
 			if st, _ := observed(t, s, id3, "state"); st != "failed" {
 				return "state " + st

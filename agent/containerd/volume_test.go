@@ -99,7 +99,7 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 		}
 	}
 
-	put(t, s, facts.InstanceService("f00a1"), "db", facts.Placement("f00a1"), "node-1")
+	put(t, s, facts.InstanceService("f00a1"), "db", facts.Placement("f00a1"), "node-1", facts.NodePlacement("node-1", "f00a1"), "db")
 	waitFor(t, 60*time.Second, running("f00a1"))
 	waitFor(t, 10*time.Second, volume("node-1", "attached"))
 	first, err := get("/me")
@@ -112,7 +112,7 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 
 	// The first instance stops (same port: host networking); its replacement
 	// starts on the same node.
-	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("f00a1"))}}); err != nil {
+	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("f00a1")), facts.Delete(facts.NodePlacement("node-1", "f00a1"))}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() string {
@@ -122,7 +122,7 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 		return ""
 	})
 	waitFor(t, 10*time.Second, volume("node-1", "detached"))
-	put(t, s, facts.InstanceService("f00b2"), "db", facts.Placement("f00b2"), "node-1")
+	put(t, s, facts.InstanceService("f00b2"), "db", facts.Placement("f00b2"), "node-1", facts.NodePlacement("node-1", "f00b2"), "db")
 	waitFor(t, 60*time.Second, running("f00b2"))
 	waitFor(t, 10*time.Second, volume("node-1", "attached"))
 	second, err := get("/me")
@@ -139,7 +139,7 @@ func TestVolumeOutlivesInstance(t *testing.T) {
 
 	// Not persistent: the data goes with the last instance.
 	put(t, s, facts.VolumePersistent("data"), false)
-	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("f00b2"))}}); err != nil {
+	if _, err := s.Commit(ctx, facts.Txn{Ops: []facts.Op{facts.Delete(facts.Placement("f00b2")), facts.Delete(facts.NodePlacement("node-1", "f00b2"))}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, volume("node-1", "detached"))

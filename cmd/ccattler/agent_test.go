@@ -84,6 +84,7 @@ func TestAgentSimNodesEndToEnd(t *testing.T) {
 	for k, v := range map[string]string{
 		facts.DesiredService("web"): `{}`, facts.ServiceImage("web"): `"nginx:1.28"`,
 		facts.InstanceService("a8f31"): `"web"`, facts.Placement("a8f31"): `"e2e-0002"`,
+		facts.NodePlacement("e2e-0002", "a8f31"): `"web"`,
 	} {
 		ops = append(ops, facts.Put(k, []byte(v)))
 	}

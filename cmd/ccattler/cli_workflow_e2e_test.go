@@ -129,8 +129,8 @@ func TestServiceWorkflow(t *testing.T) {
 		if n := strings.Count(sched, "  + placement/instance/"); n != 10 {
 			t.Errorf("schedule lists %d placements, want the first 10:\n%s", n, sched)
 		}
-		if !strings.Contains(sched, "… and 15 more (--all lists them): 15 × + placement/instance/{instance-id}") {
-			t.Errorf("schedule does not count the other 15 placements:\n%s", sched)
+		if !strings.Contains(sched, "… and 40 more (--all lists them): 25 × + placement/node/{node-id}/{instance-id}, 15 × + placement/instance/{instance-id}") {
+			t.Errorf("schedule does not count the other 15 placements and the 25 entries by node:\n%s", sched)
 		}
 		if !strings.Contains(r, "Plan: 25 instances created, 0 stopped, 25 placements") {
 			t.Errorf("diff's summary:\n%s", r)

@@ -193,7 +193,7 @@ func TestHotReload(t *testing.T) {
 			t.Errorf("rules plan wrote %v", w)
 		}
 		changed := regexp.MustCompile(`(?m)^  ~ placement/instance/[0-9a-f]{5} = "n-0002"  \(running: "n-000[345]"\)$`).FindAllString(out, -1)
-		if len(changed) != 4 || !strings.Contains(out, "\nschedule\n") || !strings.Contains(out, "Plan: 0 to put, 4 to change, 0 to delete. Nothing was written.") {
+		if len(changed) != 4 || !strings.Contains(out, "\nschedule\n") || !strings.Contains(out, "Plan: 4 to put, 4 to change, 4 to delete. Nothing was written.") {
 			t.Errorf("plan of packing against spreading: %d changed placements, want 4 under schedule:\n%s", len(changed), out)
 		}
 		var pj struct {
@@ -202,19 +202,31 @@ func TestHotReload(t *testing.T) {
 				Changes []struct{ Op, Key, Rule string } `json:"changes"`
 			} `json:"plan"`
 		}
-		if err := json.Unmarshal([]byte(js), &pj); err != nil || pj.Written || len(pj.Plan.Changes) != 4 {
+		if err := json.Unmarshal([]byte(js), &pj); err != nil || pj.Written || len(pj.Plan.Changes) != 12 {
 			t.Fatalf("plan -o json: %v\n%s", err, js)
 		}
+		// Each moved placement, and its entry by node deleted on the old
+		// node and put on the new one.
+		ops := map[string]int{}
 		for _, c := range pj.Plan.Changes {
-			if c.Op != "change" || c.Rule != "schedule" || !strings.HasPrefix(c.Key, "placement/instance/") {
-				t.Errorf("plan -o json change %+v", c)
+			switch {
+			case c.Rule != "schedule":
+			case c.Op == "change" && strings.HasPrefix(c.Key, "placement/instance/"),
+				c.Op == "put" && strings.HasPrefix(c.Key, "placement/node/n-0002/"),
+				c.Op == "delete" && regexp.MustCompile(`^placement/node/n-000[345]/`).MatchString(c.Key):
+				ops[c.Op]++
+				continue
 			}
+			t.Errorf("plan -o json change %+v", c)
+		}
+		if ops["change"] != 4 || ops["put"] != 4 || ops["delete"] != 4 {
+			t.Errorf("plan -o json: %v, want 4 placements changed, 4 entries put and 4 deleted", ops)
 		}
 		// Without --against, the directory the leading server runs stands
 		// for the running set (scheduler paused): the same placements are
 		// new, and the service's summary no longer counts them unplaced.
 		out = srv.ok(t, "rules", "plan", packDir)
-		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 4 to put, 1 to change, 0 to delete.") ||
+		if !strings.Contains(out, "against "+runDir+" (version ") || !strings.Contains(out, "Plan: 8 to put, 1 to change, 0 to delete.") ||
 			!regexp.MustCompile(`(?m)^  ~ observed/service/app/summary = \{[^}]*\}  \(running: \{[^}]*"unplaced": 4`).MatchString(out) {
 			t.Errorf("plan against the running set with the scheduler paused:\n%s", out)
 		}

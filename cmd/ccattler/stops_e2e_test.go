@@ -96,8 +96,8 @@ func TestScaleDownStopsEveryExtraInOneRound(t *testing.T) {
 		}
 		stops++
 		rounds[rec.Bindings["placed"]]++
-		if len(rec.Writes) != 1 || !rec.Writes[0].Deleted || !strings.HasPrefix(rec.Writes[0].Key, "placement/instance/") {
-			t.Fatalf("a stop deletes one placement: %+v", rec.Writes)
+		if !deletesOnePlacement(rec.Writes) {
+			t.Fatalf("a stop deletes one placement and its node's entry: %+v", rec.Writes)
 		}
 	}
 	if stops != stopsScale-3 {
@@ -109,4 +109,16 @@ func TestScaleDownStopsEveryExtraInOneRound(t *testing.T) {
 		t.Fatalf("the stops took %d rounds (count decided on -> stops: %v), want at most 2", len(rounds), rounds)
 	}
 	t.Logf("%d instances: up in %s, down to 3 in %s, stops in %d round(s): %v", stopsScale, up.Round(time.Millisecond), down.Round(time.Millisecond), len(rounds), rounds)
+}
+
+// deletesOnePlacement reports whether a stop's writes are what every rule
+// that stops an instance writes: the deletes of its placement and of its
+// node's entry (policies/scheduler.hcl), and nothing else.
+func deletesOnePlacement(ws []facts.EventWrite) bool {
+	if len(ws) != 2 || !ws[0].Deleted || !ws[1].Deleted {
+		return false
+	}
+	id, ok := strings.CutPrefix(ws[0].Key, "placement/instance/")
+	node, entryID, _ := strings.Cut(strings.TrimPrefix(ws[1].Key, "placement/node/"), "/")
+	return ok && node != "" && entryID == id && ws[1].Key == facts.NodePlacement(node, id)
 }

@@ -93,12 +93,15 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 			t.Errorf("node-2 put %s: %v; want allowed", key, err)
 		}
 	}
-	for _, p := range []string{"desired/service/", "placement/"} {
+	for _, p := range []string{"desired/service/", "placement/node/node-2/"} {
 		if err := get(node2, p); err != nil {
 			t.Errorf("node-2 read %s: %v; want allowed", p, err)
 		}
 	}
-	for _, p := range []string{"auth/", "endpoint/", "lease/node/node-1", ""} {
+	// Its own placements only: not another node's entries (node-20's
+	// begin with its id), nor every placement.
+	for _, p := range []string{"auth/", "endpoint/", "lease/node/node-1", "", "placement/", "placement/instance/",
+		"placement/node/", "placement/node/node-1/", "placement/node/node-20/", "placement/node/node-2"} {
 		if err := get(node2, p); !denied(err) {
 			t.Errorf("node-2 read %q: %v; want permission denied", p, err)
 		}
@@ -110,6 +113,14 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 	}
 	if err := put(fleet, "observed/node/node-1/state"); !denied(err) {
 		t.Errorf("fleet sim-* put node-1's state: %v; want permission denied", err)
+	}
+	// A fleet reads its nodes' placements (the agent's feed watches the
+	// prefix its ids share), no other node's.
+	for p, allowed := range map[string]bool{"placement/node/sim-": true, "placement/node/sim-0001/": true,
+		"placement/node/": false, "placement/node/node-1/": false} {
+		if err := get(fleet, p); allowed && err != nil || !allowed && !denied(err) {
+			t.Errorf("fleet sim-* read %s: %v; want allowed %v", p, err, allowed)
+		}
 	}
 
 	alice := e.StoreAs(t, "user:alice")

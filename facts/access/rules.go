@@ -211,7 +211,10 @@ func Default(principal, ctlPrefix, leaderPrefix string) (Rules, error) {
 			{Prefix: "observed/service/{service}/metrics/", Access: Write},
 			{Prefix: "desired/service/", Access: Read},
 			{Prefix: "desired/volume/", Access: Read},
-			{Prefix: "placement/", Access: Read},
+			// Its own placements: the entries the engine writes under
+			// placement/node/{node}/ with each placement (not every
+			// placement of the cluster).
+			{Prefix: "placement/node/{node}/", Access: Read},
 			{Prefix: "schema/", Access: Read},
 			{Prefix: "sim/", Access: Read}, // a simulated node follows its knobs
 		}

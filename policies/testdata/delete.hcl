@@ -35,6 +35,7 @@ test "delete a service: placements released, endpoints gone, the pending one can
         "effective/service/web/instances",
         "placement/instance/a0001", "placement/instance/a0002",
         "endpoint/service/web/a0001", "endpoint/service/web/a0002",
+        "placement/node/node-1/a0001", "placement/node/node-1/a0002",
       ]
       firings = { resolve_intent = 1, stop_deleted = 2, cancel_deleted = 1, publish_endpoint = 2, note_stopped = 1 }
     }
@@ -78,7 +79,7 @@ test "scale to 0: every instance stopped, the pending one cancelled" {
   }
   expect {
     writes  = { "effective/service/web/instances" = 0, "observed/instance/a0003/state" = "stopped" }
-    deletes = ["placement/instance/a0001", "placement/instance/a0002"]
+    deletes = ["placement/instance/a0001", "placement/instance/a0002", "placement/node/node-1/a0001", "placement/node/node-1/a0002"]
     firings = { resolve_intent = 1, cancel_waiting_extras = 1, stop_placed_extras = 2 }
   }
 }

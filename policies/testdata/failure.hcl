@@ -13,6 +13,9 @@ test "mass loss: all three nodes lose their leases together: nothing marked, not
       "observed/instance/*/service"     = "web"
       "observed/instance/*/state"       = "pending"
       "placement/instance/*"            = ["node-1", "node-2", "node-3"]
+      "placement/node/node-1/*" = "web"
+      "placement/node/node-2/*" = "web"
+      "placement/node/node-3/*" = "web"
     }
   }
   then "the leases are gone: the disruption is recorded, nothing else" {

@@ -71,6 +71,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
         "observed/instance/*/service"      = "web"
         "observed/instance/*/state"        = "pending"
         "placement/instance/11e84"         = "node-1"
+        "placement/node/node-1/11e84" = "web"
       }
       firings = { retire_unhealthy = 1, replace_first = 1, schedule = 1 }
     }
@@ -81,7 +82,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
       report("11e84", "running", "healthy", "nginx:1")]
     expect {
       writes  = { "endpoint/service/web/11e84" = { ip = "10.1.0.5", port = 8080 } }
-      deletes = ["placement/instance/d0002"]
+      deletes = ["placement/instance/d0002", "placement/node/node-1/d0002"]
       firings = { stop_replaced = 1, publish_endpoint = 1 }
     }
   }
@@ -101,7 +102,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
         "observed/service/web/restart/reason"       = "failed; its agent gave no reason"
         "observed/service/web/restart/hold"         = "2026-11-29T12:00:01Z"
       }
-      deletes = ["endpoint/service/web/d0003", "placement/instance/d0003"]
+      deletes = ["endpoint/service/web/d0003", "placement/instance/d0003", "placement/node/node-1/d0003"]
       firings = { note_failed = 1, count_failure = 1, release_failed = 1, publish_endpoint = 1, note_stopped = 1 }
     }
   }
@@ -113,6 +114,7 @@ test "unhealthy for 3 checks of 5s: replaced, new instance first" {
         "observed/instance/*/service" = "web"
         "observed/instance/*/state"   = "pending"
         "placement/instance/*"        = "node-1"
+        "placement/node/node-1/*" = "web"
       }
       deletes = ["observed/service/web/restart/hold"]
       firings = { end_hold = 1, create_instances = 1, schedule = 1 }
@@ -139,8 +141,9 @@ test "with max_extra = 0 an unhealthy instance is stopped first, then replaced" 
       "observed/instance/*/service"      = "web"
       "observed/instance/*/state"        = "pending"
       "placement/instance/*"             = "node-1"
+      "placement/node/node-1/*" = "web"
     }
-    deletes = ["placement/instance/e0002"]
+    deletes = ["placement/instance/e0002", "placement/node/node-1/e0002"]
     firings = { retire_unhealthy = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
   }
 }

@@ -75,7 +75,7 @@ test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
       "observed/instance/a0003/unhealthy_since" = "2026-11-29T12:00:00Z"
     }
     # the unhealthy one first, then the newer healthy one: the longest-running healthy one stays
-    deletes = ["placement/instance/a0002", "placement/instance/a0003"]
+    deletes = ["placement/instance/a0002", "placement/instance/a0003", "placement/node/node-1/a0002", "placement/node/node-1/a0003"]
     firings = { resolve_intent = 1, stop_placed_extras = 2, note_unhealthy = 1 }
   }
   then "scale up to 5: four new instances next to the one left" {
@@ -86,6 +86,7 @@ test "scale 3 -> 1 -> 5: the newest go first, then new ones are created" {
         "observed/instance/*/service"     = "web"
         "observed/instance/*/state"       = "pending"
         "placement/instance/*"            = "node-1"
+        "placement/node/node-1/*" = ["web", "web", "web", "web"]
       }
       firings = { resolve_intent = 1, create_instances = 4, schedule = 4 }
     }

@@ -22,6 +22,9 @@ test "service lifecycle, node failure, heal" {
       "observed/instance/*/service"     = "web"
       "observed/instance/*/state"       = "pending"
       "placement/instance/*"            = ["node-1", "node-2", "node-3"]
+      "placement/node/node-1/7a01d" = "web"
+      "placement/node/node-2/*" = "web"
+      "placement/node/node-3/*" = "web"
     }
     firings = { resolve_intent = 1, create_instances = 3, schedule = 3 }
   }
@@ -75,6 +78,7 @@ test "service lifecycle, node failure, heal" {
         "observed/instance/*/service" = "web"
         "observed/instance/*/state"   = "pending"
         "placement/instance/*"        = "node-1"
+        "placement/node/node-1/0f2f5" = "web"
       }
       deletes = ["endpoint/service/web/8fc52"]
       firings = { node_unreachable = 1, create_instances = 1, schedule = 1, publish_endpoint = 1 }
@@ -104,7 +108,7 @@ test "service lifecycle, node failure, heal" {
         "observed/node/node-2/state" = "alive"
         "endpoint/service/web/8fc52" = { ip = "10.1.0.9", port = 8080 }
       }
-      deletes = ["placement/instance/0f2f5", "endpoint/service/web/0f2f5", "observed/node/node-2/lost_at"]
+      deletes = ["placement/instance/0f2f5", "endpoint/service/web/0f2f5", "observed/node/node-2/lost_at", "placement/node/node-1/0f2f5"]
       firings = { node_returns = 1, forget_lost_lease = 1, stop_placed_extras = 1, publish_endpoint = 2 }
     }
   }

@@ -12,7 +12,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
     "desired/service/two/expose/8080" = {}
   }
   expect {
-    writes     = { "placement/instance/a0001" = "node-1" }
+    writes     = { "placement/instance/a0001" = "node-1", "placement/node/node-1/a0001" = "one" }
     rejections = ["schedule node=node-1: port"]
     firings    = { schedule = 1 }
   }
@@ -23,7 +23,7 @@ test "two services on 8080, one host-network node: one placed, the other pending
       "observed/node/node-2/network" = "host"
     }
     expect {
-      writes  = { "placement/instance/b0001" = "node-2" }
+      writes  = { "placement/instance/b0001" = "node-2", "placement/node/node-2/b0001" = "two" }
       firings = { schedule = 1 }
     }
   }
@@ -45,7 +45,7 @@ test "nodes that give each instance its own address (sim, the key schema's examp
     "desired/service/one/expose/8080" = {}
   }
   expect {
-    writes  = { "placement/instance/a0001" = "node-1", "placement/instance/a0002" = "node-1" }
+    writes  = { "placement/instance/a0001" = "node-1", "placement/instance/a0002" = "node-1", "placement/node/node-1/a0001" = "one", "placement/node/node-1/a0002" = "one" }
     firings = { schedule = 2 }
   }
 }

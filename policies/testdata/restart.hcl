@@ -31,7 +31,7 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
         "observed/service/bad/restart/reason"       = "start: image docker.io/library/nope:1 is not imported and could not be pulled"
         "observed/service/bad/restart/hold"         = "2026-11-29T12:00:01Z"
       }
-      deletes = ["placement/instance/a0001"]
+      deletes = ["placement/instance/a0001", "placement/node/node-1/a0001"]
       firings = { note_failed = 1, count_failure = 1, release_failed = 1, note_stopped = 1 }
     }
   }
@@ -50,6 +50,7 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
         "observed/instance/*/service" = "bad"
         "observed/instance/*/state"   = "pending"
         "placement/instance/*"        = "node-2"
+        "placement/node/node-2/d1fb2" = "bad"
       }
       deletes = ["observed/service/bad/restart/hold"]
       firings = { end_hold = 1, create_instances = 1, schedule = 1 }
@@ -74,7 +75,7 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
         "observed/service/bad/restart/reason"       = "exited with status 1"
         "observed/service/bad/restart/hold"         = "2026-11-29T12:00:04Z"
       }
-      deletes = ["placement/instance/d1fb2"]
+      deletes = ["placement/instance/d1fb2", "placement/node/node-2/d1fb2"]
       firings = { note_failed = 1, count_failure = 1, release_failed = 1, note_stopped = 1 }
     }
   }
@@ -93,6 +94,7 @@ test "a crash loop: each failure doubles the wait, the reason is kept, another n
         "observed/instance/*/service" = "bad"
         "observed/instance/*/state"   = "pending"
         "placement/instance/*"        = "node-1"
+        "placement/node/node-1/*" = "bad"
       }
       deletes = [
         "observed/service/bad/restart/hold",
@@ -196,6 +198,7 @@ test "a fixed image is tried at once: the backoff ends when the image changes" {
         "observed/instance/*/service" = "web"
         "observed/instance/*/state"   = "pending"
         "placement/instance/*"        = "node-1"
+        "placement/node/node-1/*" = "web"
       }
       deletes = [
         "observed/service/web/restart/hold", "observed/service/web/restart/failures",

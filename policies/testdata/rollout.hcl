@@ -28,6 +28,7 @@ test "image change: one new instance first, an old one stopped when it is health
       "observed/instance/*/service"  = "web"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/*" = "web"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -41,7 +42,7 @@ test "image change: one new instance first, an old one stopped when it is health
       writes = {
         "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 6, state = "progressing", reason = "" }
       }
-      deletes = ["placement/instance/b0001"]
+      deletes = ["placement/instance/b0001", "placement/node/node-1/b0001"]
       firings = { rollout_status = 1, stop_replaced = 1 }
     }
   }
@@ -54,6 +55,7 @@ test "image change: one new instance first, an old one stopped when it is health
         "observed/instance/*/state"          = "pending"
         "placement/instance/f60d7"           = "node-1"
         "observed/instance/b0001/stopped_at" = "2026-11-29T12:00:00Z"
+        "placement/node/node-1/f60d7" = "web"
       }
       firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
     }
@@ -98,8 +100,9 @@ test "image change: one new instance first, an old one stopped when it is health
         "observed/instance/*/state"    = "pending"
         "placement/instance/*"         = "node-1"
         "observed/instance/f60d7/stopped_at" = "2026-11-29T12:01:00Z"
+        "placement/node/node-1/*" = "web"
       }
-      deletes = ["placement/instance/f60d7"]
+      deletes = ["placement/instance/f60d7", "placement/node/node-1/f60d7"]
       firings = { release_failed = 1, rollout_status = 1, replace_first = 1, schedule = 1, note_stopped = 1 }
     }
   }
@@ -116,6 +119,7 @@ test "a rollout to the end: the view is gone once no instance runs the old image
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/103a3"     = "node-1"
+      "placement/node/node-1/103a3" = "api"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -128,7 +132,7 @@ test "a rollout to the end: the view is gone once no instance runs the old image
   then "healthy: the old one stops and the rollout's view is gone" {
     facts = { "observed/instance/103a3/health" = "healthy" }
     expect {
-      deletes = ["placement/instance/c0001", "observed/service/api/rollout"]
+      deletes = ["placement/instance/c0001", "observed/service/api/rollout", "placement/node/node-1/c0001"]
       firings = { stop_replaced = 1, rollout_status = 1 }
     }
   }
@@ -150,8 +154,9 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/a87fe"     = "node-1"
+      "placement/node/node-1/a87fe" = "api"
     }
-    deletes = ["placement/instance/c0001"]
+    deletes = ["placement/instance/c0001", "placement/node/node-1/c0001"]
     firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
   }
   then "the replacement runs, not yet healthy: the second old one is not stopped (one unavailable at most)" {
@@ -167,8 +172,9 @@ test "max_extra = 0: an old one stops first within max_unavailable, the next onl
         "observed/instance/*/service"  = "api"
         "observed/instance/*/state"    = "pending"
         "placement/instance/*"         = "node-1"
+        "placement/node/node-1/*" = "api"
       }
-      deletes = ["placement/instance/c0002", "observed/service/api/rollout"]
+      deletes = ["placement/instance/c0002", "observed/service/api/rollout", "placement/node/node-1/c0002"]
       firings = { rollout_status = 1, stop_replaced = 1, create_instances = 1, schedule = 1 }
     }
   }
@@ -189,6 +195,7 @@ test "a changed cpu request replaces instances like a changed image; agents that
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/d96ef" = "api"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -206,7 +213,7 @@ test "a changed cpu request replaces instances like a changed image; agents that
       "observed/instance/d96ef/started_at"    = "2026-11-29T12:00:05Z"
     }
     expect {
-      deletes = ["placement/instance/d96ef"]
+      deletes = ["placement/instance/d96ef", "placement/node/node-1/d96ef"]
       firings = { stop_placed_extras = 1 }
     }
   }
@@ -234,6 +241,7 @@ test "a rollout keeps a service spread: the old instance stopped is the one besi
       "observed/instance/*/service"  = "web"
       "observed/instance/*/state"    = "pending"
       "placement/instance/d1fb2"     = "node-1"
+      "placement/node/node-1/d1fb2" = "web"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -242,7 +250,7 @@ test "a rollout keeps a service spread: the old instance stopped is the one besi
     worlds = [report("d1fb2", "running", "healthy", "nginx:2")]
     expect {
       writes  = { "observed/service/web/rollout" = { image = "nginx:2", updated = 1, total = 3, state = "progressing", reason = "" } }
-      deletes = ["placement/instance/b0001"]
+      deletes = ["placement/instance/b0001", "placement/node/node-1/b0001"]
       firings = { rollout_status = 1, stop_replaced = 1 }
     }
   }
@@ -255,6 +263,7 @@ test "a rollout keeps a service spread: the old instance stopped is the one besi
         "observed/instance/*/state"          = "pending"
         "placement/instance/eb214"           = "node-2"
         "observed/instance/b0001/stopped_at" = "2026-11-29T12:00:00Z"
+        "placement/node/node-2/eb214" = "web"
       }
       firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
     }
@@ -264,7 +273,7 @@ test "a rollout keeps a service spread: the old instance stopped is the one besi
     worlds = [report("eb214", "running", "healthy", "nginx:2")]
     expect {
       writes  = { "observed/service/web/rollout" = { image = "nginx:2", updated = 2, total = 3, state = "progressing", reason = "" } }
-      deletes = ["placement/instance/b0003"]
+      deletes = ["placement/instance/b0003", "placement/node/node-2/b0003"]
       firings = { rollout_status = 1, stop_replaced = 1 }
     }
   }
@@ -277,6 +286,7 @@ test "a rollout keeps a service spread: the old instance stopped is the one besi
         "observed/instance/*/state"          = "pending"
         "placement/instance/*"               = "node-3"
         "observed/instance/b0003/stopped_at" = "2026-11-29T12:00:00Z"
+        "placement/node/node-3/*" = "web"
       }
       firings = { replace_first = 1, schedule = 1, note_stopped = 1 }
     }

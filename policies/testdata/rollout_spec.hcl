@@ -21,6 +21,7 @@ test "a changed env: one new instance first, the old one stopped once the new on
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/*" = "api"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -37,7 +38,7 @@ test "a changed env: one new instance first, the old one stopped once the new on
   then "healthy: the old one stops (not the new extra) and the rollout's view is gone" {
     facts = { "observed/instance/103a3/health" = "healthy" }
     expect {
-      deletes = ["placement/instance/c0001", "observed/service/api/rollout"]
+      deletes = ["placement/instance/c0001", "observed/service/api/rollout", "placement/node/node-1/c0001"]
       firings = { stop_replaced = 1, rollout_status = 1 }
     }
   }
@@ -56,6 +57,7 @@ test "env removed: an instance started with a digest is replaced, one reported w
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/*" = "api"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }
@@ -88,6 +90,7 @@ test "an old spec's failure does not halt the rollout; the new spec's does" {
       "observed/instance/*/service"  = "api"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/*" = "api"
     }
     firings = { rollout_status = 1, replace_first = 1, schedule = 1 }
   }

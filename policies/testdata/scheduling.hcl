@@ -16,6 +16,10 @@ test "capacity: 4 nodes of 2 cpu, 10 instances of 1 cpu: 8 placed, 2 pending, ev
       "observed/instance/*/service"       = "batch"
       "observed/instance/*/state"         = "pending"
       "placement/instance/*" = ["node-1", "node-1", "node-2", "node-2", "node-3", "node-3", "node-4", "node-4"]
+      "placement/node/node-1/*" = ["batch", "batch"]
+      "placement/node/node-2/*" = ["batch", "batch"]
+      "placement/node/node-3/*" = ["batch", "batch"]
+      "placement/node/node-4/*" = ["batch", "batch"]
     }
     firings = { resolve_intent = 1, create_instances = 10, schedule = 8 }
     rejections = [
@@ -74,6 +78,9 @@ test "spread: a service's instances go to different zones and nodes before doubl
       "placement/instance/a0001" = "a-1"
       "placement/instance/a0002" = "b-1"
       "placement/instance/a0003" = "a-1"
+      "placement/node/a-1/a0001" = "web"
+      "placement/node/a-1/a0003" = "web"
+      "placement/node/b-1/a0002" = "web"
     }
   }
 }
@@ -113,6 +120,9 @@ test "nodes registering while a service waits: its instances are created once" {
         "observed/node/node-2/leased" = true
         "observed/node/node-3/leased" = true
         "placement/instance/*"        = ["node-1", "node-2", "node-3"]
+        "placement/node/node-1/*" = "web"
+        "placement/node/node-2/*" = "web"
+        "placement/node/node-3/*" = "web"
       }
       firings = { note_leased = 3, schedule = 3 }
     }
@@ -133,6 +143,9 @@ test "services that request nothing spread by the instances a node runs" {
       "observed/instance/*/service" = ["s1", "s2", "s3", "s4", "s5", "s6"]
       "observed/instance/*/state"   = "pending"
       "placement/instance/*"        = ["node-1", "node-1", "node-2", "node-2", "node-3", "node-3"]
+      "placement/node/node-1/*" = ["s5", "s3"]
+      "placement/node/node-2/*" = ["s4", "s6"]
+      "placement/node/node-3/*" = ["s1", "s2"]
     }
     firings = { create_instances = 6, schedule = 6 }
   }

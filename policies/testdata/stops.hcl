@@ -33,6 +33,7 @@ test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the 
     deletes = [
       "placement/instance/a0003", "placement/instance/a0004", "placement/instance/a0005",
       "placement/instance/a0006", "placement/instance/a0007", "placement/instance/a0008",
+      "placement/node/node-1/a0003", "placement/node/node-1/a0005", "placement/node/node-1/a0007", "placement/node/node-2/a0004", "placement/node/node-2/a0006", "placement/node/node-2/a0008",
     ]
     firings = { resolve_intent = 1, stop_placed_extras = 6, note_unhealthy = 2 }
     rounds  = { stop_placed_extras = 1 }
@@ -41,7 +42,7 @@ test "scale 8 -> 2: every extra stopped in one round, unhealthy first, then the 
     facts = { "intent/user/service/web/instances" = 0 }
     expect {
       writes  = { "effective/service/web/instances" = 0 }
-      deletes = ["placement/instance/a0001", "placement/instance/a0002"]
+      deletes = ["placement/instance/a0001", "placement/instance/a0002", "placement/node/node-1/a0001", "placement/node/node-2/a0002"]
       firings = { resolve_intent = 1, stop_placed_extras = 2 }
       rounds  = { stop_placed_extras = 1 }
     }
@@ -68,7 +69,7 @@ test "the only healthy instance stays, the newest though it is: three of four st
       "observed/instance/a0001/unhealthy_since" = "2026-11-29T12:00:00Z"
       "observed/instance/a0003/unhealthy_since" = "2026-11-29T12:00:00Z"
     }
-    deletes = ["placement/instance/a0001", "placement/instance/a0002", "placement/instance/a0003"]
+    deletes = ["placement/instance/a0001", "placement/instance/a0002", "placement/instance/a0003", "placement/node/node-1/a0001", "placement/node/node-1/a0002", "placement/node/node-1/a0003"]
     firings = { stop_placed_extras = 3, note_unhealthy = 2 }
     rounds  = { stop_placed_extras = 1 }
   }
@@ -95,7 +96,7 @@ test "a frozen node returns: its originals stay, every replacement is stopped in
   }
   expect {
     writes  = { "observed/node/node-1/state" = "alive" }
-    deletes = ["placement/instance/b0001", "placement/instance/b0002", "placement/instance/b0003"]
+    deletes = ["placement/instance/b0001", "placement/instance/b0002", "placement/instance/b0003", "placement/node/node-2/b0001", "placement/node/node-2/b0002", "placement/node/node-2/b0003"]
     firings = { node_returns = 1, stop_placed_extras = 3 }
     rounds  = { stop_placed_extras = 1 }
   }

@@ -56,6 +56,7 @@ test "a service's summary counts running, healthy and updated instances" {
         "observed/instance/*/service"     = "web"
         "observed/instance/*/state"       = "pending"
         "placement/instance/*"            = "node-1"
+        "placement/node/node-1/*" = "web"
       }
       deletes = ["observed/instance/a0002/unhealthy_since"]
       firings = { service_summary = 1, create_instances = 1, schedule = 1, forget_unhealthy = 1 }
@@ -84,13 +85,14 @@ test "instances that no node fits are counted unplaced" {
       "observed/instance/*/service"  = "big"
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
+      "placement/node/node-1/*" = "big"
     }
   }
 
   then "the node grows: every instance placed, none unplaced" {
     facts = { "observed/node/node-1/capacity/cpu" = 32 }
     expect {
-      writes  = { "observed/service/big/summary" = { running = 0, healthy = 0, updated = 0, target = 3 }, "placement/instance/*" = "node-1" }
+      writes  = { "observed/service/big/summary" = { running = 0, healthy = 0, updated = 0, target = 3 }, "placement/instance/*" = "node-1", "placement/node/node-1/*" = ["big", "big"] }
       firings = { service_summary = 1, schedule = 2 }
     }
   }

@@ -49,6 +49,7 @@ test "a node that never held a lease gets no placement, however big: the lease f
       "observed/instance/*/service"     = "big"
       "observed/instance/*/state"       = "pending"
       "placement/instance/*"            = ["small", "small", "small", "small"]
+      "placement/node/small/*" = ["big", "big", "big", "big"]
     }
     firings    = { note_leased = 1, resolve_intent = 1, create_instances = 4, schedule = 4 }
     rejections = ["schedule node=big: lease"]
@@ -188,6 +189,7 @@ test "a bad fact past apply is absent for the bindings that read it; other servi
       "observed/instance/*/service"     = ["web", "api"]
       "observed/instance/*/state"       = ["pending", "pending"]
       "placement/instance/*"            = ["node-1", "node-1"]
+      "placement/node/node-1/*" = ["api", "web"]
     }
     firings = { resolve_intent = 2, create_instances = 2, schedule = 2 }
   }
@@ -231,6 +233,7 @@ test "fake instances of the new image on a fake node make no real instance of a 
       "observed/instance/*/state"    = "pending"
       "placement/instance/*"         = "node-1"
       "observed/service/web/rollout" = { image = "nginx:2", reason = "", state = "progressing", total = 2, updated = 0 }
+      "placement/node/node-1/*" = "web"
     }
     firings = { replace_first = 1, schedule = 1, rollout_status = 1 }
   }

@@ -25,6 +25,7 @@ test "a single-node volume pins instances to its node" {
       "observed/instance/*/state"      = "pending"
       # node-1 would win the tie without the volume
       "placement/instance/*"           = "node-2"
+      "placement/node/node-2/*" = "db"
     }
     firings    = { pin_to_volume = 1, colocate_single_node_volume = 1, resolve_intent = 1, create_instances = 1, schedule = 1 }
     rejections = ["schedule node=node-1: volume"]
@@ -59,6 +60,7 @@ test "before its single-node volume is attached, a service's instances join the 
       "observed/instance/*/state"      = "pending"
       # spreading alone would use all three nodes
       "placement/instance/*"           = ["node-1", "node-1", "node-1"]
+      "placement/node/node-1/*" = ["db", "db", "db"]
     }
     firings    = { colocate_single_node_volume = 1, resolve_intent = 1, create_instances = 3, schedule = 3 }
     rejections = ["schedule node=node-2: volume", "schedule node=node-3: volume", "schedule node=node-2: volume", "schedule node=node-3: volume"]

@@ -36,7 +36,7 @@ world "instance" {
 world "placed" {
   params = ["id", "service", "state", "node"]
   worlds = [instance(id, service, state)]
-  facts  = { "placement/instance/${id}" = node }
+  facts  = { "placement/instance/${id}" = node, "placement/node/${node}/${id}" = service }
 }
 
 # Placed, running and healthy.
