@@ -12,7 +12,7 @@ import (
 // is joined again to find the few without a placement. At 100,000
 // instances that is half a second, paid in every round that places one.
 //
-// A rule that fills a hole — an action whose every head emits a key its
+// A rule that fills a hole — an action with a head that emits a key its
 // body requires absent, as schedule emits the placement it requires
 // absent — has a smaller answer: its bindings that still hold are those
 // that found no candidate (the others wrote their head, and so no longer
@@ -77,18 +77,22 @@ func (rd *round) wholeCost(r *rules.Rule) int {
 // rule whole again, which costs no more than that many bindings.
 const maxWaiting = 4096
 
-// fillsHole reports whether r is an action whose every head emits a key a
-// pattern of its body requires absent: a binding that fires stops holding.
+// fillsHole reports whether r is an action with a head that emits a key a
+// pattern of its body requires absent: a binding that fires stops holding,
+// whatever its other heads write (schedule also writes the placement's
+// entry by node). Asking it of every head took the wait set from a rule
+// with one more head, and every candidate change evaluated it whole: at
+// 100,000 instances on 3 nodes, a converge 40 % longer.
 func fillsHole(r *rules.Rule) bool {
-	if r.Choose == nil || r.Derives() || r.Fresh != nil || len(r.Heads) == 0 {
+	if r.Choose == nil || r.Derives() || r.Fresh != nil {
 		return false
 	}
 	for _, h := range r.Heads {
-		if h.Kind != rules.Emit || holeOf(r, h) == nil {
-			return false
+		if h.Kind == rules.Emit && holeOf(r, h) != nil {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // holeOf returns the absent pattern of r's body that h writes, or nil.

@@ -3,6 +3,7 @@ package eval_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,18 @@ rule "place" {
 }
 `
 
+// holeFillingIndexed is holeFilling with one more head, as schedule
+// writes the placement's entry by node beside it: a binding that fires
+// still stops holding.
+var holeFillingIndexed = strings.Replace(holeFilling, `  emit "placement/instance/{id}" {
+    value = "node"
+  }`, `  emit "placement/instance/{id}" {
+    value = "node"
+  }
+  emit "placement/node/{node}/{id}" {
+    value = "svc"
+  }`, 1)
+
 func addNode(tb *table, node string, capacity int) []facts.Change {
 	return []facts.Change{
 		putKnown(tb, "observed/node/"+node+"/state", `"alive"`),
@@ -74,7 +87,16 @@ func placedBy(p eval.Plan) int {
 // instances that found no node are evaluated again, not every instance of
 // the cluster; and they are placed.
 func TestCandidateChangeEvaluatesTheWaiting(t *testing.T) {
-	rs := loadSrc(t, holeFilling)
+	for name, src := range map[string]string{"one head": holeFilling, "two heads": holeFillingIndexed} {
+		t.Run(name, func(t *testing.T) { candidateChangeEvaluatesTheWaiting(t, src) })
+	}
+}
+
+func candidateChangeEvaluatesTheWaiting(t *testing.T, src string) {
+	if !strings.Contains(src, `emit "placement/instance/{id}"`) {
+		t.Fatal("the rule lost its hole-filling head")
+	}
+	rs := loadSrc(t, src)
 	tb := newTable()
 	addNode(tb, "node-1", 198)
 	for i := range 200 {
