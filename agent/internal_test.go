@@ -304,3 +304,23 @@ func TestFeedIgnoresInvalidEntryKeys(t *testing.T) {
 		t.Errorf("the ignored placement was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// A feed watches the entries of the nodes it serves: one node's own
+// prefix, a fleet's the longest its ids share (what a fleet principal's
+// grant is), every node's when the ids share nothing.
+func TestPlacementsOf(t *testing.T) {
+	for _, tc := range []struct {
+		nodes []string
+		want  string
+	}{
+		{nil, "placement/node/"},
+		{[]string{"node-1"}, "placement/node/node-1/"},
+		{[]string{"sim-0001", "sim-0002", "sim-0010"}, "placement/node/sim-00"},
+		{[]string{"node-1", "node-10"}, "placement/node/node-1"},
+		{[]string{"a-1", "b-1"}, "placement/node/"},
+	} {
+		if got := placementsOf(tc.nodes); got != tc.want {
+			t.Errorf("placementsOf(%v) = %q, want %q", tc.nodes, got, tc.want)
+		}
+	}
+}
