@@ -364,7 +364,7 @@ func (n *node) reconcile(ctx context.Context) {
 		if !w.Ready {
 			if !n.waiting[id] { // said once, so that a wait is never silent
 				n.waiting[id] = true
-				n.log.Info("instance placed here waits for its service's facts (observed/instance/{id}/service, desired/service/{name}/image)",
+				n.log.Info("instance placed here waits for its service's facts (desired/service/{name}, its image)",
 					"instance", id, "service", w.Spec.Service)
 			}
 			continue

@@ -99,7 +99,7 @@ func NewMirror(s *Store, log *slog.Logger) *Mirror { return NewMirrorOf(s, log, 
 // NewMirrorOf returns an empty mirror of the facts under the given prefixes
 // of the store (relative to the root; "", or none, is all of it), for a
 // principal that may read only those: a node's agent follows
-// placement/instance/ and desired/service/. Each prefix is listed and
+// placement/node/{node}/ and desired/service/. Each prefix is listed and
 // watched on its own, all at one revision; a prefix inside another given
 // one is dropped. Facts of other prefixes are absent from the mirror, not
 // deleted.
