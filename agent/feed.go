@@ -214,40 +214,27 @@ func (f *Feed) serviceWantLocked(r facts.Reader, svc string) Want {
 // entry placement/node/{node}/{id} names it.
 type placed struct{ id, svc string }
 
-// placedOn returns the instances placed on node, from its entries: one
-// whose instance id is invalid or whose value is no service name is none
-// (the schema's forms; Feed.apply says so once).
+// placedOn returns the instances placed on node, from its entries. An
+// entry that breaks the schema (an instance id or a service of no valid
+// form: the mirror's table checks every fact, Fact.Invalid) is none;
+// Feed.apply says so once.
 func placedOn(r facts.Reader, node string) []placed {
 	var out []placed
 	prefix := facts.NodePlacements(node)
 	r.Prefix(prefix, func(p facts.Fact) bool {
-		if e, ok := entryOf(p.Key, p.Value); ok && e.node == node {
-			out = append(out, placed{e.id, e.svc})
+		if p.Invalid == "" {
+			svc, _ := facts.StringValue(p.Value)
+			out = append(out, placed{strings.TrimPrefix(p.Key, prefix), svc})
 		}
 		return true
 	})
 	return out
 }
 
-// entry is one valid placement/node/{node}/{id} = "service" fact.
-type entry struct{ node, id, svc string }
-
-// entryOf parses a placement/node/ fact; ok is false for a key or value
-// of no valid form.
-func entryOf(key string, value []byte) (e entry, ok bool) {
-	rest, found := strings.CutPrefix(key, "placement/node/")
-	if !found {
-		return entry{}, false
-	}
-	node, id, found := strings.Cut(rest, "/")
-	if !found || facts.CheckSegment("node-id", node) != nil || facts.CheckSegment("instance-id", id) != nil {
-		return entry{}, false
-	}
-	svc, isString := facts.StringValue(value)
-	if !isString || facts.CheckSegment("name", svc) != nil {
-		return entry{}, false
-	}
-	return entry{node, id, svc}, true
+// entryNode is the node of a placement/node/{node}/... key.
+func entryNode(key string) string {
+	node, _, _ := strings.Cut(strings.TrimPrefix(key, "placement/node/"), "/")
+	return node
 }
 
 // serviceAttrs returns a service's attributes by path (e.g.
@@ -276,8 +263,8 @@ func (f *Feed) PlacedOn(id string) (node string, known bool) {
 	f.mirror.View(func(r facts.Reader) {
 		known = r.Rev() > 0
 		r.ByVar(f.placed, 1, id, func(p facts.Fact) bool {
-			if e, ok := entryOf(p.Key, p.Value); ok {
-				node = e.node
+			if p.Invalid == "" {
+				node = entryNode(p.Key)
 				return false
 			}
 			return true
@@ -354,8 +341,8 @@ func (f *Feed) apply(b facts.Batch) {
 			// The nodes with an instance of it: the mirror's entries by
 			// value (the service), on subscribed nodes only.
 			r.ByValue(f.placed, svc, func(p facts.Fact) bool {
-				if e, ok := entryOf(p.Key, p.Value); ok {
-					f.pokeLocked(e.node)
+				if p.Invalid == "" {
+					f.pokeLocked(entryNode(p.Key))
 				}
 				return true
 			})
@@ -367,15 +354,14 @@ func (f *Feed) apply(b facts.Batch) {
 // (its wants change, an entry of no valid form being no placement). An
 // entry of no valid form is said once per key.
 func (f *Feed) entryChangedLocked(c facts.Change, relist bool) {
-	if _, ok := entryOf(c.Key, c.Value); !ok && !c.Deleted && !f.badKeys[c.Key] {
+	if !c.Deleted && c.Invalid != "" && !f.badKeys[c.Key] {
 		if len(f.badKeys) < 10000 {
 			f.badKeys[c.Key] = true
 		}
-		f.log.Warn("ignoring a placement entry of no valid form: expected placement/node/{node}/{instance-id} naming a service", "key", c.Key, "value", string(c.Value))
+		f.log.Warn("ignoring a placement entry of no valid form: expected placement/node/{node}/{instance-id} naming a service", "err", c.Invalid) // the reason names the key
 	}
 	if !relist { // a relist pokes every node
-		node, _, _ := strings.Cut(strings.TrimPrefix(c.Key, "placement/node/"), "/")
-		f.pokeLocked(node)
+		f.pokeLocked(entryNode(c.Key))
 	}
 }
 

@@ -74,7 +74,7 @@ func TestEtcdEnforcesTheTrustTable(t *testing.T) {
 
 	node2 := e.StoreAs(t, "node:node-2")
 	for _, key := range []string{
-		"desired/service/evil/image", "placement/instance/x", "effective/service/web/instances",
+		"desired/service/evil/image", "placement/instance/x", "placement/node/node-2/abcde", "effective/service/web/instances",
 		"endpoint/service/web/abcde", "intent/user/service/web/instances", "auth/node:node-2/rules",
 		"schema/evil", "observed/node/node-1/state", "lease/node/node-1", "event/20261201T000000.000000000Z-000001",
 		"observed/node/node-20/state", "lease/node/node-20", "observed/service/web/rollout", "observed/clock",
