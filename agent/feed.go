@@ -46,10 +46,10 @@ func placementsOf(nodes []string) string {
 // watch; the feed tells each node when something it depends on changed,
 // and reads the facts from the mirror when the node asks.
 type Feed struct {
-	store  *facts.Store
-	mirror *facts.Mirror
-	log    *slog.Logger
-	placed *facts.FactType // placement/node/{node-id}/{instance-id}, for the mirror's index by instance
+	store     *facts.Store
+	mirror    *facts.Mirror
+	log       *slog.Logger
+	entryType *facts.FactType // placement/node/{node-id}/{instance-id}: the mirror's indexes of entries by instance and by service
 
 	mu      sync.Mutex               // guards everything below; taken inside a mirror View, never around one
 	subs    map[string]chan struct{} // node -> change notification (buffered 1)
@@ -102,7 +102,7 @@ func NewFeed(store *facts.Store, log *slog.Logger, nodes ...string) *Feed {
 		panic("agent: the schema has no placement.node type") // a built-in of every schema
 	}
 	return &Feed{
-		store: store, log: log, placed: pt,
+		store: store, log: log, entryType: pt,
 		mirror:  facts.NewMirrorOf(store, log, placementsOf(nodes), "desired/service/"),
 		subs:    map[string]chan struct{}{},
 		badKeys: map[string]bool{},
@@ -262,7 +262,7 @@ func serviceAttrs(r facts.Reader, svc string) map[string][]byte {
 func (f *Feed) PlacedOn(id string) (node string, known bool) {
 	f.mirror.View(func(r facts.Reader) {
 		known = r.Rev() > 0
-		r.ByVar(f.placed, 1, id, func(p facts.Fact) bool {
+		r.ByVar(f.entryType, 1, id, func(p facts.Fact) bool {
 			if p.Invalid == "" {
 				node = entryNode(p.Key)
 				return false
@@ -340,7 +340,7 @@ func (f *Feed) apply(b facts.Batch) {
 			}
 			// The nodes with an instance of it: the mirror's entries by
 			// value (the service), on subscribed nodes only.
-			r.ByValue(f.placed, svc, func(p facts.Fact) bool {
+			r.ByValue(f.entryType, svc, func(p facts.Fact) bool {
 				if p.Invalid == "" {
 					f.pokeLocked(entryNode(p.Key))
 				}
