@@ -117,10 +117,13 @@ func TestDeleteManyStopsInRoundsOfTheBudget(t *testing.T) {
 	}
 	// A round's plan of stops and their records (--round-firings of
 	// them at most) fits one transaction (etcd allows 16,384
-	// operations); one more if the delete met instances still being
-	// reported, or a round shared its budget with another rule.
+	// operations); one more because a round shares its budget with
+	// another rule (every run: 999 stops a round), and one more if the
+	// delete met instances still being reported (a conflict halves the
+	// transaction that met it: the last 2 stops went in 2, once in four
+	// CI runs).
 	budget := engine.NewConfig().RoundFirings
-	if most := (stopsScale+budget-1)/budget + 1; len(txns) > most {
+	if most := (stopsScale+budget-1)/budget + 2; len(txns) > most {
 		t.Fatalf("the stops took %d transactions (revision -> stops: %v), want at most %d (rounds of %d firings)", len(txns), txns, most, budget)
 	}
 	t.Logf("%d instances deleted in %s, stops in %d transaction(s)", stopsScale, gone.Round(time.Millisecond), len(txns))
